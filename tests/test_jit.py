@@ -236,6 +236,24 @@ def test_compiled_checks_argument_types(mesh2x4):
         c(X[:2], X[:2])
 
 
+def test_equivalent_shardings_are_not_moved(mesh2x4, monkeypatch):
+    # P("x", None) on the caller's array, P("x",) in the program: the same layout,
+    # so neither a jitted nor a compiled call may copy the array again
+    x = put(mesh2x4, X, P("x", None))
+    f = shardc.jit(lambda a: a * 2)
+    c = f.lower(x).compile()
+    assert c.input_shardings[0].spec != x.sharding.spec
+    placed = []
+    real = shardc.runtime.place
+    monkeypatch.setattr(shardc.runtime, "place", lambda *a: placed.append(a) or real(*a))
+    for _ in range(2):
+        np.testing.assert_allclose(c(x), X * 2)
+        np.testing.assert_allclose(f(x), X * 2)
+    assert placed == []
+    np.testing.assert_allclose(c(X), X * 2)      # NumPy input: placed, once
+    assert len(placed) == 1
+
+
 def test_nested_jit_keeps_its_shardings(mesh2x4):
     inner = shardc.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh2x4, P(None, "y")))
     out = shardc.jit(lambda a: inner(a) + 1)(put(mesh2x4, X, P("x")))
