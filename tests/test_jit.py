@@ -105,6 +105,33 @@ def test_donate_argnums(mesh2x4):
     np.testing.assert_allclose(y, 2 * X)
 
 
+def test_cached_calls_follow_their_arguments(mesh2x4):
+    # a loop feeding results back (the identity-checked cached call), then arguments
+    # that differ from the last call in sharding, type, mesh context or liveness
+    f = shardc.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh2x4, P("x")))
+    y = put(mesh2x4, X, P("x"))
+    for _ in range(3):
+        y = f(y)
+    np.testing.assert_allclose(y, X * 8)
+    other = put(mesh2x4, X, P(None, "y"))
+    assert f(other).sharding.spec == P("x")
+    np.testing.assert_allclose(f(other), X * 2)
+    np.testing.assert_allclose(f(X), X * 2)
+    g = shardc.jit(lambda a: a + 1, out_shardings=P("y"))
+    with shardc.set_mesh(mesh2x4):
+        z = g(y)
+        assert z.sharding.spec == P("y")
+        g(z), g(z)
+    with shardc.set_mesh(shardc.make_mesh((8,), ("y",))):    # P("y") means another mesh
+        with pytest.raises(shardc.ShardcError, match="different meshes"):
+            g(z)
+    d = shardc.jit(lambda a: a * 2, donate_argnums=0)
+    w = d(d(put(mesh2x4, X, P("x"))))
+    d(w)
+    with pytest.raises(shardc.ShardcError, match="deleted"):
+        d(w)
+
+
 def test_stages(mesh2x4):
     f = shardc.jit(lambda a, b: shardc.nn.relu(a @ b))
     a, b = put(mesh2x4, X, P("x", None)), put(mesh2x4, X.T.copy(), P(None, "y"))

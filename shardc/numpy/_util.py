@@ -16,8 +16,13 @@ def is_py_scalar(x) -> bool:
     return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
 
 
+_Tracer = core.Tracer
+
+
 def aval(x) -> Aval:
     """x's abstract value; a Python bool is strongly typed (jax has no weak bool)."""
+    if type(x) is _Tracer:       # the common case while tracing
+        return x.value.aval
     if isinstance(x, Lit):
         return x.aval
     if isinstance(x, bool):
@@ -35,6 +40,8 @@ def ndim(x):
 
 def check_arraylike(name, *xs):
     for x in xs:
+        if type(x) is _Tracer:
+            continue
         if isinstance(x, (list, tuple)):
             raise ShardcError(f"{name} requires array arguments; got a {type(x).__name__}. "
                               f"Use shardc.numpy.asarray(...) first")
@@ -64,7 +71,7 @@ def as_lit(x):
 
 
 def result_type(*xs):
-    return dtypes.promote(*((aval(x).dtype, aval(x).weak) for x in xs))
+    return dtypes.promote(*[(a.dtype, a.weak) for a in map(aval, xs)])
 
 
 def const_like(x, value):
@@ -89,6 +96,10 @@ def promote_dtypes(*xs):
     """Convert all arguments to their common (JAX-promoted) dtype."""
     if len(xs) == 1:
         return [as_lit(xs[0])]
+    if all(type(x) is _Tracer for x in xs):     # traced values already alike: as they are
+        a = xs[0].value.aval
+        if all(x.value.aval.dtype == a.dtype and x.value.aval.weak == a.weak for x in xs):
+            return list(xs)
     dt, weak = result_type(*xs)
     return [convert(as_lit(x), dt, weak) for x in xs]
 
@@ -141,12 +152,12 @@ def broadcast_to(x, target):
 
 def promote_shapes(name, *xs):
     """Broadcast non-scalar arguments to one shape; rank-0 ones stay scalars (as jnp)."""
-    shapes = [shape(x) for x in xs]
+    shapes = [aval(x).shape for x in xs]
     nonscalar = [s for s in shapes if s]
     if not nonscalar or all(s == nonscalar[0] for s in nonscalar):
         return list(xs)
     target = broadcast_shapes(name, *shapes)
-    return [x if not shape(x) else broadcast_to(x, target) for x in xs]
+    return [x if not s else broadcast_to(x, target) for x, s in zip(xs, shapes)]
 
 
 def promote_args(name, *xs):
