@@ -130,6 +130,14 @@ def _filter_tb(tb):
     return out
 
 
+def cleaned(e: ShardcError) -> ShardcError:
+    """`e` with shardc's internal frames removed from its traceback (unless
+    SHARDC_TRACEBACK is set), for an API entry point to re-raise."""
+    if os.environ.get("SHARDC_TRACEBACK"):
+        return e
+    return e.with_traceback(_filter_tb(e.__traceback__))
+
+
 def api_boundary(fun):
     """Re-raise ShardcErrors with shardc's internal frames removed from the traceback."""
     @functools.wraps(fun)
@@ -137,7 +145,5 @@ def api_boundary(fun):
         try:
             return fun(*args, **kwargs)
         except ShardcError as e:
-            if os.environ.get("SHARDC_TRACEBACK"):
-                raise
-            raise e.with_traceback(_filter_tb(e.__traceback__)) from None
+            raise cleaned(e) from None
     return wrapper

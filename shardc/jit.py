@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
-from .errors import ShardcError, api_boundary, user_loc
+from .errors import ShardcError, api_boundary, cleaned, user_loc
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -115,9 +115,10 @@ class Jitted:
             self.donate_argnums, len(pos) if pos is not None else None))
         self._cache: dict = {}
         self._fast: dict = {}
-        # the last placed call's (fast key, entry), its parts compared by identity before
-        # any hashing: a training loop passes back arrays the previous step made, which
-        # share their aval and sharding objects
+        # the last placed call's signature (treedef, x64, mesh context, (aval, sharding)
+        # per leaf) and how to run it, compared by identity before any hashing: a
+        # training loop passes back arrays the previous step made, which share their
+        # aval and sharding objects
         self._last = None
 
     def __get__(self, obj, objtype=None):
@@ -147,28 +148,38 @@ class Jitted:
         leaves, treedef = _tree.tree_flatten((dyn, dkw))
         return (treedef, ctx, len(args), static, skw, *map(_leaf_key, leaves)), leaves
 
-    @api_boundary
     def __call__(self, *args, **kwargs):
         last = self._last
         if last is not None and not kwargs:
-            # the cheapest check first: the same kinds of objects as last time
+            # the cheapest check first: the same kinds of objects as last time. Every
+            # step here runs while caches are cold from XLA's last run, so the path
+            # is one frame, down to the executable.
             leaves, treedef = _tree.tree_flatten(args)
-            key, entry = last
-            ctx = key[1]
-            if treedef == key[0] and ctx[0] is _X64.value and ctx[1] is current_mesh():
-                for x, (a, s) in zip(leaves, key[2:]):
-                    if type(x) is not _ARRAY or x.aval is not a or x.sharding is not s:
+            tree, x64, mesh, leaf_keys, execute, handlers, out_tree = last
+            if treedef == tree and x64 is _X64.value and mesh is current_mesh():
+                for x, (a, s) in zip(leaves, leaf_keys):
+                    if type(x) is not _ARRAY or x.aval is not a or _sharding_of(x) is not s:
                         break
                 else:
-                    return entry.run_placed(leaves)
+                    if not any(map(_is_deleted, leaves)):
+                        return _tree.tree_unflatten(
+                            out_tree, execute(leaves).consume_with_handlers(handlers))
+        try:
+            return self._call(args, kwargs)
+        except ShardcError as e:      # the API boundary (no wrapper frame on the fast path)
+            raise cleaned(e) from None
+
+    def _call(self, args, kwargs):
         # the cached call: one flatten, one dict lookup, then run
         key, leaves = self._fast_key(args, kwargs)
         hit = self._fast.get(key)
         if hit is not None:
             entry, placed = hit
             if placed:
-                if not kwargs and not self._static_nums:   # key: (treedef, ctx, leaf keys)
-                    self._last = (key, entry)
+                if not kwargs and not self._static_nums and entry.direct:
+                    # key: (treedef, (x64, mesh), (aval, sharding) per leaf)
+                    self._last = (key[0], *key[1], key[2:], entry.exe.exe.execute_sharded,
+                                  entry.exe.handlers, entry.out_tree)
                 return entry.run_placed(leaves)
             return entry.run(leaves)
         if any(map(core.is_tracer, leaves)):
@@ -517,6 +528,7 @@ class Lowered:
 
 
 _is_deleted = runtime.ARRAY_TYPE.is_deleted
+_sharding_of = runtime.sharding_of
 _X64 = runtime.X64
 _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
 #                              shardc.distributed.initialize() must come before any)
@@ -524,12 +536,14 @@ _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at im
 
 class _Entry:
     """What a cached call needs: argument placement, the executable, the output tree."""
-    __slots__ = ("exe", "in_shardings", "out_tree", "n")
+    __slots__ = ("exe", "in_shardings", "out_tree", "n", "direct")
 
     def __init__(self, exe, in_shardings, out_tree):
         self.exe, self.out_tree = exe, out_tree
         self.in_shardings = list(in_shardings)
         self.n = len(in_shardings)
+        # a plain executable: a cached call may run jaxlib's executable directly
+        self.direct = type(exe) is runtime.Executable
 
     def adopt(self, leaves):
         """Expect the callers' own sharding objects where they are equivalent to ours,

@@ -6,6 +6,7 @@ uses only jax's public array, device, mesh and sharding types.
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 import numpy as np
@@ -16,6 +17,9 @@ from jax._src.config import enable_x64 as X64  # noqa: F401 (X64.value: x64 on, 
 from jax._src.lib import xla_client as xc
 
 from .errors import ShardcError
+
+# an array's sharding without the Python frame of jax's `sharding` property (cached calls)
+sharding_of = operator.attrgetter("_sharding")
 
 
 def backend(platform=None):
