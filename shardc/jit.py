@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import operator
 
 import jax
 import numpy as np
@@ -115,10 +116,9 @@ class Jitted:
             self.donate_argnums, len(pos) if pos is not None else None))
         self._cache: dict = {}
         self._fast: dict = {}
-        # the last placed call's signature (treedef, x64, mesh context, (aval, sharding)
-        # per leaf) and how to run it, compared by identity before any hashing: a
-        # training loop passes back arrays the previous step made, which share their
-        # aval and sharding objects
+        # the last placed call's signature (treedef, x64, mesh context, leaf types, avals
+        # and shardings) and how to run it, checked before hashing any key: a training
+        # loop passes back arrays the previous step made, which share those objects
         self._last = None
 
     def __get__(self, obj, objtype=None):
@@ -154,16 +154,16 @@ class Jitted:
             # the cheapest check first: the same kinds of objects as last time. Every
             # step here runs while caches are cold from XLA's last run, so the path
             # is one frame, down to the executable.
-            leaves, treedef = _tree.tree_flatten(args)
-            tree, x64, mesh, leaf_keys, execute, handlers, out_tree = last
-            if treedef == tree and x64 is _X64.value and mesh is current_mesh():
-                for x, (a, s) in zip(leaves, leaf_keys):
-                    if type(x) is not _ARRAY or x.aval is not a or _sharding_of(x) is not s:
-                        break
-                else:
-                    if not any(map(_is_deleted, leaves)):
-                        return _tree.tree_unflatten(
-                            out_tree, execute(leaves).consume_with_handlers(handlers))
+            # Each check is one C-level pass over the leaves (tuple equality tries
+            # identity first, which is what a loop feeding results back will hit).
+            leaves, treedef = _flatten(args)
+            tree, x64, mesh, types, avals, shardings, execute, handlers, out_tree = last
+            if (treedef == tree and x64 is _X64.value and mesh is current_mesh()
+                    and tuple(map(type, leaves)) == types
+                    and tuple(map(_aval_of, leaves)) == avals
+                    and tuple(map(_sharding_of, leaves)) == shardings
+                    and not any(map(_is_deleted, leaves))):
+                return out_tree.unflatten(execute(leaves).consume_with_handlers(handlers))
         try:
             return self._call(args, kwargs)
         except ShardcError as e:      # the API boundary (no wrapper frame on the fast path)
@@ -178,8 +178,10 @@ class Jitted:
             if placed:
                 if not kwargs and not self._static_nums and entry.direct:
                     # key: (treedef, (x64, mesh), (aval, sharding) per leaf)
-                    self._last = (key[0], *key[1], key[2:], entry.exe.exe.execute_sharded,
-                                  entry.exe.handlers, entry.out_tree)
+                    self._last = (key[0], *key[1], (_ARRAY,) * len(leaves),
+                                  tuple(a for a, _ in key[2:]), tuple(s for _, s in key[2:]),
+                                  entry.exe.exe.execute_sharded, entry.exe.handlers,
+                                  entry.out_tree)
                 return entry.run_placed(leaves)
             return entry.run(leaves)
         if any(map(core.is_tracer, leaves)):
@@ -529,6 +531,8 @@ class Lowered:
 
 _is_deleted = runtime.ARRAY_TYPE.is_deleted
 _sharding_of = runtime.sharding_of
+_aval_of = operator.attrgetter("aval")
+_flatten = runtime.tree_flatten
 _X64 = runtime.X64
 _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
 #                              shardc.distributed.initialize() must come before any)

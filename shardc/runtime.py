@@ -12,14 +12,17 @@ import jax
 import numpy as np
 from jax._src import core as jcore
 from jax._src.array import ArrayImpl as ARRAY_TYPE  # noqa: F401 (jax.Array's class)
+from jax._src.tree_util import default_registry as _pytrees
 from jax._src import xla_bridge
 from jax._src.config import enable_x64 as X64  # noqa: F401 (X64.value: x64 on, thread-aware)
 from jax._src.lib import xla_client as xc
 
 from .errors import ShardcError
 
-# an array's sharding without the Python frame of jax's `sharding` property (cached calls)
+# For the cached call, without Python frames: an array's sharding (jax's `sharding` is
+# a Python property) and the pytree flatten (jax.tree_util's is a Python wrapper)
 sharding_of = operator.attrgetter("_sharding")
+tree_flatten = _pytrees.flatten
 
 
 def backend(platform=None):

@@ -125,6 +125,15 @@ def test_cached_calls_follow_their_arguments(mesh2x4):
     with shardc.set_mesh(shardc.make_mesh((8,), ("y",))):    # P("y") means another mesh
         with pytest.raises(shardc.ShardcError, match="different meshes"):
             g(z)
+    # the same aval on a mesh with its devices in another order: another program
+    flipped = jax.sharding.Mesh(np.asarray(mesh2x4.devices).reshape(-1)[::-1].reshape(2, 4),
+                                ("x", "y"))
+    h = shardc.jit(lambda a: a * 2)
+    a, b = put(mesh2x4, X, P("x")), put(flipped, X, P("x"))
+    h(a), h(a)
+    out = h(b)
+    assert out.sharding.mesh == flipped
+    np.testing.assert_allclose(out, X * 2)
     d = shardc.jit(lambda a: a * 2, donate_argnums=0)
     w = d(d(put(mesh2x4, X, P("x"))))
     d(w)
