@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as _np
 
 from .. import dtypes as _dtypes  # noqa: F401  (keeps `shardc.dtypes` importable first)
+from . import linalg
+from ._composite import (allclose, isclose, linspace, logaddexp, repeat, roll, take, tile,
+                         tril, triu)
 from ._creation import (arange, array, asarray, empty, empty_like, eye, full, full_like,
                         identity, iota, ones, ones_like, zeros, zeros_like)
 from ._indexing import getitem as _getitem

@@ -1,0 +1,123 @@
+"""shardc.numpy functions built from other ops (linspace tril triu roll tile repeat take
+logaddexp isclose allclose linalg.norm) vs jax.jit (values, dtypes, output shardings)
+and NumPy, under shardings; their gradients vs jax.grad."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from helpers import compare, compare_eager
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((8, 16)).astype(np.float32)
+I = RNG.integers(-5, 5, (8, 16)).astype(np.int32)
+LAYOUTS = [P(), P("x"), P(None, "y"), P("x", "y")]
+
+CASES = {
+    "linspace": lambda m, a: a + m.linspace(0.0, 1.0, 16),
+    "linspace_open": lambda m, a: a + m.linspace(-2, 3, 16, endpoint=False),
+    "linspace_int": lambda m, a: m.linspace(0, 10, 7, dtype=m.int32),
+    "linspace_arrays": lambda m, a: m.linspace(a[0], a[1], 5, axis=1),
+    "linspace_one": lambda m, a: m.linspace(2.0, 3.0, 1),
+    "tril": lambda m, a: m.tril(a),
+    "triu_k": lambda m, a: m.triu(a, 2),
+    "tril_3d": lambda m, a: m.tril(a.reshape(2, 4, 16), -1),
+    "roll": lambda m, a: m.roll(a, 3, axis=1),
+    "roll_neg": lambda m, a: m.roll(a, -2, axis=0),
+    "roll_flat": lambda m, a: m.roll(a, 5),
+    "roll_multi": lambda m, a: m.roll(a, (1, 4), axis=(0, 1)),
+    "tile": lambda m, a: m.tile(a, (2, 1)),
+    "tile_up": lambda m, a: m.tile(a[0], (3, 2)),
+    "repeat": lambda m, a: m.repeat(a, 2, axis=0),
+    "repeat_flat": lambda m, a: m.repeat(a[:2], 3),
+    "repeat_counts": lambda m, a: m.repeat(a, np.array([1, 0, 2, 1, 1, 3, 0, 1]), axis=0),
+    "take": lambda m, a: m.take(a, np.array([3, -1, 0]), axis=1),
+    "take_flat": lambda m, a: m.take(a, np.array([[0, 5], [127, 9]])),
+    "take_clip": lambda m, a: m.take(a, np.array([-3, 2, 40]), axis=1, mode="clip"),
+    "take_wrap": lambda m, a: m.take(a, np.array([-17, 2, 40]), axis=1, mode="wrap"),
+    "take_scalar": lambda m, a: m.take(a, 2, axis=0),
+    "logaddexp": lambda m, a: m.logaddexp(a, a[::-1] * 3),
+    "logaddexp_tie": lambda m, a: m.logaddexp(a, a),
+    "isclose": lambda m, a: m.isclose(a, a + 1e-6),
+    "isclose_far": lambda m, a: m.isclose(a, a * 1.1, rtol=0.05),
+    "allclose": lambda m, a: m.allclose(a, a + 1e-9),
+    "norm": lambda m, a: m.linalg.norm(a),
+    "norm_rows": lambda m, a: m.linalg.norm(a, axis=1),
+    "norm_1": lambda m, a: m.linalg.norm(a, ord=1, axis=0, keepdims=True),
+    "norm_inf": lambda m, a: m.linalg.norm(a, ord=np.inf, axis=-1),
+    "norm_p3": lambda m, a: m.linalg.norm(a, ord=3, axis=1),
+    "norm_0": lambda m, a: m.linalg.norm(a, ord=0, axis=1),
+    "norm_fro": lambda m, a: m.linalg.norm(a, ord="fro"),
+    "norm_mat1": lambda m, a: m.linalg.norm(a, ord=1),
+    "norm_matinf": lambda m, a: m.linalg.norm(a.reshape(2, 4, 16), ord=-np.inf, axis=(2, 1)),
+}
+
+
+@pytest.mark.parametrize("spec", LAYOUTS, ids=str)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_composite_vs_jax(mesh2x4, name, spec):
+    compare(CASES[name], [A], [spec], mesh2x4)
+
+
+@pytest.mark.parametrize("name", ["tril", "roll_multi", "repeat_counts", "take_wrap",
+                                  "isclose", "norm_rows"])
+def test_composite_int_and_eager(mesh2x4, name):
+    if not name.startswith(("isclose", "norm")):
+        compare(CASES[name], [I], [P("x")], mesh2x4)
+    compare_eager(CASES[name], [A], [P(None, "y")], mesh2x4)
+
+
+def test_take_fill_mode(mesh2x4):
+    # out-of-bound indices: NaN for floats, the minimum for ints (NumPy would raise)
+    for a in (A, I):
+        compare(lambda m, x: m.take(x, np.array([-9, 1, 16, 40]), axis=1), [a], [P("x")],
+                mesh2x4, numpy_ref=False)
+    compare(lambda m, x, i: m.take(x, i, axis=0), [A, np.array([7, -8, 8, 3], np.int32)],
+            [P(None, "y"), P()], mesh2x4, numpy_ref=False)
+
+
+def test_isclose_infinities_and_nans(mesh2x4):
+    a = np.array([np.inf, -np.inf, np.nan, 1.0, np.inf, np.nan], np.float32)
+    b = np.array([np.inf, np.inf, np.nan, 1.0 + 1e-7, 1.0, 1.0], np.float32)
+    compare(lambda m, x, y: m.isclose(x, y), [a, b], mesh=mesh2x4)
+    compare(lambda m, x, y: m.isclose(x, y, equal_nan=True), [a, b], mesh=mesh2x4)
+    compare(lambda m, x, y: m.logaddexp(x, y), [a, b], mesh=mesh2x4)
+
+
+GRADS = {
+    "roll": lambda m, a: m.roll(a, 3, axis=1),
+    "tile": lambda m, a: m.tile(a, (2, 1)),
+    "repeat": lambda m, a: m.repeat(a, np.array([1, 0, 2, 1, 1, 3, 0, 1]), axis=0),
+    "take": lambda m, a: m.take(a, np.array([3, -1, 3]), axis=1),
+    "tril": lambda m, a: m.tril(a),
+    "logaddexp": lambda m, a: m.logaddexp(a, a[::-1] * 3),
+    "logaddexp_tie": lambda m, a: m.logaddexp(a, a),
+    "norm": lambda m, a: m.linalg.norm(a, axis=1),
+    "norm_p3": lambda m, a: m.linalg.norm(a, ord=3, axis=0),
+    "linspace": lambda m, a: m.linspace(a[0], a[1], 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_composite_grads(mesh2x4, name):
+    f = GRADS[name]
+    x = jax.device_put(A, jax.sharding.NamedSharding(mesh2x4, P("x", "y")))
+    w = RNG.standard_normal(np.shape(f(np, A))).astype(np.float32)
+    ours = shardc.jit(shardc.grad(lambda a: snp.sum(f(snp, a) * w)))(x)
+    ref = jax.jit(jax.grad(lambda a: jnp.sum(f(jnp, a) * w)))(x)
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), rtol=2e-5, atol=2e-5)
+
+
+def test_composite_errors(mesh2x4):
+    f = shardc.jit(lambda a: snp.tril(a[0]))
+    with pytest.raises(shardc.ShardcError, match="at least 2-D"):
+        f(A)
+    with pytest.raises(shardc.ShardcError, match="static Python int"):
+        shardc.jit(lambda a, s: snp.roll(a, s))(A, 2)
+    with pytest.raises(shardc.ShardcError, match="singular value"):
+        shardc.jit(lambda a: snp.linalg.norm(a, ord=2))(A)
+    with pytest.raises(shardc.ShardcError, match="repeats for an axis"):
+        shardc.jit(lambda a: snp.repeat(a, np.array([1, 2]), axis=0))(A)
