@@ -30,6 +30,12 @@ def _is_array_index(x):
 
 
 def _classify(x, idx):
+    return _classify_shape(aval(x).shape, idx)
+
+
+def _classify_shape(shape, idx):
+    """idx as a list of entries, one per dim of an array of `shape` (Ellipsis expanded,
+    missing trailing dims as full slices) plus the Nones; checked."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     out = []
@@ -50,7 +56,7 @@ def _classify(x, idx):
                               "integer array")
     if sum(e is Ellipsis for e in out) > 1:
         raise ShardcError("an index can only have a single ellipsis ('...')")
-    n = aval(x).ndim
+    n = len(shape)
     consumed = sum(1 for e in out if e is not None and e is not Ellipsis)
     if consumed > n:
         raise ShardcError(f"too many indices for array: array is {n}-dimensional, but "

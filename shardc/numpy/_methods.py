@@ -125,9 +125,11 @@ def _attach():
     T.__getitem__ = lambda self, idx: _snp()._getitem(self, idx)
 
     def setitem(self, idx, value):
-        raise ShardcError("traced arrays are immutable: `x[idx] = y` cannot work; build a "
-                          "new array (e.g. with shardc.numpy.where)")
+        raise ShardcError("traced arrays are immutable: `x[idx] = y` cannot work; use "
+                          "`x = x.at[idx].set(y)` (a new array)")
     T.__setitem__ = setitem
+    from ._at import _IndexUpdateHelper
+    T.at = property(_IndexUpdateHelper)
     T.T = property(lambda self: _snp().transpose(self))
     T.mT = property(lambda self: _snp().swapaxes(self, -1, -2))
     T.astype = lambda self, dtype: _snp().astype(self, dtype)
