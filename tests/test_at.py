@@ -54,10 +54,29 @@ def test_at_ints_and_bools(mesh2x4, name):
                 numpy_ref=False)
 
 
-def test_set_repeated_index_mean():
-    # jax leaves which write wins unspecified; shardc writes their mean
-    out = shardc.jit(lambda a: a.at[np.array([0, 0])].set(np.array([2.0, 4.0], np.float32)))(
-        np.zeros(3, np.float32))
+EDGES = {
+    # a static repeated index keeps its last write (jax on CPU does), big values intact
+    "set_dup_last": lambda m, a: a.at[np.array([0, 2, 0])].set(np.array([1, 2, 3], a.dtype)),
+    "set_dup_max": lambda m, a: a.at[np.array([1, 1])].set(m.iinfo(a.dtype).max
+                                                          if a.dtype.kind in "iu" else 3e38),
+    "set_oob_int": lambda m, a: a.at[9].set(1),
+    "set_neg_zero": lambda m, a: 1 / a.at[np.array([0, 1])].set(-0.0) if a.dtype.kind == "f"
+    else a.at[0].set(0),
+    "uint_traced_idx": lambda m, a: a.at[(a[:2] % 3).astype(m.uint32)].set(7),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.float16], ids=str)
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_at_edges(mesh8, name, dtype):
+    a = (np.arange(8) % 5).astype(dtype)
+    compare(EDGES[name], [a], [P("x")], mesh8, numpy_ref=False)
+
+
+def test_set_repeated_traced_index_mean():
+    # a traced index may repeat; jax leaves the winner unspecified, shardc writes the mean
+    out = shardc.jit(lambda a, i: a.at[i].set(np.array([2.0, 4.0], np.float32)))(
+        np.zeros(3, np.float32), np.array([0, 0], np.int32))
     np.testing.assert_allclose(out, [3.0, 0.0, 0.0])
 
 

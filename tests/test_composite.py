@@ -79,6 +79,40 @@ def test_take_fill_mode(mesh2x4):
             [P(None, "y"), P()], mesh2x4, numpy_ref=False)
 
 
+EDGES = {
+    "take_scalar_oob": lambda m, a: m.take(a, 20, axis=1),
+    "take_empty": lambda m, a: m.take(a, np.array([], np.int32), axis=0),
+    "take_fill_oob": lambda m, a: m.take(a, np.array([0, 17, -20]), axis=1),
+    "tril": lambda m, a: m.tril(a),
+    "isclose_atol": lambda m, a: m.isclose(a, a + 1, atol=1),
+    "roll_np": lambda m, a: m.roll(a, np.array([1, 2]), axis=np.array([0, 1])),
+    "tile_np": lambda m, a: m.tile(a, np.array([1, 2])),
+    "repeat_len1": lambda m, a: m.repeat(a, np.array([2]), axis=1),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_], ids=str)
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_composite_edges(mesh2x4, name, dtype):
+    if name == "isclose_atol" and dtype == np.bool_:
+        pytest.skip("jax: no bool + 1")
+    compare(EDGES[name], [(A * 3).astype(dtype)], [P("x")], mesh2x4, numpy_ref=False)
+
+
+def test_linspace_step_and_logaddexp_infinities(mesh2x4):
+    for num, endpoint in [(1, True), (0, True), (1, False), (5, False)]:
+        compare(lambda m: m.linspace(0.0, 10.0, num, endpoint=endpoint, retstep=True), [],
+                mesh=mesh2x4, numpy_ref=False)
+    x = np.array([np.inf, 1.0, -np.inf, 2.0], np.float32)
+    y = np.array([1.0, np.inf, 0.5, -np.inf], np.float32)
+    # with an infinite argument the gradient is the limit: 1 for the larger, 0 for the
+    # other (jax's custom rule gives exp(x) for a finite x beside +inf)
+    gx, gy = shardc.jit(shardc.grad(lambda a, b: snp.sum(snp.logaddexp(a, b)),
+                                    argnums=(0, 1)))(x, y)
+    np.testing.assert_array_equal(np.asarray(gx), [1, 0, 0, 1])
+    np.testing.assert_array_equal(np.asarray(gy), [0, 1, 1, 0])
+
+
 def test_isclose_infinities_and_nans(mesh2x4):
     a = np.array([np.inf, -np.inf, np.nan, 1.0, np.inf, np.nan], np.float32)
     b = np.array([np.inf, np.inf, np.nan, 1.0 + 1e-7, 1.0, 1.0], np.float32)

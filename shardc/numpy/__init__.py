@@ -41,6 +41,8 @@ uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 bfloat16 = _dtypes.bfloat16.type
 dtype = _np.dtype
+iinfo = _np.iinfo
+from ml_dtypes import finfo  # noqa: E402  (NumPy's finfo does not know bfloat16)
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 

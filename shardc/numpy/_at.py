@@ -1,13 +1,16 @@
 """`x.at[idx].set(v)` and friends on traced arrays: functional index updates, as jax's.
 
-An update is written at the positions `x[idx]` reads: those positions, as integers
-(`x[idx]` of an iota over x's elements), take the values by a scatter-add into a
-flat zero array. So `add` is exact with repeated indices (they add up, as in jax);
-`set` writes the mean of the values given for a repeated index (jax leaves which one
-wins unspecified; equal values, the common case, are exact). `multiply`, `divide`,
-`power`, `min`, `max` and `apply` combine with the values x holds at idx, which for a
-repeated index would need the updates applied one after another: they accept indices
-that cannot repeat (ints, slices, or a NumPy index array without repeats).
+An update is written at the flat positions of the elements `x[idx]` reads, by a
+scatter-add into a flat array of -0.0 (floats) or 0. The positions are known on the
+host when the index is static (ints, slices, None, ..., NumPy arrays) and are read
+from an iota over x's elements otherwise. An integer-array index out of bounds
+names no element (jax drops such updates). `add` is exact with repeated indices
+(they add up, as in jax). `set` keeps each element's last write when the index is
+static (as jax does on CPU); with a traced index that repeats it writes the mean of
+the values (jax leaves the winner unspecified). `multiply`, `divide`, `power`,
+`min`, `max` and `apply` combine with the values x holds at idx, which for a repeated
+index would need the updates applied one after another: they accept indices that
+cannot repeat (ints, slices, or a NumPy index array without repeats).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from .. import core, dtypes
 from ..errors import ShardcError
 from ..ops import indexing as ix
 from ._creation import full, iota, zeros
-from ._indexing import _classify_shape as _classify_index
+from ._indexing import _classify_shape
 from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
@@ -47,14 +50,14 @@ class _IndexUpdateRef:
 
     def set(self, values, **_):
         x = self.array
-        placed, count = _placed(x, self.index, values)
+        placed, count, unique = _placed(x, self.index, values, last_only=True)
         if aval(x).dtype == dtypes.bool_:
-            mean = greater(placed, 0)          # a repeated index: any True wins
-        elif _unique(self.index):
-            mean = placed
+            new = greater(placed, 0)              # a repeated traced index: any True wins
+        elif unique:
+            new = placed
         else:
-            mean = _mean(placed, count, aval(x).dtype)
-        return where(greater(count, 0), mean, x)
+            new = _mean(placed, count, aval(x).dtype)
+        return where(greater(count, 0), new, x)
 
     def add(self, values, **_):
         x = self.array
@@ -89,84 +92,108 @@ class _IndexUpdateRef:
         return self._combine("apply", lambda old, _: func(old), 0)
 
     def _combine(self, name, op, values):
-        if not _unique(self.index):
+        x = self.array
+        entries = _classify_shape(aval(x).shape, self.index)
+        if not _unique(entries):
             raise ShardcError(
                 f"x.at[idx].{name}(...) with an integer-array index that may repeat: shardc "
                 "applies updates at once, so a repeated index would not see the update "
                 "before it. Use a NumPy index array without repeats, or .add / .set")
-        x = self.array
         new = op(getitem(x, self.index), values)
         dt = aval(x).dtype
         return _IndexUpdateRef(x, self.index).set(convert(new, dt) if aval(new).dtype != dt
                                                   else new)
 
 
-def _entries(idx):
-    return idx if isinstance(idx, tuple) else (idx,)
+def _is_array(e):
+    return e is not None and not isinstance(e, (slice, int, np.integer))
 
 
-def _unique(idx) -> bool:
-    """Can no element of x be named twice by `idx`? Ints, slices, None and Ellipsis
-    name each element once; a NumPy (or list) integer index only without repeats."""
-    for e in _entries(idx):
-        if e is None or e is Ellipsis or isinstance(e, (slice, int, np.integer)):
-            continue
-        if core.is_tracer(e) or not isinstance(e, (np.ndarray, list)):
-            return False
-        a = np.asarray(e)
-        if a.dtype == np.bool_ or np.unique(a).size != a.size:
+def _unique(entries) -> bool:
+    """Can no element be named twice? Only an integer array with repeats (or a traced
+    one, which might have them) can."""
+    for e in entries:
+        if _is_array(e) and (core.is_tracer(e) or np.unique(e).size != np.size(e)):
             return False
     return True
 
 
-def _placed(x, idx, values):
-    """(values scattered into zeros shaped like x at idx, how often each element is
-    named by idx). Values are broadcast to x[idx]'s shape and cast to x's dtype."""
+def _placed(x, idx, values, last_only=False):
+    """(values scattered at the elements idx names, into -0.0s / 0s shaped like x; how
+    often each element is named; whether none is named twice). Values are broadcast
+    to x[idx]'s shape and cast to x's dtype. `last_only`: a static index keeps only
+    each element's last write."""
     xa = aval(x)
     n = int(np.prod(xa.shape, dtype=np.int64))
     it = dtypes.default_int()
-    pos = getitem(*_positions(xa.shape, n, it, idx))      # flat positions x[idx] reads
-    shape = aval(pos).shape
+    entries = _classify_shape(xa.shape, idx)
+    static = not any(core.is_tracer(e) for e in entries)
+    pos = _positions(xa.shape, n, it, entries, static)     # flat positions x[idx] reads
+    shape = np.shape(pos) if static else aval(pos).shape
     k = int(np.prod(shape, dtype=np.int64))
     v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
     v = reshape(broadcast_to(v, shape), (k,))
-    where_ = reshape(pos, (k, 1))
-
     if xa.dtype == dtypes.bool_:        # scatter-add counts for bools
         v = convert(v, it)
+    unique = static or _unique(entries)
+    if static:
+        flat = np.asarray(pos, np.int64).reshape(k)
+        keep = flat < n                 # out of bounds: dropped
+        if last_only:                   # each element's last write
+            last = {int(p): i for i, p in enumerate(flat) if p < n}
+            keep = np.zeros(k, bool)
+            keep[list(last.values())] = True
+        if not keep.all():
+            v = getitem(v, (np.nonzero(keep)[0],))
+        flat = flat[keep]
+        unique = unique and np.unique(flat).size == flat.size
+        where_ = flat.astype(np.int32 if n < 2**31 else np.int64).reshape(-1, 1)
+        counts = np.bincount(flat, minlength=n).reshape(xa.shape).astype(it)
+    else:
+        where_ = reshape(pos, (k, 1))
 
     def scatter(upd, dt):
-        flat = ix.scatter_add_p.bind(zeros((n,), dt), where_, upd, update_window_dims=(),
+        # floats start from -0.0, the additive identity (x + -0.0 is x, -0.0 included)
+        base = full((n,), -0.0, dt) if dtypes.is_float(dt) else zeros((n,), dt)
+        if static and where_.size == 0:
+            return reshape(base, xa.shape)
+        flat = ix.scatter_add_p.bind(base, where_, upd, update_window_dims=(),
                                      inserted_window_dims=(0,),
                                      scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
         return reshape(flat, xa.shape)
+    if static:
+        return scatter(v, aval(v).dtype), counts, unique
     ones = broadcast_to(convert(1, it), (k,))
-    return scatter(v, aval(v).dtype), scatter(ones, it)
+    return scatter(v, aval(v).dtype), scatter(ones, it), unique
 
 
-def _positions(shape, n, it, idx):
-    """(the flat position of each element of an array of `shape`, an index into it)
-    such that indexing gives the positions `idx` names. An integer-array index out of
-    bounds names position n, which the scatter drops (as jax drops such updates): the
-    positions get one more slice along that axis, holding n, for it to point at."""
-    entries = _classify_index(shape, idx)
-    pos = reshape(iota(it, n), shape)
+def _positions(shape, n, it, entries, static):
+    """The flat position of each element the index `entries` names (NumPy's placement
+    of dims). An integer-array index out of bounds names position n, which the scatter
+    drops: the positions get one more slice along that axis, holding n, to point at."""
+    pos = np.arange(n).reshape(shape) if static else reshape(iota(it, n), shape)
+    entries = list(entries)
     dim = 0
     for k, e in enumerate(entries):
         if e is None:
             continue
-        if not (isinstance(e, slice) or isinstance(e, (int, np.integer))):
-            m = shape[dim]
-            if isinstance(e, np.ndarray):
-                e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m).astype(e.dtype)
+        m = shape[dim]
+        if static and isinstance(e, (int, np.integer)) and not -m <= e < m:
+            e = np.asarray(m)               # an int out of bounds names no element either
+        if _is_array(e):
+            extra_shape = shape[:dim] + (1,) + shape[dim + 1:]
+            if static:
+                e = np.asarray(e)
+                e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m)
+                pos = np.concatenate([pos, np.full(extra_shape, n)], dim)
             else:
+                e = convert(e, it)
                 e = where(logical_and(greater_equal(e, -m), less(e, m)),
                           where(less(e, 0), add(e, m), e), m)
-            extra = full(shape[:dim] + (1,) + shape[dim + 1:], n, it)
-            pos = concatenate([pos, extra], dim)
-            entries = entries[:k] + [e] + entries[k + 1:]
+                pos = concatenate([pos, full(extra_shape, n, it)], dim)
+            entries[k] = e
         dim += 1
-    return pos, tuple(entries)
+    return pos[tuple(entries)] if static else getitem(pos, tuple(entries))
 
 
 def _mean(placed, count, dt):

@@ -15,8 +15,14 @@ from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
 from ._ufuncs import (abs, add, equal, exp, floor, greater_equal, isinf, isnan, less,
                       less_equal, log, logical_and, logical_or, maximum, multiply,
                       remainder, subtract, where)
-from ._util import (aval, canonical_dtype, check_arraylike, convert, promote_args,
-                    promote_args_inexact)
+from ._util import aval, canonical_dtype, check_arraylike, convert, promote_args_inexact
+
+
+def _static_seq(v):
+    """NumPy arrays of static ints as Python ints or tuples of them."""
+    if isinstance(v, np.ndarray):
+        return v.tolist() if v.ndim else int(v)
+    return v
 
 
 def _static_int(name, what, v):
@@ -41,7 +47,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     axis = check_axis("linspace", axis, len(shape) + 1)
     div = (num - 1) if endpoint else num
     delta = subtract(stop, start)
-    step = delta / div if div > 0 else delta * np.nan if num > 1 else delta
+    step = delta / div if div > 0 else delta * np.nan
     b0 = expand_dims(start, axis)
     out_shape = shape[:axis] + (num,) + shape[axis:]
     if num > 1 or (num == 1 and not endpoint):
@@ -57,7 +63,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if dt is not None and dtypes.is_int(dt):
         out = floor(out)
     out = convert(out, dt if dt is not None else ft)     # strongly typed, as jnp's
-    return (out, step) if retstep else out
+    return (out, convert(step, dt if dt is not None and not dtypes.is_int(dt) else ft)) \
+        if retstep else out
 
 
 def _tri_mask(m, k, lower, name):
@@ -74,12 +81,12 @@ def _tri_mask(m, k, lower, name):
 
 def tril(m, k=0):
     """m with the elements above the k-th diagonal zeroed (last two dims)."""
-    return where(_tri_mask(m, k, True, "tril"), m, 0)
+    return where(_tri_mask(m, k, True, "tril"), m, convert(0, aval(m).dtype))
 
 
 def triu(m, k=0):
     """m with the elements below the k-th diagonal zeroed (last two dims)."""
-    return where(_tri_mask(m, k, False, "triu"), m, 0)
+    return where(_tri_mask(m, k, False, "triu"), m, convert(0, aval(m).dtype))
 
 
 # ---------------------------------------------------------------- rearranging
@@ -89,6 +96,7 @@ def roll(a, shift, axis=None):
     check_arraylike("roll", a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), aval(a).shape)
+    shift, axis = _static_seq(shift), _static_seq(axis)
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     shifts = [_static_int("roll", "shift", s) for s in shifts]
@@ -113,6 +121,7 @@ def roll(a, shift, axis=None):
 def tile(A, reps):
     """A repeated `reps` times along each axis (as jnp.tile)."""
     check_arraylike("tile", A)
+    reps = _static_seq(reps)
     reps = (reps,) if not isinstance(reps, (tuple, list)) else tuple(reps)
     reps = tuple(_static_int("tile", "reps", r) for r in reps)
     s = aval(A).shape
@@ -138,6 +147,8 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         raise ShardcError("repeat: traced repeats give a data-dependent shape; pass them "
                           "as a static int or NumPy array")
     reps = np.asarray(repeats)
+    if reps.shape == (1,) and s[axis] != 1:      # one count for every element
+        reps = reps.reshape(())
     if reps.ndim == 0:
         r = int(reps)
         big = s[:axis + 1] + (r,) + s[axis + 1:]
@@ -169,15 +180,22 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
     if mode not in ("fill", "clip", "wrap"):
         raise ShardcError(f"take: mode must be 'fill', 'clip' or 'wrap', got {mode!r}")
     idx = indices if core.is_tracer(indices) else np.asarray(indices)
+    if isinstance(idx, np.ndarray) and idx.size == 0:
+        idx = idx.astype(np.int32)
     ia = aval(idx)
     if not dtypes.is_int(ia.dtype):
         raise ShardcError(f"take: indices must be integers, got {ia.dtype}")
+    if n == 0 and int(np.prod(ia.shape)) > 0:
+        raise ShardcError(f"take: axis {axis} is empty, there is nothing to take")
+    if core.is_tracer(idx) and not dtypes.is_signed(ia.dtype):
+        idx = convert(idx, dtypes.default_int())      # compared with negative bounds
     if mode == "wrap":
         idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else remainder(idx, n)
     elif mode == "clip":
         idx = np.clip(idx, 0, n - 1) if isinstance(idx, np.ndarray) else \
             where(less(idx, 0), 0, where(less(idx, n), idx, n - 1))
     lead = (slice(None),) * axis
+    given = idx
     if ia.ndim == 0:
         idx = reshape(idx, (1,)) if core.is_tracer(idx) else idx.reshape(1)
     out = getitem(a, lead + (idx,))
@@ -185,6 +203,7 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
         out = reshape(out, aval(out).shape[:axis] + aval(out).shape[axis + 1:])
     if mode != "fill":
         return out
+    idx = given
     if isinstance(idx, np.ndarray):
         valid = (idx >= -n) & (idx < n)
         if valid.all():
@@ -192,9 +211,9 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
     else:
         valid = logical_and(greater_equal(idx, -n), less(idx, n))
     dt = aval(a).dtype
-    if fill_value is None:
-        fill_value = np.nan if dtypes.is_float(dt) else (
-            False if dt == dtypes.bool_ else np.iinfo(dt).min)
+    if fill_value is None:      # jax's: NaN, True, the largest negative or positive int
+        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
+            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
     valid = reshape(valid, (1,) * axis + aval(valid).shape + (1,) * (nd - axis - 1))
     return where(valid, out, np.asarray(fill_value).astype(dt))
 
@@ -207,16 +226,17 @@ def logaddexp(x1, x2, /):
     from ..ad import stop_gradient
     x1, x2 = promote_args_inexact("logaddexp", x1, x2)
     amax = maximum(x1, x2)
-    m = stop_gradient(where(isinf(amax), 0, amax))
-    core_ = add(m, log(add(exp(subtract(x1, m)), exp(subtract(x2, m)))))
-    return where(isnan(subtract(x1, x2)), add(x1, x2), where(isinf(amax), amax, core_))
+    inf = isinf(amax)
+    # the finite branch on finite inputs only, so its gradient is never inf/inf
+    f1, f2 = where(inf, 0, x1), where(inf, 0, x2)
+    m = stop_gradient(maximum(f1, f2))
+    core_ = add(m, log(add(exp(subtract(f1, m)), exp(subtract(f2, m)))))
+    return where(isnan(subtract(x1, x2)), add(x1, x2), where(inf, amax, core_))
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol * |b| elementwise; infinities are close only to themselves."""
-    a, b = promote_args("isclose", a, b)
-    if not dtypes.is_float(aval(a).dtype):
-        return equal(a, b)
+    a, b = promote_args_inexact("isclose", a, b)     # integers compare as floats, as jax
     out = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
     out = where(logical_or(isinf(a), isinf(b)), equal(a, b), out)
     if equal_nan:
