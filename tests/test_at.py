@@ -103,6 +103,11 @@ def test_at_errors():
     with pytest.raises(shardc.ShardcError, match="may repeat"):
         shardc.jit(lambda a: a.at[np.array([1, 1])].max(0))(A)
 
+    with pytest.raises(shardc.ShardcError, match="bool array"):
+        shardc.jit(lambda b: b.at[0].subtract(True))(B)
+    np.testing.assert_allclose(shardc.jit(lambda a: a.at[1].mul(2))(A),
+                               jnp.asarray(A).at[1].multiply(2))
+
     def assign(a):
         a[0] = 1
         return a

@@ -153,5 +153,9 @@ def test_composite_errors(mesh2x4):
         shardc.jit(lambda a, s: snp.roll(a, s))(A, 2)
     with pytest.raises(shardc.ShardcError, match="singular value"):
         shardc.jit(lambda a: snp.linalg.norm(a, ord=2))(A)
+    with pytest.raises(shardc.ShardcError, match="nothing to take"):
+        shardc.jit(lambda a: snp.take(a[:, :0], np.array([1]), axis=1))(A)
+    assert snp.finfo(snp.bfloat16).eps == jnp.finfo(jnp.bfloat16).eps
+    assert snp.iinfo(snp.uint8).max == jnp.iinfo(jnp.uint8).max
     with pytest.raises(shardc.ShardcError, match="repeats for an axis"):
         shardc.jit(lambda a: snp.repeat(a, np.array([1, 2]), axis=0))(A)
