@@ -9,7 +9,6 @@ import contextlib
 import functools
 import gc
 import inspect
-import operator
 
 import jax
 import numpy as np
@@ -114,12 +113,9 @@ class Jitted:
         self._static_names = frozenset(names)
         self._donate_nums = frozenset(_norm_argnums(
             self.donate_argnums, len(pos) if pos is not None else None))
-        self._cache: dict = {}
-        self._fast: dict = {}
-        # the last placed call's signature (treedef, x64, mesh context, leaf types, avals
-        # and shardings) and how to run it, checked before hashing any key: a training
-        # loop passes back arrays the previous step made, which share those objects
-        self._last = None
+        self._cache: dict = {}     # full signature -> entry (after mesh resolution)
+        self._fast: dict = {}      # call key -> entry (see _fast_key)
+        self._dispatch: dict = {}  # mesh context -> C++ dispatch (see __call__)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -149,53 +145,51 @@ class Jitted:
         return (treedef, ctx, len(args), static, skw, *map(_leaf_key, leaves)), leaves
 
     def __call__(self, *args, **kwargs):
-        last = self._last
-        if last is not None and not kwargs:
-            # the cheapest check first: the same kinds of objects as last time. Every
-            # step here runs while caches are cold from XLA's last run, so the path
-            # is one frame, down to the executable.
-            # Each check is one C-level pass over the leaves (tuple equality tries
-            # identity first, which is what a loop feeding results back will hit).
-            leaves, treedef = _flatten(args)
-            tree, x64, mesh, types, avals, shardings, execute, handlers, out_tree = last
-            if (treedef == tree and x64 is _X64.value and mesh is current_mesh()
-                    and tuple(map(type, leaves)) == types
-                    and tuple(map(_aval_of, leaves)) == avals
-                    and tuple(map(_sharding_of, leaves)) == shardings
-                    and not any(map(_is_deleted, leaves))):
-                return out_tree.unflatten(execute(leaves).consume_with_handlers(handlers))
+        # a cached call runs in jaxlib's C++ dispatch: one per mesh context, since a
+        # `set_mesh` context can change what a program means (bare specs inside it)
+        dispatch = self._dispatch.get(current_mesh())
+        if dispatch is None:
+            dispatch = self._dispatch[current_mesh()] = runtime.dispatcher(
+                _fun_name(self.fun), self._cache_miss, self._static_nums,
+                sorted(self._static_names))
         try:
-            return self._call(args, kwargs)
+            return dispatch(*args, **kwargs)
         except ShardcError as e:      # the API boundary (no wrapper frame on the fast path)
             raise cleaned(e) from None
+        except RuntimeError:
+            if _any_deleted(args, kwargs):     # the C++ dispatch's error, as shardc's
+                try:
+                    self._call(args, kwargs)
+                except ShardcError as e:
+                    raise cleaned(e) from None
+            raise
+
+    def _cache_miss(self, *args, **kwargs):
+        """A call the C++ dispatch has no entry for: run it here, and hand the dispatch
+        what it needs to run the next call with these types by itself."""
+        out, entry, leaves = self._call(args, kwargs)
+        fast = None
+        if entry is not None:
+            outs, tree = runtime.flatten(out)
+            fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
+        return out, fast, False
 
     def _call(self, args, kwargs):
-        # the cached call: one flatten, one dict lookup, then run
+        """(outputs, cache entry or None if traced inline, flat leaves) of a call."""
         key, leaves = self._fast_key(args, kwargs)
-        hit = self._fast.get(key)
-        if hit is not None:
-            entry, placed = hit
-            if placed:
-                if not kwargs and not self._static_nums and entry.direct:
-                    # key: (treedef, (x64, mesh), (aval, sharding) per leaf)
-                    self._last = (key[0], *key[1], (_ARRAY,) * len(leaves),
-                                  tuple(a for a, _ in key[2:]), tuple(s for _, s in key[2:]),
-                                  entry.exe.exe.execute_sharded, entry.exe.handlers,
-                                  entry.out_tree)
-                return entry.run_placed(leaves)
-            return entry.run(leaves)
+        entry = self._fast.get(key)
+        if entry is not None:
+            return entry.run(leaves), entry, leaves
         if any(map(core.is_tracer, leaves)):
-            return self._inline(args, kwargs)     # inside another trace
+            return self._inline(args, kwargs), None, leaves   # inside another trace
         leaves, slow_key, ctx = self._prepare(args, kwargs)
         entry = self._cache.get(slow_key)
         if entry is None:
             entry = self._stage(ctx).lower().compile()._entry
             self._cache[slow_key] = entry
         entry.adopt(leaves)
-        # placed: every leaf is a jax.Array already sharded as the program expects; a
-        # later call with the same key (types, avals, shardings) is too
-        self._fast[key] = (entry, entry.placed(leaves))
-        return entry.run(leaves)
+        self._fast[key] = entry
+        return entry.run(leaves), entry, leaves
 
     def _inline(self, args, kwargs):
         """Called inside another trace: trace the function in place, its in/out
@@ -529,10 +523,6 @@ class Lowered:
         return lowered_html(self)
 
 
-_is_deleted = runtime.ARRAY_TYPE.is_deleted
-_sharding_of = runtime.sharding_of
-_aval_of = operator.attrgetter("aval")
-_flatten = runtime.tree_flatten
 _X64 = runtime.X64
 _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
 #                              shardc.distributed.initialize() must come before any)
@@ -540,14 +530,12 @@ _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at im
 
 class _Entry:
     """What a cached call needs: argument placement, the executable, the output tree."""
-    __slots__ = ("exe", "in_shardings", "out_tree", "n", "direct")
+    __slots__ = ("exe", "in_shardings", "out_tree", "n")
 
     def __init__(self, exe, in_shardings, out_tree):
         self.exe, self.out_tree = exe, out_tree
         self.in_shardings = list(in_shardings)
         self.n = len(in_shardings)
-        # a plain executable: a cached call may run jaxlib's executable directly
-        self.direct = type(exe) is runtime.Executable
 
     def adopt(self, leaves):
         """Expect the callers' own sharding objects where they are equivalent to ours,
@@ -557,11 +545,6 @@ class _Entry:
                 s = self.in_shardings[i]
                 if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
                     self.in_shardings[i] = x.sharding
-
-    def placed(self, leaves):
-        """Are all `leaves` jax.Arrays sharded as the program's inputs?"""
-        return len(leaves) == self.n and all(
-            type(x) is _ARRAY and x.sharding == s for x, s in zip(leaves, self.in_shardings))
 
     def run(self, leaves):
         if len(leaves) != self.n:
@@ -580,14 +563,10 @@ class _Entry:
             return x
         return _place(i, x, s)
 
-    def run_placed(self, leaves):
-        """`run` for leaves known to be placed (see Jitted.__call__): straight to the
-        executable once none is deleted (e.g. donated to an earlier call)."""
-        if any(map(_is_deleted, leaves)):
-            for i, x in enumerate(leaves):
-                if x.is_deleted():
-                    _place(i, x, None)      # raises the error that names the argument
-        return _tree.tree_unflatten(self.out_tree, self.exe(leaves))
+
+def _any_deleted(args, kwargs):
+    return any(isinstance(x, jax.Array) and x.is_deleted()
+               for x in _tree.tree_leaves((args, kwargs)))
 
 
 def _place(i, x, s):
@@ -612,12 +591,31 @@ class Compiled:
         passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
         self._exe = runtime.Executable(exe, self.input_shardings,
                                        [v.aval for v in p.outputs], self.output_shardings,
-                                       mesh.devices, p.meta.get("committed", True))
+                                       mesh.devices, p.meta.get("committed", True),
+                                       [i for i, d in enumerate(p.meta.get("donate") or ())
+                                        if d])
         self._entry = _Entry(self._exe, self.input_shardings, t.out_tree)
-        self._treedef = None
+        self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
 
-    @api_boundary
     def __call__(self, *args, **kwargs):
+        try:
+            return self._dispatch(*args, **kwargs)
+        except ShardcError as e:
+            raise cleaned(e) from None
+        except RuntimeError:
+            if _any_deleted(args, kwargs):     # the C++ dispatch's error, as shardc's
+                try:
+                    self._call(args, kwargs)
+                except ShardcError as e:
+                    raise cleaned(e) from None
+            raise
+
+    def _cache_miss(self, *args, **kwargs):
+        out = self._call(args, kwargs)
+        outs, tree = runtime.flatten(out)
+        return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
+
+    def _call(self, args, kwargs):
         leaves = _tree.tree_leaves((args, kwargs))
         if len(leaves) != len(self._in_avals):
             raise ShardcError(f"this compiled program takes {len(self._in_avals)} array "

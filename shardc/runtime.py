@@ -6,7 +6,7 @@ uses only jax's public array, device, mesh and sharding types.
 from __future__ import annotations
 
 import functools
-import operator
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -15,14 +15,65 @@ from jax._src.array import ArrayImpl as ARRAY_TYPE  # noqa: F401 (jax.Array's cl
 from jax._src.tree_util import default_registry as _pytrees
 from jax._src import xla_bridge
 from jax._src.config import enable_x64 as X64  # noqa: F401 (X64.value: x64 on, thread-aware)
+from jax._src.lib import _jax
 from jax._src.lib import xla_client as xc
 
 from .errors import ShardcError
 
-# For the cached call, without Python frames: an array's sharding (jax's `sharding` is
-# a Python property) and the pytree flatten (jax.tree_util's is a Python wrapper)
-sharding_of = operator.attrgetter("_sharding")
-tree_flatten = _pytrees.flatten
+
+# ---------------------------------------------------------------- cached calls
+
+
+class FastpathData(NamedTuple):
+    """What jaxlib's C++ dispatch needs to run one cached signature by itself (the
+    attributes it reads, as jax's MeshExecutableFastpathData names them)."""
+    xla_executable: Any
+    out_pytree_def: Any
+    in_shardings: list
+    out_shardings: list
+    out_avals: list
+    out_committed: list
+    kept_var_bitvec: list
+    in_device_local_layouts: list
+    const_args: list
+
+
+flatten = _pytrees.flatten   # jax.tree_util.tree_flatten without its Python wrapper
+
+
+def dispatcher(name, cache_miss, static_argnums=(), static_argnames=()):
+    """A callable that dispatches cached calls in C++ (jaxlib's `pjit` dispatch object,
+    the one behind jax's own cached calls): it keys each call on the pytree
+    structure, static arguments, each leaf's dtype, shape, weak type and sharding, and
+    jax's config values that enter jit keys (x64 among them). A new key calls
+    `cache_miss(*args, **kwargs)`, which returns `(outputs, FastpathData or None,
+    False)`; with FastpathData, later calls with that key never enter Python: leaves
+    that are not arrays sharded as the program's inputs go through `_shard_arg`.
+    Every dispatcher has a cache of its own."""
+    return _jax.pjit(name, None, cache_miss, list(static_argnums), list(static_argnames),
+                     (), _pytrees, _shard_arg)
+
+
+def fastpath(exe: "Executable", in_shardings, outputs, out_tree) -> FastpathData | None:
+    """FastpathData for a call of `exe` with flat inputs sharded as `in_shardings` that
+    returned the flat `outputs`; None if every call must come back to Python: programs
+    over several processes on CPU (see below) and programs with donated inputs."""
+    if type(exe) is not Executable or exe.donated or \
+            not all(type(o) is ARRAY_TYPE for o in outputs):
+        return None
+    n = len(in_shardings)
+    return FastpathData(exe.exe, out_tree, list(in_shardings), [o.sharding for o in outputs],
+                        [o.aval for o in outputs], [o.committed for o in outputs],
+                        [True] * n, [None] * n, [])
+
+
+def _shard_arg(x, sharding, layout=None, *_):
+    """A dispatched call's leaf that is not an array sharded as the program's input:
+    NumPy, a Python scalar, an uncommitted or differently sharded array."""
+    if isinstance(x, jax.Array) and not x.is_deleted() and x.is_fully_addressable \
+            and x.sharding.is_equivalent_to(sharding, x.ndim):
+        return x
+    return place(x, sharding)
 
 
 def backend(platform=None):
@@ -76,7 +127,7 @@ def result_handler(shape, dtype, weak, sharding, committed=True):
 
 class Executable:
     """A compiled program with its argument placement and result handlers."""
-    __slots__ = ("exe", "in_shardings", "handlers", "devices", "out_avals")
+    __slots__ = ("exe", "in_shardings", "handlers", "devices", "out_avals", "donated")
 
     def __new__(cls, *args, **kwargs):
         devices = args[4] if len(args) > 4 else kwargs.get("devices")
@@ -85,10 +136,13 @@ class Executable:
             cls = _CpuMultiProcessExecutable   # only multi-process CPU runs pay for it
         return object.__new__(cls)
 
-    def __init__(self, exe, in_shardings, out_avals, out_shardings, devices, committed=True):
+    def __init__(self, exe, in_shardings, out_avals, out_shardings, devices, committed=True,
+                 donated=()):
         """`committed`: results are tied to their devices (as jax's are when the program
-        has a mesh or a committed input); uncommitted ones may move to any mesh later."""
+        has a mesh or a committed input); uncommitted ones may move to any mesh later.
+        `donated`: positions of inputs whose buffers the program may reuse."""
         self.exe = exe
+        self.donated = tuple(donated)
         self.in_shardings = in_shardings
         self.devices = devices
         self.out_avals = out_avals
@@ -98,6 +152,11 @@ class Executable:
     def __call__(self, arrays):
         """Run on jax.Arrays already placed as `in_shardings`."""
         results = self.exe.execute_sharded(arrays)
+        for i in self.donated:
+            # A donated array reports is_deleted() but keeps its buffer handle, and
+            # jaxlib 0.10's C++ dispatch (jax.jit's too) crashes when handed one; an
+            # explicit delete drops the handle, so a later call fails with an error.
+            arrays[i].delete()
         return results.consume_with_handlers(self.handlers)
 
     # -- inspection
@@ -121,7 +180,7 @@ class _CpuMultiProcessExecutable(Executable):
     __slots__ = ()
 
     def __call__(self, arrays):
-        outs = self.exe.execute_sharded(arrays).consume_with_handlers(self.handlers)
+        outs = Executable.__call__(self, arrays)
         for o in outs:
             o.block_until_ready()
         return outs

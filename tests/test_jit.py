@@ -7,6 +7,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
+from shardc.jit import Jitted
 
 
 def put(mesh, a, spec):
@@ -249,6 +250,59 @@ def test_calling_with_a_deleted_array_is_an_error(mesh2x4):
     f(x, y)
     with pytest.raises(shardc.ShardcError, match="deleted"):
         f(x, y)
+
+
+def test_deleted_arrays_never_reach_the_dispatch(mesh2x4):
+    # jaxlib 0.10's C++ dispatch crashes on a donated (not explicitly deleted) array;
+    # shardc deletes what it donates, so every later call raises shardc's error
+    x, y = put(mesh2x4, X, P("x")), put(mesh2x4, X, P("x"))
+    g = shardc.jit(lambda a, b: a * b)
+    g(x, y), g(x, y)                       # cached in the C++ dispatch
+    c = g.lower(x, y).compile()
+    c(x, y), c(x, y)
+    donate = shardc.jit(lambda a: a + 1, donate_argnums=0)
+    for _ in range(2):
+        np.testing.assert_allclose(donate(put(mesh2x4, X, P("x"))), X + 1)
+    np.testing.assert_allclose(donate(x), X + 1)
+    assert x.is_deleted()
+    for call in (g, c):
+        with pytest.raises(shardc.ShardcError, match="argument 0 has been deleted"):
+            call(x, y)
+    y.delete()
+    with pytest.raises(shardc.ShardcError, match="argument 1 has been deleted"):
+        g(put(mesh2x4, X, P("x")), y)
+
+
+def test_cached_calls_skip_python(mesh2x4, monkeypatch):
+    """After the first call with a signature, calls run in jaxlib's C++ dispatch: the
+    Python cache miss runs once per signature (pytree, static values, leaf types,
+    shardings, mesh context), never per call."""
+    misses = []
+    real = Jitted._cache_miss
+
+    def counting(self, *a, **k):
+        misses.append(1)
+        return real(self, *a, **k)
+    monkeypatch.setattr(Jitted, "_cache_miss", counting)
+    f = shardc.jit(lambda a, b, n=1: a * n + b["c"], static_argnames="n")
+    x = put(mesh2x4, X, P("x"))
+
+    def calls(expect, *a, **k):
+        before = len(misses)
+        for _ in range(3):
+            out = f(*a, **k)
+        np.testing.assert_allclose(out, X * k.get("n", 1) + X, rtol=1e-6)
+        assert len(misses) - before == expect
+
+    calls(1, x, {"c": x})
+    calls(0, x, {"c": x})
+    calls(1, x, {"c": X})                  # NumPy leaf: placed by the dispatch itself
+    calls(1, x, {"c": x}, n=2)             # another static value
+    calls(0, x, {"c": x}, n=2)
+    calls(1, put(mesh2x4, X, P(None, "y")), {"c": x})    # another sharding
+    with shardc.set_mesh(mesh2x4):
+        calls(1, x, {"c": x})              # another mesh context
+    calls(0, x, {"c": x})
 
 
 def test_the_cache_tells_meshes_apart():
