@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import operator
 
 import jax
 import numpy as np
@@ -115,7 +116,8 @@ class Jitted:
             self.donate_argnums, len(pos) if pos is not None else None))
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
-        self._dispatch: dict = {}  # mesh context -> C++ dispatch (see __call__)
+        self._dispatch = runtime.dispatcher(_fun_name(fun), self._cache_miss,
+                                            self._static_nums, sorted(self._static_names))
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -144,30 +146,21 @@ class Jitted:
         leaves, treedef = _tree.tree_flatten((dyn, dkw))
         return (treedef, ctx, len(args), static, skw, *map(_leaf_key, leaves)), leaves
 
-    def __call__(self, *args, **kwargs):
-        # a cached call runs in jaxlib's C++ dispatch: one per mesh context, since a
-        # `set_mesh` context can change what a program means (bare specs inside it)
-        dispatch = self._dispatch.get(current_mesh())
-        if dispatch is None:
-            dispatch = self._dispatch[current_mesh()] = runtime.dispatcher(
-                _fun_name(self.fun), self._cache_miss, self._static_nums,
-                sorted(self._static_names))
-        try:
-            return dispatch(*args, **kwargs)
-        except ShardcError as e:      # the API boundary (no wrapper frame on the fast path)
-            raise cleaned(e) from None
-        except RuntimeError:
-            if _any_deleted(args, kwargs):     # the C++ dispatch's error, as shardc's
-                try:
-                    self._call(args, kwargs)
-                except ShardcError as e:
-                    raise cleaned(e) from None
-            raise
+    # A call goes straight to jaxlib's C++ dispatch (see runtime.dispatcher): `f(*a)`
+    # finds `__call__` on the class, a property whose C-level getter returns the
+    # dispatcher, so no Python frame runs before it (as with jax.jit's own functions).
+    # Its key includes shardc's `set_mesh` context (runtime.mesh_context), since bare
+    # specs inside one can change what a program means.
+    __call__ = property(operator.attrgetter("_dispatch"))
 
     def _cache_miss(self, *args, **kwargs):
         """A call the C++ dispatch has no entry for: run it here, and hand the dispatch
-        what it needs to run the next call with these types by itself."""
-        out, entry, leaves = self._call(args, kwargs)
+        what it needs to run the next call with these types by itself. This is the
+        API boundary of a call: errors leave with shardc's frames removed."""
+        try:
+            out, entry, leaves = self._call(args, kwargs)
+        except ShardcError as e:
+            raise cleaned(e) from None
         fast = None
         if entry is not None:
             outs, tree = runtime.flatten(out)
@@ -564,11 +557,6 @@ class _Entry:
         return _place(i, x, s)
 
 
-def _any_deleted(args, kwargs):
-    return any(isinstance(x, jax.Array) and x.is_deleted()
-               for x in _tree.tree_leaves((args, kwargs)))
-
-
 def _place(i, x, s):
     if isinstance(x, jax.Array) and x.is_deleted():
         raise ShardcError(f"argument {i} has been deleted (donated to an earlier call, or "
@@ -597,21 +585,13 @@ class Compiled:
         self._entry = _Entry(self._exe, self.input_shardings, t.out_tree)
         self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
 
-    def __call__(self, *args, **kwargs):
-        try:
-            return self._dispatch(*args, **kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
-        except RuntimeError:
-            if _any_deleted(args, kwargs):     # the C++ dispatch's error, as shardc's
-                try:
-                    self._call(args, kwargs)
-                except ShardcError as e:
-                    raise cleaned(e) from None
-            raise
+    __call__ = property(operator.attrgetter("_dispatch"))   # as Jitted's
 
     def _cache_miss(self, *args, **kwargs):
-        out = self._call(args, kwargs)
+        try:
+            out = self._call(args, kwargs)
+        except ShardcError as e:
+            raise cleaned(e) from None
         outs, tree = runtime.flatten(out)
         return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
 

@@ -7,12 +7,14 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from . import runtime
 from .errors import ShardcError
 from .sharding import MeshShape, Sharding, from_spec
 
 class _MeshStack(threading.local):
     def __init__(self):
         self.stack = []
+        self.saved = []     # runtime.mesh_context's value before each enter
 
 
 _context = _MeshStack()     # set_mesh contexts of this thread
@@ -166,10 +168,12 @@ class set_mesh:
 
     def __enter__(self):
         _context.stack.append(self.mesh)
+        _context.saved.append(runtime.mesh_context.swap_local(self.mesh))
         return self.mesh
 
     def __exit__(self, *exc):
         _context.stack.pop()
+        runtime.mesh_context.set_local(_context.saved.pop())
 
 
 def current_mesh():

@@ -21,12 +21,12 @@ def check(exc_info, *phrases):
     for p in phrases:
         assert p in msg, msg
     # only the one frame that re-raises at the API boundary may be shardc's: the
-    # api_boundary wrapper, or a jitted function's own __call__
+    # api_boundary wrapper, or the cache miss a jitted call's C++ dispatch calls
     frames = traceback.extract_tb(e.__traceback__)
     internal = [(f.filename, f.name) for f in frames
                 if os.sep + "shardc" + os.sep in f.filename and "tests" not in f.filename]
     assert len(internal) <= 1 and all(
-        f.endswith("errors.py") or (f.endswith("jit.py") and n == "__call__")
+        f.endswith("errors.py") or (f.endswith("jit.py") and n == "_cache_miss")
         for f, n in internal), internal
     return msg
 

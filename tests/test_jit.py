@@ -384,3 +384,60 @@ def test_another_threads_eager_ops_are_not_traced():
         stop.append(1)
         t.join()
     assert not bad
+
+
+def _python_calls(fn, *args):
+    """The Python functions (code objects of shardc's files) a call of `fn` runs."""
+    import os
+    import sys
+    pkg = os.path.dirname(shardc.__file__) + os.sep
+    seen = []
+
+    def prof(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(pkg):
+            seen.append(frame.f_code.co_name)
+    sys.setprofile(prof)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_a_cached_call_runs_no_python(mesh2x4):
+    # jitted and compiled calls go straight to jaxlib's C++ dispatch (as jax.jit's do);
+    # only a new signature comes back to shardc's Python
+    x = put(mesh2x4, X, P("x"))
+    f = shardc.jit(lambda a, b: a * b)
+    assert "_cache_miss" in _python_calls(f, x, x)
+    assert _python_calls(f, x, x) == []
+    c = f.lower(x, x).compile()
+    c(x, x)
+    assert _python_calls(c, x, x) == []
+    with shardc.set_mesh(mesh2x4):
+        assert "_cache_miss" in _python_calls(f, x, x)   # another mesh context
+        assert _python_calls(f, x, x) == []
+    assert _python_calls(f, x, x) == []                  # the first entry is kept
+
+
+def test_mesh_context_is_per_thread_and_restored(mesh2x4):
+    import threading
+
+    from shardc import runtime
+    g = shardc.jit(lambda v: shardc.with_sharding_constraint(v * 2, P("x")))
+    other = shardc.make_mesh((8,), ("x",))
+    seen = {}
+
+    def worker():
+        with shardc.set_mesh(other):
+            seen["inner"] = g(X).sharding.mesh.axis_sizes
+    with shardc.set_mesh(mesh2x4):
+        with shardc.set_mesh(other):
+            assert g(X).sharding.mesh.axis_sizes == (8,)
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert runtime.mesh_context.value is mesh2x4
+        assert g(X).sharding.mesh.axis_sizes == (2, 4)    # not the other thread's
+    assert seen["inner"] == (8,)
+    assert runtime.mesh_context.value is None
