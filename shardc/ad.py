@@ -104,6 +104,9 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             cts = [ct.pop(id(v), None) for v in region.out_vals]
             if all(c is None for c in cts):
                 continue
+            # bwd sees zeros for outputs nothing differentiates, as jax's custom_vjp
+            cts = [c if c is not None or not _is_float(v.aval) else zeros_like_aval(v.aval)
+                   for c, v in zip(cts, region.out_vals)]
             for v, c in zip(region.in_vals, region.apply_bwd(builder, cts)):
                 add(v, c)
             continue
@@ -432,7 +435,21 @@ class custom_vjp:
             raise ShardcError("custom_vjp fwd must return (output, residuals)")
         out, res = got
         leaves, out_tree = _tree.tree_flatten(out)
-        leaves = [custom_vjp_out_p.bind(x) if core.is_tracer(x) else x for x in leaves]
+        made = {id(v) for op in b.program.ops[start:] for v in op.outputs}
+        seen = set()
+
+        def own(x):
+            """x as a value of this call's own: a result of fwd's ops (each once) keeps
+            the IR as it is; any other (an argument, a value from before, a repeat)
+            gets a marker op, so the backward pass finds the call by its outputs"""
+            if not core.is_tracer(x):
+                return x
+            v = b.to_value(x)
+            if id(v) in made and id(v) not in seen:
+                seen.add(id(v))
+                return x
+            return custom_vjp_out_p.bind(x)
+        leaves = [own(x) for x in leaves]
         out = _tree.tree_unflatten(out_tree, leaves)
         ops = b.program.ops[start:]
         diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]

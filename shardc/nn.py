@@ -5,14 +5,29 @@ import numpy as np
 
 from . import dtypes
 from . import numpy as snp
+from .ad import custom_vjp
 from .errors import ShardcError
 from .numpy._util import as_lit, aval, canonical_dtype, promote_dtypes_inexact
 from .ops import elementwise as ew
 from .ops.common import norm_axes
 
 
+@custom_vjp
 def relu(x):
+    """max(x, 0), with jax.nn.relu's derivative: 0 at x == 0 (maximum's splits ties)."""
     return snp.maximum(x, 0)
+
+
+def _relu_fwd(x):
+    return relu(x), x
+
+
+def _relu_bwd(x, g):
+    # as jax's: select(x > 0, g, 0), the mask first (so ties in sharding go its way)
+    return (snp.where(snp.greater(x, 0), g, snp.zeros_like(g)),)
+
+
+relu.defvjp(_relu_fwd, _relu_bwd)
 
 
 def _check_float(name, x):

@@ -198,6 +198,23 @@ def test_nn(mesh2x4, name):
     grad_both(f, [X], [P("x", "y")], mesh2x4)
 
 
+def test_relu_gradient_at_zero_is_jaxs(mesh2x4):
+    # jax.nn.relu has its own derivative: 0 at x == 0, where maximum's splits the tie
+    x = np.array([[-1.0, 0.0, 2.0, 0.0]] * 8, np.float32)
+    placed = jax.device_put(x, NamedSharding(mesh2x4, P("x")))
+    want = jax.grad(lambda a: jax.nn.relu(a).sum())(x)
+    np.testing.assert_array_equal(want[0], [0, 0, 1, 0])
+    for arg in (x, placed):
+        np.testing.assert_array_equal(shardc.grad(lambda a: shardc.nn.relu(a).sum())(arg), want)
+        np.testing.assert_array_equal(
+            shardc.jit(shardc.grad(lambda a: shardc.nn.relu(a).sum()))(arg), want)
+    _, tangent = shardc.jvp(shardc.nn.relu, (x,), (np.ones_like(x),))
+    np.testing.assert_array_equal(tangent, want)
+    # relu's forward is maximum alone; its mask is built in the backward pass only
+    assert "= max(%x, 0.0:f32)" in shardc.jit(shardc.nn.relu).trace(x).ir
+    assert "gt(" not in shardc.jit(shardc.nn.relu).trace(x).ir
+
+
 class _NP_NN:
     relu = staticmethod(lambda x: np.maximum(x, 0))
     sigmoid = staticmethod(lambda x: 1 / (1 + np.exp(-x)))
@@ -331,6 +348,19 @@ def test_custom_vjp():
     ga, gb = shardc.grad(lambda a, b: snp.sum(f(a, b)), argnums=(0, 1))(X, Y)
     np.testing.assert_allclose(ga, np.cos(X) * Y, rtol=1e-5)
     np.testing.assert_allclose(gb, np.sin(X), rtol=1e-5)
+
+
+def test_custom_vjp_outputs_of_its_own_ops_get_no_marker():
+    @shardc.custom_vjp
+    def twice(x):
+        y = x * 2
+        return y, y
+
+    twice.defvjp(lambda x: (twice(x), None), lambda _, g: (g[0] * 10 + g[1] * 100,))
+    ir = shardc.jit(lambda a: twice(a)).trace(X).ir
+    assert ir.count("custom_vjp_out") == 1      # the repeated output only
+    g = shardc.grad(lambda a: snp.sum(twice(a)[0]) + 2 * snp.sum(twice(a)[1]))(X)
+    np.testing.assert_allclose(g, np.full_like(X, 10 + 200))
 
 
 def test_grad_errors():

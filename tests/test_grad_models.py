@@ -98,6 +98,34 @@ def test_transformer_block_gradients(layout):
     check(mesh, block_loss, params, specs, [x], [P("data")])
 
 
+def test_fsdp_relu_mlp_moves_what_jax_moves():
+    # the backward pass keeps activations batch-sharded, as jax's does: the same
+    # collectives (kinds, shapes, axes), no all-to-all of activations to feature
+    # sharding (relu's mask comes first in its gradient's select, as in jax.nn.relu)
+    from shardc import report
+    mesh = shardc.make_mesh((8,), ("fsdp",))
+
+    def loss(m, nn, params, x):
+        for w1, w2 in params:
+            x = x + nn.relu(x @ w1) @ w2
+        return m.mean(x * x)
+    params = [(RNG.normal(size=(32, 64)) / 6, RNG.normal(size=(64, 32)) / 8) for _ in range(2)]
+    specs = [(P("fsdp", None), P("fsdp", None))] * 2
+    ours, params, args = check(mesh, loss, params, specs, [RNG.normal(size=(16, 32))],
+                               [P("fsdp", None)])
+    ref = jax.jit(jax.value_and_grad(lambda p, *a: loss(jnp, jax.nn, p, *a)))
+
+    def moved(hlo):
+        """Each collective's kind, type and axes (the one combined all-reduce of the
+        gradients by its bytes: XLA orders its tuple as the program's outputs come)."""
+        cs = report.collectives(hlo, mesh)
+        return sorted((c.kind, c.type, c.axes) for c in cs if c.kind != "all-reduce"), \
+            sum(c.bytes for c in cs if c.kind == "all-reduce")
+    mine = moved(ours.lower(params, *args).compile().as_text())
+    assert mine == moved(ref.lower(params, *args).compile().as_text())
+    assert sum(kind == "all-to-all" for kind, *_ in mine[0]) <= len(params)
+
+
 def test_grad_through_shard_map_with_collectives():
     mesh = shardc.make_mesh((2, 4), ("x", "y"))
 
