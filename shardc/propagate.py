@@ -393,6 +393,28 @@ def _across_factors(a, proj, f):
     return a
 
 
+def _lost_to(rank, f, holder, holder_dim, changed):
+    """Why factor f could not take a mesh axis that factor `holder` (at dim
+    `holder_dim` of the same tensor) uses: `rank(g)` is the conflict order's key
+    (source size, sharded size, source tensor, factor); `changed`: the factors this
+    visit gave new axes to the tensor."""
+    if holder is None or holder not in changed:
+        return f"dim {holder_dim} of the tensor already uses the same mesh axes"
+    (sf, hf, tf, _), (sg, hg, tg, _) = rank(f), rank(holder)
+    why = ("from a larger tensor" if sg != sf else "more sharded" if hg != hf else
+           "from a tensor earlier in the op (operands before results)" if tg != tf else
+           "a factor listed before it (same tensor size)")
+    return f"another factor of the op (dim {holder_dim}), {why}, took the same mesh axes"
+
+
+def _holder(lost, dims, k):
+    """The first dim other than k whose axes overlap axis `lost`, or None."""
+    for j, axes in enumerate(dims):
+        if j != k and axes and ax.prefix_without_overlap(lost, axes) != lost:
+            return j
+    return None
+
+
 class _RuleInfo:
     """What the engine reads of a rule on every visit, computed once per distinct rule.
 
@@ -813,9 +835,9 @@ class Engine:
         n_in = ri.n_in
         mappings = ri.mappings
         group_of = self.group_of
-        for t, f, wanted, kept in conflicts:
+        for t, f, wanted, kept, reason in conflicts:
             self._record_conflict(op, (ins[t] if t < n_in else outs[t - n_in]), mappings[t],
-                                  f, list(wanted), list(kept))
+                                  f, list(wanted), list(kept), reason)
         any_changed = False
         for t, new_dims, new_key, whys, old_key, diffs in changes:
             st = states[t]
@@ -883,6 +905,7 @@ class Engine:
             shard = ax.total_size(per_factor[f]) if elementwise else 0
             return (-src[f][1], -shard, src[f][0], f)
         order = sorted(range(nf), key=key)
+        mappings = ri.mappings
         changed_dims = {}
         conflicts = []
         n_t = len(projs)
@@ -903,7 +926,13 @@ class Engine:
                     wanted = list(new)
                     _truncate(new, lambda a, prev: _across_factors(a, proj, f))
                     if new != wanted and src[f][0] >= 0:
-                        conflicts.append((t, f, wanted, list(new)))
+                        lost = wanted[min(len(new), len(wanted) - 1)]
+                        g = next((g for g, gs in proj.items() if g != f and
+                                  ax.prefix_without_overlap(lost, gs.axes + gs.overflow)
+                                  != lost), None)
+                        gd = next((d for d, fs in enumerate(mappings[t]) if g in fs), None)
+                        conflicts.append((t, f, wanted, list(new), _lost_to(
+                            key, f, g, gd, changed_dims.get(t, ()))))
                 if t < n_in and elementwise:
                     for r in projs[n_in:]:
                         rf = r.get(f)
@@ -967,10 +996,12 @@ class Engine:
         rule = ri.rule
         elementwise = rule.elementwise
         if elementwise:
-            order = sorted(range(nf), key=lambda f: (-src[f][1], -ax.total_size(per_factor[f]),
-                                                     src[f][0], f))
+            def rank(f):
+                return (-src[f][1], -ax.total_size(per_factor[f]), src[f][0], f)
         else:
-            order = sorted(range(nf), key=lambda f: (-src[f][1], src[f][0], f))
+            def rank(f):
+                return (-src[f][1], 0, src[f][0], f)
+        order = sorted(range(nf), key=rank)
         changed_dims = {}
         conflicts = []
         dim_of = ri.dim_of
@@ -996,7 +1027,10 @@ class Engine:
                     wanted = list(new)
                     _truncate(new, lambda a, prev: _across_dims(a, ct, k))
                     if new != wanted and src[f][0] >= 0:
-                        conflicts.append((t, f, wanted, list(new)))
+                        j = _holder(wanted[min(len(new), len(wanted) - 1)], ct, k)
+                        conflicts.append((t, f, wanted, list(new), _lost_to(
+                            rank, f, fd[j] if j is not None else None, j,
+                            changed_dims.get(t, ()))))
                 if t < n_in and elementwise:
                     for rt, rk in out_places[f]:
                         rf = cur[rt][rk]
@@ -1016,15 +1050,13 @@ class Engine:
         return conflicts, changes
 
 
-    def _record_conflict(self, op, tensor, mapping, f, wanted, kept):
+    def _record_conflict(self, op, tensor, mapping, f, wanted, kept, reason):
         d = next((k for k, fs in enumerate(mapping) if f in fs), None)
         key = (id(op), id(tensor), d, tuple(wanted), tuple(kept))
         if key in self._conflict_keys:   # the same conflict seen on an earlier visit
             return
         self._conflict_keys.add(key)
-        self.conflicts.append(Conflict(
-            op, tensor, d, wanted, kept,
-            "another factor of the op, from a larger tensor, uses the same mesh axes"))
+        self.conflicts.append(Conflict(op, tensor, d, wanted, kept, reason))
 
     # -- driver
 

@@ -32,6 +32,19 @@ func @f(%a: f32[8,16] [{x}, {}], %b: f32[16,32] [{}, {x}]) -> (f32[8,32] [{}, {x
   return %0
 }
 """),
+    'elementwise tie: the earlier operand wins': (
+        """mesh <x=2, y=4>
+func @f(%a: f32[8,16] [{}, {x}], %b: f32[8,16] [{x}, {}]) -> (f32[8,16]) {
+  %0: f32[8,16] = mul(%a, %b)
+  return %0
+}
+""",
+        """mesh <x=2, y=4>
+func @f(%a: f32[8,16] [{}, {x}], %b: f32[8,16] [{x}, {}]) -> (f32[8,16] [{}, {x}]) {
+  %0: f32[8,16] [{}, {x}] = mul(%a, %b)
+  return %0
+}
+"""),
     'reshape split with sub-axes': (
         """mesh <x=2, y=4>
 func @f(%a: f32[8] [{y}]) -> (f32[2,4]) {
@@ -162,10 +175,26 @@ def test_explain_names_source_ops_and_lines():
         in text, text
 
 
-def test_conflicts_are_recorded():
-    src = CASES["matmul conflict: larger tensor wins"][0]
-    text = propagate_text(src, explain=True)
+def test_conflicts_are_recorded_with_the_rule_that_settled_them():
+    text = propagate_text(CASES["matmul conflict: larger tensor wins"][0], explain=True)
     assert "// conflict at dot_general" in text and "wanted {x}" in text, text
+    assert "another factor of the op (dim 1), from a larger tensor, took the same mesh " \
+        "axes" in text, text
+    text = propagate_text(CASES["elementwise tie: the earlier operand wins"][0], explain=True)
+    assert "dim 0 of a f32[8,16] wanted {x} but kept {}: another factor of the op (dim 1), " \
+        "from a tensor earlier in the op (operands before results)" in text, text
+    # the add (an elementwise op, an earlier round) shards %0's dim 0 before the
+    # dot_general's round: b's larger factor finds the axis taken
+    text = propagate_text("""mesh <x=2, y=4>
+func @f(%a: f32[8,16], %b: f32[16,32] [{}, {x}], %c: f32[8,32] [{x}, {}]) -> (f32[8,32]) {
+  %0: f32[8,32] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
+  %1: f32[8,32] = add(%0, %c)
+  return %1
+}
+""", explain=True)
+    assert "%0: f32[8,32] [{x}, {}] = dot_general" in text, text
+    assert "dim 1 of a f32[8,32] wanted {x} but kept {}: dim 0 of the tensor already uses " \
+        "the same mesh axes" in text, text
 
 
 def test_sources_are_never_overridden():
