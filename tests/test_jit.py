@@ -441,3 +441,35 @@ def test_mesh_context_is_per_thread_and_restored(mesh2x4):
         assert g(X).sharding.mesh.axis_sizes == (2, 4)    # not the other thread's
     assert seen["inner"] == (8,)
     assert runtime.mesh_context.value is None
+
+
+def test_staging_leaves_no_young_objects_and_no_leaks():
+    import gc
+
+    from shardc.ir import Program
+
+    def chain(a):
+        for _ in range(200):
+            a = snp.tanh(a) * 2
+        return a
+    f = shardc.jit(chain)
+    gc.collect()
+    programs = lambda: sum(type(o) is Program for o in gc.get_objects())  # noqa: E731
+    before = programs()
+    traced = f.trace(X)
+    young = len(gc.get_objects(0)) + len(gc.get_objects(1))
+    assert young < 200, young               # the IR went to the oldest generation
+    f(X)
+    assert programs() > before
+    del traced, f
+    gc.collect()
+    assert programs() == before             # ... and is still collected
+    keep = [object() for _ in range(3)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        shardc.jit(lambda a: a * 2)(X)
+        assert gc.get_freeze_count() == frozen   # a user's frozen objects stay frozen
+    finally:
+        gc.unfreeze()
+    del keep
