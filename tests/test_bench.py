@@ -1,0 +1,89 @@
+"""The benchmark harness (bench/): it runs end to end, writes the results file the
+benchmark issue specifies, and its measurements agree with independent ones."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import shardc
+from bench import metrics as M
+from bench import programs as P
+from bench import run as R
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALL = {"lower_s", "trace_s", "prepare_s", "propagate_s", "emit_s", "compile_s",
+       "collective_bytes", "peak_bytes", "run_s", "call_us"}
+BOTH = {"lower_s", "compile_s", "collective_bytes", "peak_bytes", "run_s", "call_us"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    env = dict(os.environ, XLA_FLAGS="")    # the harness sets its own 8 devices
+    done = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--programs",
+                           "seed_layer,mlp_tp", "--out", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout, done.stderr
+
+
+def test_make_bench_writes_every_metric_for_both_sides(quick_run):
+    out, stdout, stderr = quick_run
+    rows = json.loads(out.read_text())["results"]
+    # no program failed, and both sides' outputs agreed in values and shardings
+    assert "FAILED" not in stderr and "WARNING" not in stderr, stderr
+    assert "output sharding" not in stderr, stderr
+    for prog in ("seed_layer", "mlp_tp"):
+        got = {r["metric"]: r for r in rows if r["program"] == prog}
+        assert set(got) == ALL, sorted(got)
+        for m, r in got.items():
+            assert set(r) <= {"program", "metric", "shardc", "jax", "ops"}
+            assert ("jax" in r) == (m in BOTH), r      # jax absent where it has no counterpart
+            assert r["shardc"] is not None and r["shardc"] >= 0
+        assert got["lower_s"]["ops"] > 0 and got["propagate_s"]["ops"] > 0
+    mlp = {r["metric"]: r for r in rows if r["program"] == "mlp_tp"}
+    # one all-reduce over `model` of the second matmul's [64, 256] f32 partial sums
+    assert mlp["collective_bytes"]["shardc"] == mlp["collective_bytes"]["jax"] == 64 * 256 * 4
+    assert mlp["peak_bytes"]["shardc"] == mlp["peak_bytes"]["jax"]
+    assert "| mlp_tp | 9 |" in stdout and "(1.00)" in stdout, stdout
+    png = out.with_suffix(".png")
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ratios_and_target_marks():
+    rows = [{"program": "a", "metric": "lower_s", "shardc": 1.0, "jax": 4.0, "ops": 3},
+            {"program": "a", "metric": "call_us", "shardc": 12.0, "jax": 10.0},
+            {"program": "a", "metric": "collective_bytes", "shardc": 0, "jax": 0},
+            {"program": "chain_1k", "metric": "propagate_s", "shardc": 0.01, "ops": 1000},
+            {"program": "chain_100k", "metric": "propagate_s", "shardc": 2.0, "ops": 100000}]
+    text = R.summary_table(rows)
+    assert "| a | 3 | 1.0000 / 4.0000 (0.25) |" in text
+    assert "12.0 / 10.0 (1.20!)" in text           # call_us target 1.1 missed
+    assert "0 / 0 (1.00)" in text
+    assert "100k/1k = 2.00 (target ≤ 1.5 MISS)" in text
+    assert R.ratio(3, 0) == float("inf") and R.ratio(None, 1) is None
+
+
+def test_collectives_counted_alike_by_both_parsers():
+    # the bench's own HLO parser and shardc.report agree on kinds and bytes
+    prog = P.all_programs()["transformer_block"]
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    args = P.place(prog, mesh, prog.make_inputs())
+    hlo = jax.jit(lambda *a: prog.body(jax.numpy, jax.nn, *a)).lower(*args).compile().as_text()
+    ours = M.parse_collectives(hlo)
+    report = M.list_collectives(hlo, mesh)
+    assert [(c["kind"], c["bytes"]) for c in ours] == \
+        [(c["kind"], c["bytes"]) for c in report]
+    assert [c["kind"] for c in ours] == ["all-reduce", "all-reduce"]
+    assert sum(c["bytes"] for c in ours) == 2 * 8 // 2 * 128 * 256 * 4
+
+
+def test_stablehlo_op_count():
+    lowered = shardc.jit(lambda a: np.sin(a) * 2).lower(np.ones(4, np.float32))
+    # sine, the constant 2, its broadcast and the multiply, in generic and pretty form
+    assert M.stablehlo_op_count(lowered.text) == 4
+    assert M.stablehlo_op_count(lowered.as_text()) == 4
