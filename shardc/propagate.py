@@ -399,7 +399,8 @@ def _lost_to(rank, f, holder, holder_dim, changed):
     (source size, sharded size, source tensor, factor); `changed`: the factors this
     visit gave new axes to the tensor."""
     if holder is None or holder not in changed:
-        return f"dim {holder_dim} of the tensor already uses the same mesh axes"
+        where = "another dim" if holder_dim is None else f"dim {holder_dim}"
+        return f"{where} of the tensor already uses the same mesh axes"
     (sf, hf, tf, _), (sg, hg, tg, _) = rank(f), rank(holder)
     why = ("from a larger tensor" if sg != sf else "more sharded" if hg != hf else
            "from a tensor earlier in the op (operands before results)" if tg != tf else
