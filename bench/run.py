@@ -247,7 +247,9 @@ def plot(results, path) -> bool:
             if rat is not None:
                 names.append(p)
                 vals.append(rat)
-        ax.barh(names, vals, color=["tab:green" if v <= TARGETS.get(m, 1) else "tab:red"
+        # green / red: meets / misses the target; grey: a metric with no target
+        ax.barh(names, vals, color=["tab:gray" if m not in TARGETS else
+                                    "tab:green" if v <= TARGETS[m] else "tab:red"
                                     for v in vals])
         for y, v in enumerate(vals):
             ax.text(v, y, f" {v:.2f}", va="center", fontsize=7)
