@@ -44,7 +44,7 @@ def test_at_vs_jax(mesh2x4, name, spec):
 
 
 @pytest.mark.parametrize("name", ["set_row", "set_array_idx", "set_dup_equal", "add_dups",
-                                  "max", "traced_idx_add"])
+                                  "max", "traced_idx_add", "divide"])
 def test_at_ints_and_bools(mesh2x4, name):
     compare(UPDATES[name], [I], [P(None, "y")], mesh2x4, numpy_ref=False)
     if name.startswith("set"):

@@ -19,7 +19,7 @@ import numpy as np
 from .. import core, dtypes
 from ..errors import ShardcError
 from ..ops import indexing as ix
-from ._creation import full, iota, zeros
+from ._creation import full, full_like, iota, zeros
 from ._indexing import _classify_shape
 from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape
@@ -77,7 +77,11 @@ class _IndexUpdateRef:
     mul = multiply
 
     def divide(self, values, **_):
-        return self._combine("divide", divide, values)
+        # as jax: x / (ones with the values multiplied in at idx), a true division, so
+        # an integer array comes back as floats (and untouched elements divide by 1)
+        x = self.array
+        ones = _IndexUpdateRef(full_like(x, 1), self.index)
+        return divide(x, ones._combine("divide", multiply, values))
 
     def power(self, values, **_):
         return self._combine("power", power, values)
