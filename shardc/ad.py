@@ -105,8 +105,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             if all(c is None for c in cts):
                 continue
             # bwd sees zeros for outputs nothing differentiates, as jax's custom_vjp
-            cts = [c if c is not None or not _is_float(v.aval) else zeros_like_aval(v.aval)
-                   for c, v in zip(cts, region.out_vals)]
+            cts = _zeros_for_none(cts, region.out_vals)
             for v, c in zip(region.in_vals, region.apply_bwd(builder, cts)):
                 add(v, c)
             continue
@@ -118,14 +117,19 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             raise ShardcError(f"shardc has no gradient rule for {op.prim.name}", op.loc)
         if rule is nondiff:
             continue
-        cts = [c if c is not None or not _is_float(v.aval) else zeros_like_aval(v.aval)
-               for c, v in zip(cts, op.outputs)]
+        cts = _zeros_for_none(cts, op.outputs)
         ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder)
         ins = [_as_tracer(builder, v) for v in op.inputs]
         in_cts = rule(ctx, cts, *ins, **op.params)
         for v, c in zip(op.inputs, in_cts):
             add(v, c)
     return [ct.get(id(w)) for w in wrt_vals]
+
+
+def _zeros_for_none(cts, vals):
+    """Cotangents with a zero array for each float value nothing differentiates."""
+    return [c if c is not None or not _is_float(v.aval) else zeros_like_aval(v.aval)
+            for c, v in zip(cts, vals)]
 
 
 def _fit(c, aval):
