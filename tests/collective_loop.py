@@ -1,0 +1,27 @@
+"""Back-to-back collective programs must not abort XLA's CPU rendezvous."""
+import os
+import sys
+import time
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+if sys.argv[1] == "jax-first":          # jax makes its CPU client before shardc is imported
+    import jax
+    jax.devices()
+import numpy as np  # noqa: E402
+import shardc  # noqa: E402
+import shardc.numpy as snp  # noqa: E402
+from shardc import NamedSharding, PartitionSpec as P  # noqa: E402
+
+n = int(sys.argv[2])
+mesh = shardc.make_mesh((2, 4), ("x", "y"))
+x = shardc.device_put(np.ones((64, 128), np.float32), NamedSharding(mesh, P("x", "y")))
+w = shardc.device_put(np.ones((128, 64), np.float32), NamedSharding(mesh, P("y", "x")))
+f = shardc.jit(lambda x, w: (snp.tanh(x @ w).T @ x).sum(0) + x.sum(),
+               out_shardings=NamedSharding(mesh, P("y")))
+t = time.time()
+for _ in range(n):
+    y = f(x, w)
+for _ in range(n // 4):
+    z = snp.sum(x)                     # eager ops with an all-reduce
+y.block_until_ready()
+assert float(z) == 64 * 128, z
+print("ok", n, round(time.time() - t, 2), shardc.runtime.CPU_POOL)
