@@ -156,15 +156,20 @@ def _traced_vjp(f, primals, has_aux=False):
     """In the current trace: (out, aux, vjp_fn) for f at `primals` (a tuple)."""
     b = core.current_builder()
     leaves, tree = _tree.tree_flatten(primals)
-    xs = []
+    xs, origs = [], []
     for x in leaves:
         _check_diff_input(x, "differentiation")
-        # a fresh value per primal, so cotangents for it are separate from other uses
-        t = x if core.is_tracer(x) and x.builder is b else None
-        if t is None:
+        # A fresh value per primal (as jax gives the primal a new variable): f sees
+        # only the copy, so a value f closes over -- even the primal's own -- is a
+        # constant of the differentiation, not a second use of the primal.
+        if core.is_tracer(x):
+            x = x if x.builder is b else Tracer(b, b.to_value(x))
+            t = copy_p.bind(x)
+        else:
             from . import numpy as snp
-            t = snp.asarray(x) if not core.is_tracer(x) else Tracer(b, b.to_value(x))
+            x = t = snp.asarray(x)
         xs.append(t)
+        origs.append(x.value)
     start = len(b.program.ops)
     out = f(*_tree.tree_unflatten(tree, xs))
     aux = None
@@ -185,8 +190,8 @@ def _traced_vjp(f, primals, has_aux=False):
         res = backward(ops, b, out_vals, ct_leaves, wrt)
         res = [r if r is not None else zeros_like_aval(w.aval) for r, w in zip(res, wrt)]
         seen = set()
-        for i, (w, r) in enumerate(zip(wrt, res)):   # gradients are sharded like their primals
-            if core.is_tracer(r):
+        for i, (w, r) in enumerate(zip(origs, res)):   # gradients are sharded like the
+            if core.is_tracer(r):                        # primals passed in
                 if id(r.value) in seen or r.value is w:
                     res[i] = r = copy_p.bind(r)
                 seen.add(id(r.value))

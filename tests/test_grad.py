@@ -81,7 +81,10 @@ SPECS = [P(), P("x", "y"), P(None, ("x", "y"))]
 def test_unary(mesh2x4, name):
     f = UNARY[name]
     for spec in SPECS[:2] if name not in ("exp", "tanh") else SPECS:
-        grad_both(lambda m, nn, x: (f(m, x) * W).sum(), [X], [spec], mesh2x4)
+        # a float64 finite difference cannot see through a cast to float32 (its step
+        # is lost to rounding): astype's gradient is checked against jax's alone
+        grad_both(lambda m, nn, x: (f(m, x) * W).sum(), [X], [spec], mesh2x4,
+                  fd=not name.startswith("astype"))
 
 
 def test_special_functions(mesh2x4):
