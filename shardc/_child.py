@@ -110,9 +110,12 @@ def main():
     if fd is not None:
         fd = int(fd)
         os.set_inheritable(fd, False)   # not for the script's own subprocesses
+    me = os.getpid()
     try:
         _run(sys.argv[1:])
     except SystemExit as e:
+        if os.getpid() != me:   # a child the script forked: not the launched process
+            raise
         code = e.code
         if code is None or code == 0:
             _report(fd, "done", 0, "")
@@ -130,6 +133,8 @@ def main():
         _flush()
         os._exit(rc)
     except BaseException as e:  # noqa: BLE001 -- every way out is reported
+        if os.getpid() != me:
+            raise
         tb = _user_traceback(e.__traceback__)
         e.__traceback__ = tb               # python prints this one, not the argument
         sys.excepthook(type(e), e, tb)     # the traceback, once, as python prints it
@@ -142,7 +147,8 @@ def main():
         if not _distributed_up():
             sys.exit(rc)
         os._exit(rc)
-    _report(fd, "done", 0, "")
+    if os.getpid() == me:
+        _report(fd, "done", 0, "")
 
 
 if __name__ == "__main__":

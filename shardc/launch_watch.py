@@ -114,19 +114,27 @@ class Watch:
             now = time.monotonic()
             if self.timeout is not None and now - start > self.timeout:
                 return None, 124, f"timed out after {self.timeout:g} s; ended every process"
-            try:
-                ev = self.stash.pop(0) if self.stash else self.events.get(timeout=POLL_S)
-            except queue.Empty:
-                ev = None
-            if ev is not None:
-                failed = self._event(*ev)
-                if failed:
-                    return failed
+            failed = self._next_events()
+            if failed:
+                return failed
             if len(self.exited) == self.n:
                 return None
             failed = self._waiting(time.monotonic())
             if failed:
                 return failed
+
+    def _next_events(self):
+        """Handles every event that has come (waiting up to POLL_S for one)."""
+        wait = POLL_S
+        while True:
+            try:
+                ev = self.stash.pop(0) if self.stash else self.events.get(timeout=wait)
+            except queue.Empty:
+                return None
+            failed = self._event(*ev)
+            if failed:
+                return failed
+            wait = 0
 
     def _event(self, what, i, *rest):
         if what == "report":
@@ -183,11 +191,12 @@ class Watch:
         self.idle.update(running, now)
         if self.idle.idle_for(running, self.done[first], now) < self.grace:
             return None
+        who = (f"process {running[0]} still ran, and has" if len(running) == 1 else
+               f"processes {_list(running)} still ran, and have")
         return first, 1, (
-            f"process {first} left early: it ended (exit code 0) while process(es) "
-            f"{_list(running)} still ran, and they have been idle for {self.grace:g} s "
-            f"since, waiting for it (in a collective, a barrier, or to connect); if they "
-            f"were only slow, pass --exit-grace SECONDS")
+            f"process {first} left early: it ended (exit code 0) while {who} been idle "
+            f"for {self.grace:g} s since, waiting for it (in a collective, a barrier, or "
+            "to connect); if that was only slow, pass --exit-grace SECONDS")
 
 
 def _list(ids) -> str:
