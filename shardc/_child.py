@@ -19,6 +19,7 @@ import sys
 if not getattr(sys.flags, "safe_path", False):
     del sys.path[0]
 
+import importlib.machinery  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import runpy  # noqa: E402
@@ -60,7 +61,7 @@ def _flush():
 
 def _user_traceback(tb):
     """The traceback without this file's and runpy's frames."""
-    skip = (_HERE, runpy.__file__)
+    skip = (_HERE, runpy.__file__, "<frozen runpy>")
     while tb is not None and tb.tb_frame.f_code.co_filename in skip:
         tb = tb.tb_next
     return tb
@@ -82,6 +83,8 @@ def _where(tb):
 def _run(argv):
     if argv[0] == "-m":
         sys.argv = argv[1:]
+        if not getattr(sys.flags, "safe_path", False):
+            sys.path.insert(0, os.getcwd())   # as `python -m` does
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         return
     script = argv[0]
@@ -96,6 +99,7 @@ def _run(argv):
     main = types.ModuleType("__main__")
     main.__file__, main.__cached__, main.__spec__ = script, None, None
     main.__builtins__ = __builtins__
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
     sys.modules["__main__"] = main
     exec(code, main.__dict__)
 
