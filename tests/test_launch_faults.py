@@ -210,3 +210,18 @@ def test_watch_waits_while_the_others_work():
     took = time.monotonic() - t0
     assert (i, code) == (1, 1) and "left early" in msg
     assert 2.0 < took < 6, took   # 1.5 s busy, then 1 s idle
+
+
+def test_an_aborting_process_is_named_by_its_fatal_log_line():
+    """absl's fatal line is the cause; the stack dump after it is not."""
+    import io
+
+    from shardc.launch import _Printer
+    printer, out = _Printer(), io.BytesIO()
+    printer.pump(io.BytesIO(
+        b"F1123 13:32:45.104511    6929 client.h:80] Terminating process because the JAX "
+        b"distributed service detected fatal errors.\n*** Check failure stack trace: ***\n"
+        b"    @     0x7f5d59940634  absl::log_internal::LogMessage::SendToLog()\n"), out, 1)
+    assert printer.fatal[1] == ("Terminating process because the JAX distributed service "
+                                "detected fatal errors.")
+    assert out.getvalue().startswith(b"[1] F1123 13:32:45")
