@@ -106,7 +106,7 @@ CASES = [
     (("exit", "init", "3"), 3, "process 1 exited with code 3 (sys.exit(3))"),
     (("_exit", "mid", "5"), 5, "process 1 exited with code 5"),
     (("signal", "mid", "SIGKILL"), 137, "process 1 was killed by signal 9 (SIGKILL)"),
-    (("signal", "mid", "SIGSEGV"), 139, "process 1 was killed by signal 11 (SIGSEGV)"),
+    (("signal", "mid", "SIGTERM"), 143, "process 1 was killed by signal 15 (SIGTERM)"),
     (("exit", "init", "0"), 1, "process 1 left early: it ended (exit code 0)"),
 ]
 
