@@ -165,6 +165,10 @@ class Watch:
     def _late_report(self, i):
         """The report of process i, if it is on its way: it is written before the
         process exits, but read by another thread than the one that sees the exit."""
+        for ev in self.stash:
+            if ev[0] == "report" and ev[1] == i:
+                self.stash.remove(ev)
+                return ev
         end = time.monotonic() + LATE_S
         while (left := end - time.monotonic()) > 0:
             try:
