@@ -146,9 +146,10 @@ def _signal_group(p: subprocess.Popen, sig) -> None:
         pass
 
 
-def _end(procs, spare=None) -> None:
+def _end(procs, spare=None, failed=True) -> None:
     """SIGTERM every live process (and its group), then SIGKILL after GRACE_S. The
-    process `spare` (the failed one, which is leaving by itself) gets no SIGTERM."""
+    process `spare` (the failed one, which is leaving by itself) gets no SIGTERM. After
+    a failure, also what is left of the groups of the processes that have exited."""
     live = [p for p in procs if p.poll() is None]
     for p in live:
         if p is not spare:
@@ -156,7 +157,7 @@ def _end(procs, spare=None) -> None:
     deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline and any(p.poll() is None for p in live):
         time.sleep(POLL_S)
-    for p in procs:   # also the groups of processes that have exited
+    for p in procs if failed else live:
         _signal_group(p, signal.SIGKILL)
     for p in live:
         try:
@@ -253,15 +254,17 @@ def run(n, script, args=(), devices_per_process=1, port=None, timeout=None,
             for src, dst in ((p.stdout, out), (p.stderr, err)):
                 threads.append(_thread(printer.pump, src, dst, i))
             _thread(_wait, p, i, events)
-        _thread(_read_reports, rfd, events)
+        _thread(_read_reports, rfd, events)   # it closes rfd
+        rfd = None
         watch = Watch(procs, events, stop, timeout, exit_grace)
         failed = watch.run()
     finally:
-        if wfd is not None:
-            os.close(wfd)
+        for fd in (wfd, rfd):
+            if fd is not None:
+                os.close(fd)
         alive = [j for j, p in enumerate(procs) if p.poll() is None]
         leaving = watch.leaving if watch is not None else None
-        _end(procs, procs[leaving] if leaving is not None else None)
+        _end(procs, procs[leaving] if leaving is not None else None, failed is not None)
         for t in threads:
             t.join(timeout=2)
         for s, h in old.items():
