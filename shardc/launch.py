@@ -40,6 +40,10 @@ REPORT_FD = "SHARDC_LAUNCH_REPORT_FD"   # as in _child.py
 # An absl fatal log line ("F1123 13:24:33.123456   42 file.cc:12] message"): what a
 # process that aborts says last; the launcher names it, not the stack dump after it.
 _FATAL = re.compile(rb"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.*)")
+# jax's coordination service ends every process when one dies, saying so.
+_CONSEQUENCE = re.compile(r"another task|distributed service detected fatal errors")
+_FRAME = re.compile(rb"^\s+@\s+0x[0-9a-f]+ ")   # a line of absl's stack dump
+HOLD_S = 1.5   # how long a held stack dump waits for the launch's first failure
 # gloo prints this for every communicator it sets up (std::cerr, no switch to turn
 # it off); it says nothing a user needs, so the launcher drops it.
 # Several of gloo's threads may write it at once, so it can share a line with itself.
@@ -98,16 +102,46 @@ def child_env(i: int, n: int, port: int, k: int, base=None) -> dict:
 
 
 class _Printer:
-    """Copies a child's stream to ours, one whole line at a time, with a prefix."""
+    """Copies a child's stream to ours, one whole line at a time, with a prefix.
+
+    An absl "Check failure stack trace" is held back until the launch knows its first
+    failure: a process that aborts because another failed (jax's coordination
+    service ends every process when one dies) keeps its fatal line, not the dump."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.fatal: dict = {}   # process -> its last absl fatal message
+        self.first = None       # the process whose failure ended the launch
+        self.decided = threading.Event()
+
+    def settle(self, first) -> None:
+        self.first = first
+        self.decided.set()
+
+    def _write(self, dst, prefix, lines):
+        with self.lock:
+            for line in lines:
+                dst.write(prefix + (line if line.endswith(b"\n") else line + b"\n"))
+            dst.flush()
+
+    def _release(self, dst, prefix, i, held):
+        self.decided.wait(HOLD_S)
+        if self.first is not None and self.first != i:
+            held = [f"(absl's stack trace left out: this process aborted after process "
+                    f"{self.first} failed)".encode()]
+        self._write(dst, prefix, held)
 
     def pump(self, src, dst, i: int):
         prefix = f"[{i}] ".encode()
+        held = []
         try:
             for line in iter(src.readline, b""):
+                if held and not _FRAME.match(line):
+                    self._release(dst, prefix, i, held)
+                    held = []
+                if held or line.startswith(b"*** Check failure stack trace"):
+                    held.append(line)
+                    continue
                 if line.startswith(b"[Gloo]"):
                     line = _GLOO_NOISE.sub(b"", line)
                     if not line.strip():
@@ -115,11 +149,9 @@ class _Printer:
                 m = _FATAL.match(line)
                 if m:
                     self.fatal[i] = m.group(1).decode("utf-8", "replace").strip()[:500]
-                if not line.endswith(b"\n"):
-                    line += b"\n"
-                with self.lock:
-                    dst.write(prefix + line)
-                    dst.flush()
+                self._write(dst, prefix, [line])
+            if held:
+                self._release(dst, prefix, i, held)
         except (OSError, ValueError):
             pass
         finally:
@@ -256,9 +288,11 @@ def run(n, script, args=(), devices_per_process=1, port=None, timeout=None,
             _thread(_wait, p, i, events)
         _thread(_read_reports, rfd, events)   # it closes rfd
         rfd = None
-        watch = Watch(procs, events, stop, timeout, exit_grace)
+        watch = Watch(procs, events, stop, timeout, exit_grace,
+                      consequence=lambda i: bool(_CONSEQUENCE.search(printer.fatal.get(i, ""))))
         failed = watch.run()
     finally:
+        printer.settle(failed[0] if failed else None)
         for fd in (wfd, rfd):
             if fd is not None:
                 os.close(fd)

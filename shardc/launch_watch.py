@@ -93,8 +93,10 @@ class _Idle:
 class Watch:
     """Follows the processes' events to the end of the launch."""
 
-    def __init__(self, procs, events, stop, timeout=None, exit_grace=5.0, read=cpu_ticks):
+    def __init__(self, procs, events, stop, timeout=None, exit_grace=5.0, read=cpu_ticks,
+                 consequence=lambda i: False):
         self.procs, self.events, self.stop = procs, events, stop
+        self.consequence = consequence   # i -> did it abort because another process died?
         self.timeout, self.grace = timeout, exit_grace
         self.n = len(procs)
         self.done: dict = {}      # i -> when it ended cleanly (reported or exit code 0)
@@ -156,6 +158,9 @@ class Watch:
             failed = self._event(*late) if late is not None else None
             if failed:
                 return failed
+            j = self._cause(i)
+            if j != i:
+                return self._event(*self._take_exit(j))
         how = (f"was killed by signal {-rc} ({_signal_name(-rc)})" if rc < 0
                else f"exited with code {rc}")
         if i in self.done:
@@ -179,6 +184,22 @@ class Watch:
                 return ev
             self.stash.append(ev)
         return None
+
+    def _cause(self, i):
+        """i, or a process that died about as early as i (its exit is in the stash)
+        if i aborted because another process died: two threads see the exits, and
+        the order they put them in may not be the order of the deaths."""
+        if not self.consequence(i):
+            return i
+        for ev in self.stash:
+            if ev[0] == "exit" and ev[2] != 0 and not self.consequence(ev[1]):
+                return ev[1]
+        return i
+
+    def _take_exit(self, j):
+        ev = next(e for e in self.stash if e[0] == "exit" and e[1] == j)
+        self.stash.remove(ev)
+        return ev
 
     def _waiting(self, now):
         """A failure if processes wait, idle, for one that has ended."""

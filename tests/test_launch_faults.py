@@ -33,6 +33,7 @@ WORKER = textwrap.dedent('''
     from shardc import NamedSharding, P
 
     fault, when, out = sys.argv[1:4]
+    faulty = int(os.environ.get("FAULTY", "1"))   # the process that faults
 
 
     def fault_now():
@@ -51,14 +52,14 @@ WORKER = textwrap.dedent('''
 
     shardc.distributed.initialize()
     me = shardc.process_index()
-    if me == 1 and when == "init":
+    if me == faulty and when == "init":
         fault_now()
     mesh = shardc.make_mesh((4,), ("data",))
     x = shardc.make_array_from_callback(
         (8, 2), NamedSharding(mesh, P("data")), lambda i: np.ones((8, 2), np.float32)[i])
     f = shardc.jit(lambda a: snp.sum(a, axis=0))
     for step in range(10 ** 9 if fault != "none" else 5):
-        if me == 1 and when == "mid" and step == 3:
+        if me == faulty and when == "mid" and step == 3:
             fault_now()
         f(x).block_until_ready()   # an all-reduce over both processes
     if me == 0 and fault == "none":   # more work on process 0 only, after process 1 ended
@@ -69,11 +70,11 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def launch(tmp_path, *args, launcher=()):
+def launch(tmp_path, *args, launcher=(), env=None):
     """(exit code, stdout, stderr, seconds from the fault to the launcher's end)."""
     script = tmp_path / "s.py"
     script.write_text(WORKER)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, **(env or {})}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "shardc.launch", "-n", "2", "--devices-per-process", "2",
            "--timeout", "90", *launcher, str(script), *args[:2], str(tmp_path), *args[2:]]
@@ -99,10 +100,12 @@ def summary(err):
     return lines[0]
 
 
+BOOM = 1 + WORKER.splitlines().index('        raise ValueError("boom")')   # its line
+
 CASES = [
     # (fault, when, arg), exit code, the launcher's line
-    (("raise", "init"), 1, "process 1 failed: ValueError: boom (s.py:16)"),
-    (("raise", "mid"), 1, "process 1 failed: ValueError: boom (s.py:16)"),
+    (("raise", "init"), 1, f"process 1 failed: ValueError: boom (s.py:{BOOM})"),
+    (("raise", "mid"), 1, f"process 1 failed: ValueError: boom (s.py:{BOOM})"),
     (("exit", "init", "3"), 3, "process 1 exited with code 3 (sys.exit(3))"),
     (("_exit", "mid", "5"), 5, "process 1 exited with code 5"),
     (("signal", "mid", "SIGKILL"), 137, "process 1 was killed by signal 9 (SIGKILL)"),
@@ -124,6 +127,16 @@ def test_a_failing_process_ends_the_launch(tmp_path, args, code, line):
     if args[0] == "raise":   # the traceback, once, without the wrapper's frames
         assert err.count("[1] Traceback (most recent call last):") == 1, err
         assert "[1] ValueError: boom" in err and "_child.py" not in err
+
+
+def test_the_coordinator_killed(tmp_path):
+    """Process 0 runs jax's coordination service: when it dies, process 1 aborts at
+    once (absl's fatal error). The launch blames process 0, and the abort of process 1
+    shows its fatal line but not its stack dump."""
+    rc, out, err, after = launch(tmp_path, "signal", "mid", "SIGKILL", env={"FAULTY": "0"})
+    assert rc == 137, f"{out}\n{err}"
+    assert summary(err).startswith("shardc launch: process 0 was killed by signal 9 (SIGKILL)")
+    assert "Check failure stack trace" not in err and after < BOUND_S
 
 
 def test_os_exit_0_while_the_others_wait_in_a_collective(tmp_path):
@@ -186,6 +199,15 @@ def test_watch_takes_the_report_that_arrives_after_the_exit():
     assert w.leaving == 1
 
 
+def test_watch_blames_the_death_not_the_abort_it_caused():
+    """Process 0 is killed; process 1 aborts because of it (jax's fatal error), but
+    its exit reaches the queue first."""
+    t = time.monotonic()
+    w = _watch(2, [("exit", 1, -6, t), ("exit", 0, -9, t)])
+    w.consequence = lambda i: i == 1
+    assert w.run() == (0, 137, "process 0 was killed by signal 9 (SIGKILL)")
+
+
 def test_watch_success_and_nonzero_exit_after_finishing():
     t = time.monotonic()
     assert _watch(2, [("report", 0, "done", 0, "", t), ("report", 1, "done", 0, "", t),
@@ -213,15 +235,23 @@ def test_watch_waits_while_the_others_work():
 
 
 def test_an_aborting_process_is_named_by_its_fatal_log_line():
-    """absl's fatal line is the cause; the stack dump after it is not."""
+    """absl's fatal line is the cause; the stack dump after it is printed only for the
+    process that failed first, not for one that aborted because of it."""
     import io
 
     from shardc.launch import _Printer
-    printer, out = _Printer(), io.BytesIO()
-    printer.pump(io.BytesIO(
-        b"F1123 13:32:45.104511    6929 client.h:80] Terminating process because the JAX "
-        b"distributed service detected fatal errors.\n*** Check failure stack trace: ***\n"
-        b"    @     0x7f5d59940634  absl::log_internal::LogMessage::SendToLog()\n"), out, 1)
-    assert printer.fatal[1] == ("Terminating process because the JAX distributed service "
-                                "detected fatal errors.")
-    assert out.getvalue().startswith(b"[1] F1123 13:32:45")
+    dump = (b"F1123 13:32:45.104511    6929 client.h:80] Terminating process because the "
+            b"JAX distributed service detected fatal errors.\n"
+            b"*** Check failure stack trace: ***\n"
+            b"    @     0x7f5d59940634  absl::log_internal::LogMessage::SendToLog()\n"
+            b"    @     0x7f5d599405b6  absl::log_internal::LogMessage::Flush()\n")
+    for first, kept in ((1, True), (0, False)):
+        printer, out = _Printer(), io.BytesIO()
+        printer.settle(first)
+        printer.pump(io.BytesIO(dump + b"after\n"), out, 1)
+        assert printer.fatal[1] == ("Terminating process because the JAX distributed "
+                                    "service detected fatal errors.")
+        text = out.getvalue().decode()
+        assert text.startswith("[1] F1123 13:32:45") and text.endswith("[1] after\n")
+        assert ("SendToLog" in text) == kept and ("Flush()" in text) == kept
+        assert ("left out: this process aborted after process 0 failed" in text) != kept
