@@ -40,6 +40,25 @@ def _signal_name(s: int) -> str:
         return f"signal {s}"
 
 
+def peek_exit(p):
+    """The exit status of Popen p if it has ended (Popen.returncode's convention),
+    without reaping it (its waiter thread does); None while it runs."""
+    if getattr(p, "returncode", None) is not None:
+        return p.returncode
+    try:
+        r = os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:   # just reaped by its waiter: returncode comes next
+        end = time.monotonic() + 0.2
+        while getattr(p, "returncode", None) is None and time.monotonic() < end:
+            time.sleep(0.005)
+        return getattr(p, "returncode", None)
+    except (AttributeError, OSError):   # no waitid (not POSIX)
+        return None
+    if r is None:
+        return None
+    return -r.si_status if r.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else r.si_status
+
+
 def cpu_ticks(pgids) -> dict | None:
     """Clock ticks of CPU time used so far by the processes of each process group
     (Linux /proc); None where that cannot be read."""
@@ -94,8 +113,9 @@ class Watch:
     """Follows the processes' events to the end of the launch."""
 
     def __init__(self, procs, events, stop, timeout=None, exit_grace=5.0, read=cpu_ticks,
-                 consequence=lambda i: False):
+                 consequence=lambda i: False, peek=None):
         self.procs, self.events, self.stop = procs, events, stop
+        self.peek = peek or peek_exit
         self.consequence = consequence   # i -> did it abort because another process died?
         self.timeout, self.grace = timeout, exit_grace
         self.n = len(procs)
@@ -145,6 +165,9 @@ class Watch:
                 self.done.setdefault(i, t)
                 return None
             self.leaving = i   # it reported, and now exits at once (shardc/_child.py)
+            k = self._died_before(i)
+            if k is not None:   # i failed because k died (e.g. in a collective)
+                return self._event("exit", k, self.peek(self.procs[k]), t)
             if kind == "exit":
                 return i, code, f"process {i} exited with code {code} ({cause})"
             return i, code, f"process {i} failed: {cause}"
@@ -158,9 +181,9 @@ class Watch:
             failed = self._event(*late) if late is not None else None
             if failed:
                 return failed
-            j = self._cause(i)
-            if j != i:
-                return self._event(*self._take_exit(j))
+            cause = self._cause(i)
+            if cause is not None:
+                return self._event(*cause)
         how = (f"was killed by signal {-rc} ({_signal_name(-rc)})" if rc < 0
                else f"exited with code {rc}")
         if i in self.done:
@@ -186,20 +209,37 @@ class Watch:
         return None
 
     def _cause(self, i):
-        """i, or a process that died about as early as i (its exit is in the stash)
-        if i aborted because another process died: two threads see the exits, and
-        the order they put them in may not be the order of the deaths."""
+        """If process i aborted because another process died or failed (jax's
+        coordination service ends them all), that other's event, if it is set aside:
+        two threads see exits and reports, and their order in the queue may not be the
+        order in which things happened."""
         if not self.consequence(i):
-            return i
+            return None
         for ev in self.stash:
-            if ev[0] == "exit" and ev[2] != 0 and not self.consequence(ev[1]):
-                return ev[1]
-        return i
+            if ev[0] == "exit" and ev[2] != 0 and not self.consequence(ev[1]) or \
+                    ev[0] == "report" and ev[2] != "done":
+                self.stash.remove(ev)
+                return ev
+        return None
 
-    def _take_exit(self, j):
-        ev = next(e for e in self.stash if e[0] == "exit" and e[1] == j)
-        self.stash.remove(ev)
-        return ev
+    def _died_before(self, i):
+        """A process that has already died (no report, nonzero exit) when process i
+        reports its failure: i's report was written after that death, and i's
+        exception is most likely its consequence (a collective whose peer is gone)."""
+        for k in range(self.n):
+            if k == i or k in self.exited or k in self.done:
+                continue
+            rc = self.peek(self.procs[k])
+            if rc is None or rc == 0:
+                continue
+            if rc == -signal.SIGABRT:   # jax's abort when a process died? wait for its line
+                end = time.monotonic() + LATE_S
+                while not self.consequence(k) and time.monotonic() < end:
+                    time.sleep(POLL_S)
+                if self.consequence(k):
+                    continue
+            return k
+        return None
 
     def _waiting(self, now):
         """A failure if processes wait, idle, for one that has ended."""

@@ -180,14 +180,17 @@ def test_a_port_in_use_is_a_clear_error(tmp_path):
 # ---------------------------------------------------------------- the watcher alone
 
 
-def _watch(n, events, exit_grace=5.0, ticks=None):
+def _watch(n, events, exit_grace=5.0, ticks=None, dead=()):
+    """A Watch over fake processes; `dead`: {process: exit status} already ended."""
     from shardc.launch_watch import Watch
-    procs = [types.SimpleNamespace(pid=1000 + i) for i in range(n)]
+    procs = [types.SimpleNamespace(pid=1000 + i, returncode=dict(dead).get(i))
+             for i in range(n)]
     q = queue.Queue()
     for e in events:
         q.put(e)
     read = (lambda pids: {p: ticks(p) for p in pids}) if ticks else (lambda pids: None)
-    return Watch(procs, q, {}, timeout=20, exit_grace=exit_grace, read=read)
+    return Watch(procs, q, {}, timeout=20, exit_grace=exit_grace, read=read,
+                 peek=lambda p: p.returncode)
 
 
 def test_watch_takes_the_report_that_arrives_after_the_exit():
@@ -206,6 +209,21 @@ def test_watch_blames_the_death_not_the_abort_it_caused():
     w = _watch(2, [("exit", 1, -6, t), ("exit", 0, -9, t)])
     w.consequence = lambda i: i == 1
     assert w.run() == (0, 137, "process 0 was killed by signal 9 (SIGKILL)")
+
+
+def test_watch_blames_the_death_a_collective_error_came_from():
+    """Process 1 died (os._exit(7)) in a collective, and process 0's collective raised
+    because of it; process 0's report can be handled before process 1's exit."""
+    t = time.monotonic()
+    w = _watch(2, [("report", 0, "raised", 1, "JaxRuntimeError: gloo: connection closed", t),
+                   ("exit", 1, 7, t)], dead={1: 7})
+    assert w.run() == (1, 7, "process 1 exited with code 7")
+    # ... and an abort caused by a failure is not blamed, whichever comes first
+    for evs in ([("exit", 1, -6, t), ("report", 0, "raised", 1, "ValueError: x", t)],
+                [("report", 0, "raised", 1, "ValueError: x", t), ("exit", 1, -6, t)]):
+        w = _watch(2, evs, dead={1: -6})
+        w.consequence = lambda i: i == 1
+        assert w.run() == (0, 1, "process 0 failed: ValueError: x")
 
 
 def test_watch_success_and_nonzero_exit_after_finishing():
