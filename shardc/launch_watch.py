@@ -2,9 +2,11 @@
 
 Each process's wrapper (shardc/_child.py) reports on a pipe how its script ended,
 before the interpreter shuts down (that can block in jax.distributed's shutdown
-barrier); one thread per process reports its exit. Both arrive on one queue in the
-order they happened, so the first failure is the one named, not the processes that
-failed because of it. The launch fails at once when a process
+barrier); one thread per process reports its exit. Both arrive on one queue, about
+in the order they happened (two threads: see _cause and _died_before), so the first
+failure is the one named, not the processes that failed because of it (a collective
+whose peer is gone, jax's abort of every process when one dies). The launch fails at
+once when a process
 
 - raises or calls sys.exit with a nonzero code (reported before it leaves),
 - exits with a nonzero code or is killed by a signal, or
