@@ -14,6 +14,7 @@ with the first line that differs instead of hanging in a collective.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import os
@@ -72,9 +73,17 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
     if num_processes is not None and process_id is not None and \
             not 0 <= process_id < num_processes:
         raise ShardcError(f"process_id {process_id} is not in 0..{num_processes - 1}")
+    if process_id == 0 and coordinator_address is not None:
+        _check_port_free(kwargs.get("coordinator_bind_address") or
+                         os.environ.get("JAX_COORDINATOR_BIND_ADDRESS") or
+                         "[::]:" + coordinator_address.rpartition(":")[2])
     # Read only by the CPU backend; GPUs and TPUs use their own collectives.
     if jax.config.jax_cpu_collectives_implementation in (None, "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if launched:
+        # jax's preemption notifier catches SIGTERM (to checkpoint before a cloud
+        # preemption) and keeps running; `shardc launch` ends processes with SIGTERM.
+        jax.config.update("jax_enable_preemption_service", False)
     try:
         jax.distributed.initialize(coordinator_address, num_processes, process_id,
                                    local_device_ids=local_device_ids,
@@ -94,6 +103,31 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
             f"shardc.distributed.initialize(): could not join the coordinator at "
             f"{coordinator_address or '(auto-detected)'} as process {process_id} of "
             f"{num_processes} within {initialization_timeout} s: {msg}") from None
+
+
+def _check_port_free(address: str) -> None:
+    """Process 0 starts the coordinator, bound to `address`: fail clearly if its port
+    is taken (jaxlib then says "Failed to start RPC server", or crashes)."""
+    import socket
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if host == "::" and not socket.has_ipv6:
+        host = "0.0.0.0"
+    try:
+        family, _, _, _, addr = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    except (OSError, ValueError):
+        return   # let jax report it
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as gRPC does
+        try:
+            s.bind(addr)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                return
+            raise ShardcError(
+                f"shardc.distributed.initialize(): port {port} is already in use on this "
+                f"machine, so process 0 cannot start the coordinator there: pick a free "
+                "port (with `shardc launch`, leave --port out to get one)") from None
 
 
 def shutdown():
