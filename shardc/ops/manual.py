@@ -338,8 +338,10 @@ def _no_rule(*a, **k):
 
 
 axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, _no_rule, vma="axes")
-psum_scatter_p.vma = "keep"
-all_to_all_p.vma = "keep"
+# jax's collectives over axes a value does not vary on first make it varying (pvary):
+# their results vary over the axes, so a psum after them sums, not scales
+psum_scatter_p.vma = "axes"
+all_to_all_p.vma = all_gather_p.vma = ppermute_p.vma = "axes"
 
 
 # ---------------------------------------------------------------- gradients
