@@ -150,8 +150,10 @@ def ppermute(x, axis_name, perm):
 @api_boundary
 def axis_index(axis_name):
     """This device's index along `axis_name` (row-major over a tuple of axes)."""
-    _, axes, sizes = _axes("axis_index", axis_name)
-    return m.axis_index_p.bind(axes=axes, sizes=sizes)
+    ctx, axes, sizes = _axes("axis_index", axis_name)
+    auto = tuple(a for a in ctx.mesh.names if a not in ctx.axes)
+    # in a partial-manual body the index is computed where every axis is manual
+    return m.axis_index_p.bind(axes=axes, sizes=sizes, **({"auto": auto} if auto else {}))
 
 
 def axis_size(axis_name):

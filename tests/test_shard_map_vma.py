@@ -11,6 +11,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import shardc
 import shardc.numpy as snp
 
+from shardc.ir import print_program
+from shardc.parse import parse_program
+
 from helpers import check_outputs
 
 PERM = ((0, 1), (1, 2), (2, 3))   # no wrap: device 0 receives zeros
@@ -91,3 +94,33 @@ def test_issue_repro():
     got = shardc.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P())(
         np.arange(16.).reshape(2, 8))
     np.testing.assert_array_equal(np.asarray(got), [[48, 64], [176, 192]])
+
+
+@pytest.mark.parametrize("name", sorted(set(BODIES) - {"psum_two_axes"}))
+@pytest.mark.parametrize("placed", [P(), P("a"), P("a", "b")], ids=["rep", "a", "ab"])
+@pytest.mark.parametrize("in_spec", [P(), P(None, "b")], ids=["inv", "b"])
+def test_partial_manual(name, placed, in_spec):
+    """Manual over "b" only; "a" stays automatic (the input may be sharded over it)."""
+    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    x = np.arange(64, dtype=np.float32).reshape(4, 16) - 20
+    x = jax.device_put(x, NamedSharding(mesh, placed))
+    body = BODIES[name]
+
+    def run(sm, lax, m):
+        f = sm(lambda y: lax.psum(body(lax, m, y), "b") * 2, mesh=mesh, in_specs=in_spec,
+               out_specs=P(), axis_names={"b"})
+        return f(x) + 1
+    ref = jax.jit(lambda: run(jax.shard_map, jax.lax, jnp))()
+    ours = shardc.jit(lambda: run(shardc.shard_map, shardc.lax, snp))()
+    check_outputs(ours, ref, mesh)
+
+
+def test_partial_manual_axis_index_issue_repro():
+    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    f = shardc.shard_map(lambda y: y * 0 + shardc.lax.axis_index("a"), mesh=mesh,
+                         in_specs=P("a"), out_specs=P("a"), axis_names={"a"})
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(np.arange(8.))),
+                                  [0, 0, 0, 0, 1, 1, 1, 1])
+    text = shardc.jit(f).trace(np.arange(8.)).ir
+    assert "auto=" in text
+    assert print_program(parse_program(text)) == text

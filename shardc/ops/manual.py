@@ -305,11 +305,33 @@ ppermute_p = _collective("ppermute", _pp_shape, _pp_lower)
 
 
 # axis_index: this device's position along the named axes
-def _ai_shape(*, axes, sizes):
+def _ai_shape(*, axes, sizes, auto=()):
     return Aval((), dtypes.int32)
 
 
-def _ai_lower(ctx, *, axes, sizes):
+def _ai_lower(ctx, *, axes, sizes, auto=()):
+    if not auto:
+        return _ai_index(ctx, axes)
+    # partition_id is ambiguous to XLA while the `auto` axes are still automatic: as
+    # jax does, compute it in a nested manual computation over those axes
+    saved_lines, saved_indent = ctx.lines, ctx.indent
+    inner = []
+    ctx.lines, ctx.indent = inner, saved_indent + "    "
+    try:
+        (r,) = _ai_index(ctx, axes)
+    finally:
+        ctx.lines, ctx.indent = saved_lines, saved_indent
+    t = tensor_type(ctx.out_avals[0])
+    rep = sharding_per_value([Sharding.replicated(0)])
+    body = (f"{{\n{saved_indent}  ^bb0():\n" + "\n".join(inner) + "\n"
+            f'{saved_indent}    "sdy.return"({r}) : ({t}) -> ()\n{saved_indent}}}')
+    return ctx.op("sdy.manual_computation", [], [], [t],
+                  {"in_shardings": "#sdy.sharding_per_value<[]>",
+                   "manual_axes": "#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in auto) +
+                   "}>", "out_shardings": rep}, sharding=False, regions=[body])
+
+
+def _ai_index(ctx, axes):
     mesh = ctx.mesh
     u32 = Aval((), dtypes.uint32)
     ut = tensor_type(u32)
