@@ -5,7 +5,8 @@ from .. import dtypes
 from ..core import Primitive
 from ..errors import ShardcError
 from ..ir import Aval
-from ..lower import tensor_type
+from ..lower import sharding_attr, tensor_type
+from ..sharding import Sharding
 from ..rules import NEED_REPLICATION, REDUCTION, RuleBuilder
 from .common import i64_array
 
@@ -126,10 +127,28 @@ def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims
           f"inserted_window_dims = [{', '.join(map(str, inserted_window_dims))}], "
           f"scatter_dims_to_operand_dims = [{', '.join(map(str, scatter_dims_to_operand_dims))}], "
           f"index_vector_dim = {index_vector_dim}>")
+    ib = [d for d in range(ctx.in_avals[1].ndim) if d != index_vector_dim]
+    ub = [d for d in range(ctx.in_avals[2].ndim) if d not in update_window_dims]
+    idx, upd = _even(ctx, idx, 1, ib), _even(ctx, upd, 2, ub)
     return ctx.op("stablehlo.scatter", [x, idx, upd], [tensor_type(a) for a in ctx.in_avals],
                   [tensor_type(ctx.out_avals[0])],
                   {"indices_are_sorted": "false", "scatter_dimension_numbers": dn,
                    "unique_indices": "false"}, regions=[region])
+
+
+def _even(ctx, name, i, batch_dims):
+    """Operand i with each scatter batch dim it splits unevenly made whole: XLA's
+    partitioner adds the padding of an unevenly split batch dim into the result
+    (jax.jit's too, when shardings put one there), a silently wrong value."""
+    sh, aval = ctx.in_shardings[i], ctx.in_avals[i]
+    if sh is None or not any(aval.shape[d] % sh.shards(ctx.mesh, d) for d in batch_dims):
+        return name
+    dims = [() if d in batch_dims and aval.shape[d] % sh.shards(ctx.mesh, d) else axes
+            for d, axes in enumerate(sh.dims)]
+    t = tensor_type(aval)
+    (r,) = ctx.op("sdy.sharding_constraint", [name], [t], [t],
+                  {"sharding": sharding_attr(Sharding(dims))}, sharding=False)
+    return r
 
 
 scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rule=_scatter_rule,

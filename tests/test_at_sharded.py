@@ -1,0 +1,67 @@
+"""`.at[]` updates on small, unevenly sharded arrays against jax.jit: a slice of one
+element of a dim split over two devices leaves the other device padding, which XLA's
+scatter partitioner used to add into the result (a value from another shard)."""
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+
+from helpers import compare
+
+V = np.array([0., 1., 2., 3.], np.float32)
+M = np.array([[0, -.25, 1.25, 0], [-1.75, .5, .5, -1.25], [2, 3, -1, .5]], np.float32)
+
+BODIES = {
+    "max": lambda m, a: a.at[0:1].max(100),
+    "min": lambda m, a: a.at[1:2].min(-100),
+    "power": lambda m, a: a.at[0:1].power(2),
+    "set": lambda m, a: a.at[0:1].set(7),
+    "add": lambda m, a: a.at[2:3].add(5),
+    "multiply": lambda m, a: a.at[1:3].multiply(3),
+    "divide": lambda m, a: a.at[0:1].divide(4),
+    "subtract_int": lambda m, a: a.at[3].subtract(1),
+    "get": lambda m, a: a.at[1:2].get() * 2,
+    "apply": lambda m, a: a.at[0:1].apply(lambda v: v + 10),
+    "set_from_slice": lambda m, a: a.at[0:1].set(a[2:3] * 10),
+    "add_array_idx": lambda m, a: a.at[np.array([0, 0, 3])].add(1),
+    "set_step": lambda m, a: a.at[::3].set(-1),
+}
+BODIES_2D = {
+    "row_set": lambda m, a: a.at[0:1].set(a[-1:]),
+    "col_max": lambda m, a: a.at[:, 0:1].max(9),
+    "elem_power": lambda m, a: a.at[0:1, 1:2].power(2),
+    "cross_shard": lambda m, a: a.at[-1:, 1:4].set(a[1, 1:4]),
+    "add_idx": lambda m, a: a.at[np.array([1, 0]), 3].add(1),
+}
+
+
+@pytest.mark.parametrize("spec", [P("a"), P("b")], ids=str)
+@pytest.mark.parametrize("shape", [(2, 4), (4, 2)], ids=str)
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_at_1d_uneven(name, shape, spec):
+    mesh = shardc.make_mesh(shape, ("a", "b"))
+    compare(BODIES[name], [V], [spec], mesh, numpy_ref=False)
+
+
+@pytest.mark.parametrize("rows,spec", [(3, P(None, "a")), (3, P(None, "b")), (4, P("a", "b")),
+                                       (4, P("b", "a")), (2, P("b", None))], ids=str)
+@pytest.mark.parametrize("name", sorted(BODIES_2D))
+def test_at_2d_uneven(name, rows, spec):
+    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    a = np.concatenate([M, M[:1] - 3])[:rows]
+    compare(BODIES_2D[name], [a], [spec], mesh, numpy_ref=False)
+
+
+def test_issue_repros():
+    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    x = shardc.device_put(np.arange(4.), NamedSharding(mesh, P("a")))
+    np.testing.assert_array_equal(shardc.jit(lambda x: x.at[0:1].max(100))(x), [100, 1, 2, 3])
+    np.testing.assert_array_equal(shardc.jit(lambda x: x.at[0:1].power(2))(x), [0, 1, 2, 3])
+    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    x = jax.device_put(M[:2], NamedSharding(mesh, P(None, "a")))
+    q = np.array([.5, -.25], np.float32)
+    got = shardc.jit(lambda x: snp.asarray(q).at[0:1].set(x[1, 1:4][0:1]))(x)
+    np.testing.assert_array_equal(got, [.5, -.25])
