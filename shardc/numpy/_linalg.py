@@ -1,13 +1,16 @@
 """Products of shardc.numpy: dot, matmul, tensordot, einsum, vdot, inner, outer."""
 from __future__ import annotations
 
+from .. import core, dtypes
 from ..errors import ShardcError
+from ..ir import Aval, Lit
 from ..ops import linalg
+from ..ops import reduce as red
 from ..ops.common import check_axis
 from ._shapes import expand_dims, reshape, squeeze, transpose
-from ._reductions import sum as _sum
 from ._ufuncs import multiply
-from ._util import aval, broadcast_to, check_arraylike, promote_dtypes
+from ._util import (aval, broadcast_to, canonical_dtype, check_arraylike, convert,
+                    promote_dtypes, result_type)
 
 
 def _dot_general(a, b, contracting, batch, name):
@@ -166,18 +169,37 @@ def _parse(subscripts, operands):
     return expanded, out
 
 
-def _sum_unused(x, term, keep):
-    """Sum away indices of one operand that appear nowhere else."""
-    drop = [d for d, c in enumerate(term) if c not in keep]
+def _sum_unused(x, term, keep, pref):
+    """Sum away indices of one operand that appear nowhere else, as jax's einsum: in the
+    einsum's dtype `pref` when the operand's is narrower (bf16 accumulates in f32
+    beside an f32 operand), with OR for bools (bools stay bools)."""
+    drop = tuple(d for d, c in enumerate(term) if c not in keep)
     if drop:
-        x = _sum(x, tuple(drop))
+        if result_type(x, _strong(pref))[0] != aval(x).dtype:
+            x = convert(x, pref)
+        p = red.reduce_or_p if aval(x).dtype == dtypes.bool_ else red.reduce_sum_p
+        x = p.bind(x, axes=drop)
         term = "".join(c for c in term if c in keep)
     return x, term
 
 
+def _strong(dtype):
+    return Lit(core._scalar(0, dtype), Aval((), dtype, False))
+
+
+def _einsum_dot(x, y, contracting, batch, pref):
+    """dot_general of two operands in their common dtype, giving `pref` (jax's
+    preferred_element_type) where that is wider."""
+    x, y = promote_dtypes(x, y)
+    dt = aval(x).dtype
+    extra = {} if pref == dt else {"preferred_element_type": pref}
+    return linalg.dot_general_p.bind(x, y, contracting=contracting, batch=batch, **extra)
+
+
 def einsum(subscripts, *operands, optimize=None, precision=None,
            preferred_element_type=None):
-    """Einstein summation by pairwise dot_generals, left to right."""
+    """Einstein summation by pairwise dot_generals, left to right, with jax's dtypes:
+    everything in the operands' result type (or `preferred_element_type`)."""
     if not isinstance(subscripts, str):
         raise ShardcError("einsum needs a subscripts string first")
     check_arraylike("einsum", *operands)
@@ -191,24 +213,28 @@ def einsum(subscripts, *operands, optimize=None, precision=None,
         for c, n in zip(t, aval(x).shape):
             if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
                 raise ShardcError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+    if preferred_element_type is None:
+        pref, weak = result_type(*operands)
+    else:
+        pref, weak = canonical_dtype(preferred_element_type), False
     xs = list(operands)
     x, t = xs[0], terms[0]
     for k in range(1, len(xs)):
         y, u = xs[k], terms[k]
         later = set(out) | {c for tt in terms[k + 1:] for c in tt}
-        x, t = _sum_unused(x, t, later | set(u))
-        y, u = _sum_unused(y, u, later | set(t))
+        x, t = _sum_unused(x, t, later | set(u), pref)
+        y, u = _sum_unused(y, u, later | set(t), pref)
         batch = [c for c in t if c in u and c in later]
         contract = [c for c in t if c in u and c not in later]
         dims = lambda term, cs: tuple(term.index(c) for c in cs)  # noqa: E731
-        x = _dot_general(x, y, (dims(t, contract), dims(u, contract)),
-                         (dims(t, batch), dims(u, batch)), "einsum")
+        x = _einsum_dot(x, y, (dims(t, contract), dims(u, contract)),
+                        (dims(t, batch), dims(u, batch)), pref)
         t = "".join(batch) + "".join(c for c in t if c not in batch and c not in contract) + \
             "".join(c for c in u if c not in batch and c not in contract)
-    x, t = _sum_unused(x, t, set(out))
+    x, t = _sum_unused(x, t, set(out), pref)
     if sorted(t) != sorted(out):
         raise ShardcError(f"einsum: output subscript {out!r} names indices not in the inputs")
-    return transpose(x, [t.index(c) for c in out])
+    return convert(transpose(x, [t.index(c) for c in out]), pref, weak)
 
 
 _ = broadcast_to
