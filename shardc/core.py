@@ -338,13 +338,16 @@ def constant_value(b: Builder, x):
 
 
 def _scalar(x, dtype):
-    """A Python scalar as `dtype`; Python ints that do not fit are an error (as in jax)."""
+    """A Python scalar as `dtype`. As in jax, a Python int must fit the default int
+    type (int32; int64 with x64), or the wider `dtype`, and then wraps into a narrower
+    integer dtype (uint8 + -1 is uint8 + 255)."""
     if type(x) is int and dtypes.is_int(dtype):
-        info = np.iinfo(dtype)
-        if not info.min <= x <= info.max:
+        info, wide = np.iinfo(dtype), np.iinfo(dtypes.default_int())
+        if not (wide.min <= x <= wide.max or info.min <= x <= info.max):
             raise ShardcError(f"Python int {x} is too large for {dtype} (the range is "
                               f"{info.min}..{info.max}); use a smaller value or a wider "
                               "dtype (64-bit needs jax_enable_x64)")
+        return int(np.asarray(x, np.int64).astype(dtype))
     return np.asarray(x).astype(dtype).item() if dtype != dtypes.bfloat16 else \
         float(np.asarray(x).astype(dtype))
 

@@ -25,7 +25,7 @@ from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
                       logical_or, maximum, minimum, multiply, power, subtract, where)
-from ._util import aval, convert
+from ._util import aval, convert, result_type
 
 
 class _IndexUpdateHelper:
@@ -59,14 +59,31 @@ class _IndexUpdateRef:
             new = _mean(placed, count, aval(x).dtype)
         return where(greater(count, 0), new, x)
 
+    def _promoted(self, name, values):
+        """As jax: an update whose dtype x's cannot hold exactly (0.5 into ints, ints
+        into bools, f32 into bf16) is combined in the promoted dtype, then cast back."""
+        x = self.array
+        xa = aval(x)
+        pt = result_type(x, values)[0]
+        if pt == xa.dtype:
+            return None
+        new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
+        return convert(new, xa.dtype, xa.weak)
+
     def add(self, values, **_):
         x = self.array
+        promoted = self._promoted("add", values)
+        if promoted is not None:
+            return promoted
         placed = _placed(x, self.index, values)[0]
         if aval(x).dtype == dtypes.bool_:
             return logical_or(x, greater(placed, 0))
         return add(x, placed)
 
     def subtract(self, values, **_):
+        promoted = self._promoted("subtract", values)
+        if promoted is not None:
+            return promoted
         if aval(self.array).dtype == dtypes.bool_:
             raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
         return subtract(self.array, _placed(self.array, self.index, values)[0])
@@ -84,7 +101,11 @@ class _IndexUpdateRef:
         return divide(x, ones._combine("divide", multiply, values))
 
     def power(self, values, **_):
-        return self._combine("power", power, values)
+        # as jax: x ** (ones with the values multiplied in at idx), so the exponents
+        # take x's dtype first (int_x.at[i].power(1.7) raises to the power 1)
+        x = self.array
+        ones = _IndexUpdateRef(full_like(x, 1), self.index)
+        return power(x, ones._combine("power", multiply, values))
 
     def min(self, values, **_):
         return self._combine("min", minimum, values)
