@@ -86,12 +86,13 @@ def getitem(x, idx):
         n = shape[dim]
         if isinstance(e, slice):
             s, t, st = e.indices(n)
-            count = len(range(s, t, st))
-            if st < 0:
+            if st < 0:      # reversed first: the same slice counted from the other end
                 rev.append(dim)
-                s, st = n - 1 - s, -st
+                s, t, st = n - 1 - s, n - 1 - t, -st
+            # the limit as written, as jax's (XLA's partitioner mis-sizes a strided
+            # slice of a split dim whose limit was cut to the last element taken)
             start.append(s)
-            limit.append(s + (count - 1) * st + 1 if count else s)
+            limit.append(max(s, t))
             stride.append(st)
         elif _is_int(e):
             i = operator.index(e)

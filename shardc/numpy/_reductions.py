@@ -55,22 +55,53 @@ def _reduce(prim, name, a, axis, dtype, keepdims, promote_ints, upcast_half):
 _BOOL_OPS = {red.reduce_sum_p: red.reduce_or_p, red.reduce_prod_p: red.reduce_and_p}
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False):
-    return _reduce(red.reduce_sum_p, "sum", a, axis, dtype, keepdims, True, True)
+def _masked(name, a, where, fill):
+    """a with the elements where `where` is False replaced by the reduction's identity."""
+    if where is None:
+        return a
+    if fill is None:
+        raise ShardcError(f"reduction operation {name!r} does not have an identity, so to "
+                          "use a where mask one has to specify 'initial'")
+    from ._ufuncs import where as select
+    return select(where, a, convert(fill, aval(a).dtype))
 
 
-def prod(a, axis=None, dtype=None, out=None, keepdims=False):
-    return _reduce(red.reduce_prod_p, "prod", a, axis, dtype, keepdims, True, True)
+def _initial(out, initial, op):
+    """The reduction combined with `initial` (jax casts it to the result's dtype)."""
+    if initial is None:
+        return out
+    return op(out, convert(np.asarray(initial), aval(out).dtype))
 
 
-def max(a, axis=None, out=None, keepdims=False):
-    _nonempty("max", a, axis)
-    return _reduce(red.reduce_max_p, "max", a, axis, None, keepdims, False, False)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    from ._ufuncs import add
+    r = _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype, keepdims,
+                True, True)
+    return _initial(r, initial, add)
 
 
-def min(a, axis=None, out=None, keepdims=False):
-    _nonempty("min", a, axis)
-    return _reduce(red.reduce_min_p, "min", a, axis, None, keepdims, False, False)
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    r = _reduce(red.reduce_prod_p, "prod", _masked("prod", a, where, 1), axis, dtype,
+                keepdims, True, True)
+    return _initial(r, initial, multiply)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    from ._ufuncs import maximum
+    if initial is None:
+        _nonempty("max", a, axis)
+    a = _masked("max", a, where, None if initial is None else initial)
+    return _initial(_reduce(red.reduce_max_p, "max", a, axis, None, keepdims, False, False),
+                    initial, maximum)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    from ._ufuncs import minimum
+    if initial is None:
+        _nonempty("min", a, axis)
+    a = _masked("min", a, where, None if initial is None else initial)
+    return _initial(_reduce(red.reduce_min_p, "min", a, axis, None, keepdims, False, False),
+                    initial, minimum)
 
 
 amax, amin = max, min

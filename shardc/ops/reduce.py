@@ -176,6 +176,8 @@ def _cum_rule(in_avals, out_avals, *, axis, reverse=False):
 def _lower_cum(kind, ctx, x, *, axis, reverse=False):
     xa = ctx.in_avals[0]
     n = xa.shape[axis]
+    if xa.size == 0:     # nothing to accumulate (and a window of 0 is invalid)
+        return [x]
     scalar = xa.update(shape=(), weak=False)
     init = ctx.constant(identity_of(kind, xa.dtype), scalar)
     st = tensor_type(scalar)
