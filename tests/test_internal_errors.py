@@ -75,3 +75,22 @@ MASKED = {
 def test_reductions_with_initial_and_where(name, mesh2x4):
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     compare(MASKED[name], [x], [P("x", "y")], mesh2x4, numpy_ref=False)
+
+
+PADS = [(-1, 2, 1), (-2, -1, 2), (-3, 0, 1), (1, -2, 1), (-1, 2, 0), (2, 3, 2)]
+
+
+@pytest.mark.parametrize("cfg", PADS, ids=str)
+@pytest.mark.parametrize("spec", [P("a"), P(("a", "b"))], ids=str)
+def test_negative_and_interior_pad_of_a_split_dim(cfg, spec):
+    """XLA aborts the process on a negative low pad with interior padding of a split dim
+    (jax.jit too); the reference is jax.jit on an unsplit input."""
+    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    x = np.arange(1, 17, dtype=np.float32)
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+    want = jax.jit(lambda x: jax.lax.pad(x, 0., [cfg]))(x)
+    np.testing.assert_array_equal(shardc.jit(lambda x: shardc.lax.pad(x, 0., [cfg]))(xs), want)
+    loss = lambda lax: lambda x: (lax.pad(x, 0., [cfg]) ** 2 * 0.5).sum()  # noqa: E731
+    g = shardc.jit(shardc.grad(loss(shardc.lax)))(xs)
+    np.testing.assert_array_equal(g, jax.jit(jax.grad(loss(jax.lax)))(x))
+    assert g.sharding.is_equivalent_to(xs.sharding, 1)

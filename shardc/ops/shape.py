@@ -216,9 +216,21 @@ def _pad_rule(ins, outs, *, padding_config):
 def _lower_pad(ctx, x, pv, *, padding_config):
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
     types = [tensor_type(a) for a in ctx.in_avals]
-    return ctx.op("stablehlo.pad", [x, pv], types, [tensor_type(ctx.out_avals[0])],
-                  {"edge_padding_low": i64_array(lo), "edge_padding_high": i64_array(hi),
-                   "interior_padding": i64_array(interior)})
+    out = ctx.out_avals[0]
+    # XLA's partitioner aborts the process (a CHECK failure, jax.jit too) on a negative
+    # low pad with interior padding of a split dim: pad without the negative part,
+    # then slice it off
+    crop = [-a if a < 0 and i > 0 else 0 for a, i in zip(lo, interior)]
+    mid = out.update(shape=tuple(n + c for n, c in zip(out.shape, crop)))
+    (r,) = ctx.op("stablehlo.pad", [x, pv], types, [tensor_type(mid)],
+                  {"edge_padding_low": i64_array([a + c for a, c in zip(lo, crop)]),
+                   "edge_padding_high": i64_array(hi),
+                   "interior_padding": i64_array(interior)}, sharding=ctx.out_shardings)
+    if not any(crop):
+        return [r]
+    return ctx.op("stablehlo.slice", [r], [tensor_type(mid)], [tensor_type(out)], {
+        "start_indices": i64_array(crop), "limit_indices": i64_array(mid.shape),
+        "strides": i64_array([1] * out.ndim)})
 
 
 pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad)
