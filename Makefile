@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean setup
+.PHONY: demo test bench fuzz lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,15 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.run
 
+# the differential fuzzer: N random programs (default 500) from SEED, repros in fuzz-failures/
+N ?= 500
+SEED ?= 0
+fuzz: $(STAMP)
+	$(PY) -m fuzz --n $(N) --seed $(SEED)
+
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
-	$(VENV)/bin/ruff check shardc tests examples bench
+	$(VENV)/bin/ruff check shardc tests examples bench fuzz
 
 clean:
 	rm -rf $(VENV) build *.egg-info

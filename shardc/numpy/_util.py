@@ -98,7 +98,9 @@ def promote_dtypes(*xs):
         return [as_lit(xs[0])]
     if all(type(x) is _Tracer for x in xs):     # traced values already alike: as they are
         a = xs[0].value.aval
-        if all(x.value.aval.dtype == a.dtype and x.value.aval.weak == a.weak for x in xs):
+        # (weak bools are the exception: jax's result of several is a strong bool)
+        if all(x.value.aval.dtype == a.dtype and x.value.aval.weak == a.weak for x in xs) \
+                and not (a.weak and a.dtype == dtypes.bool_):
             return list(xs)
     dt, weak = result_type(*xs)
     return [convert(as_lit(x), dt, weak) for x in xs]

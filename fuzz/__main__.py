@@ -1,0 +1,61 @@
+"""`python -m fuzz --n N --seed S [--out DIR] [--no-shrink]`: run N random programs and
+print counts by kind, collective bytes against jax's, and a repro per failure."""
+from __future__ import annotations
+
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=8")
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m fuzz")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="fuzz-failures")
+    ap.add_argument("--no-shrink", action="store_true")
+    a = ap.parse_args(argv)
+    from .driver import Workers
+    from .gen import Gen
+    from .run import BAD, KINDS
+    from .shrink import repro, shrink
+    workers = Workers()
+    counts = collections.Counter()
+    more = less = same = 0
+    out = pathlib.Path(a.out)
+    t0 = time.time()
+    for i in range(a.n):
+        seed = a.seed * 1_000_003 + i
+        prog = Gen(np.random.default_rng(seed)).program()
+        res = workers.run(seed)
+        counts[res.kind] += 1
+        if res.bytes_shardc is not None:
+            more += res.bytes_shardc > res.bytes_jax
+            less += res.bytes_shardc < res.bytes_jax
+            same += res.bytes_shardc == res.bytes_jax
+        if res.kind in BAD or res.kind == "sharding":
+            crashed = "aborted" in res.detail   # shrinking it would abort this process
+            small = prog if a.no_shrink or crashed else shrink(prog, res.kind, seed)
+            out.mkdir(exist_ok=True)
+            note = f"{res.kind}: {res.detail} (eager jax agrees with: " \
+                   f"{res.eager_agrees_with or '-'}); program seed {seed}"
+            (out / f"{res.kind}_{seed}.py").write_text(repro(small, seed, note))
+            print(f"[{i}] {note}", flush=True)
+    workers.close()
+    dt = time.time() - t0
+    print(f"\n{a.n} programs in {dt:.0f} s")
+    print("  ".join(f"{k}={counts[k]}" for k in KINDS))
+    print(f"collective bytes vs jax: more={more} less={less} same={same}")
+    return 1 if any(counts[k] for k in BAD) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Run a program under shardc.jit and jax.jit on the same placed inputs and classify.
+
+Kinds: ok; value, dtype, weak_type, sharding (mismatches); internal (shardc failed in
+a way a user must never see: not a ShardcError, or "a shardc bug"); shardc_error
+(a clear ShardcError where jax accepts); both_error; jax_error (jax rejects, shardc
+accepts). On a value mismatch eager jax (op by op, no jit) breaks the tie.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from .gen import Program, build, make_mesh
+
+BAD = ("value", "dtype", "weak_type", "internal")     # never acceptable
+KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error")
+
+
+@dataclasses.dataclass
+class Outcome:
+    kind: str
+    detail: str = ""
+    bytes_shardc: int | None = None
+    bytes_jax: int | None = None
+    eager_agrees_with: str = ""
+
+
+def inputs(prog: Program, seed: int):
+    rng = np.random.default_rng(seed)
+    mesh = make_mesh(prog.mesh)
+    out = []
+    for (shape, dt), spec in zip(prog.inputs, prog.in_specs):
+        if dt == "bool":
+            a = rng.random(shape) > 0.5
+        elif dt == "int32":
+            a = rng.integers(-5, 6, shape).astype(np.int32)
+        else:
+            a = (rng.standard_normal(shape) * 2).astype(jnp.dtype(dt))
+        out.append(jax.device_put(np.asarray(a), NamedSharding(mesh, PartitionSpec(*spec))))
+    return out
+
+
+def _tol(dt):
+    dt = np.dtype(dt)
+    if dt.name in ("bfloat16", "float16"):
+        return 3e-2
+    return 1e-4 if dt.kind == "f" else 0
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind in "biu" or a.dtype == np.bool_:
+        return np.array_equal(a, b)
+    t = _tol(a.dtype)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return bool(np.allclose(a64, b64, rtol=t, atol=t * (1 + np.abs(b64).max(initial=0)),
+                            equal_nan=True))
+
+
+def _internal(e: Exception) -> bool:
+    import shardc
+    return not isinstance(e, shardc.ShardcError) or "shardc bug" in str(e)
+
+
+def _first_line(e):
+    s = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {s[0][:300] if s else ''}"
+
+
+def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None) -> Outcome:
+    """`mark(stage)` is called as each side finishes ("jax", "shardc"), so a caller
+    running this in a worker process can tell which side a process abort came from."""
+    import shardc
+    from bench.metrics import collective_bytes
+    xs = inputs(prog, seed)
+    mesh = make_mesh(prog.mesh)
+    out_sh = None
+    if prog.out_specs is not None:
+        out_sh = tuple(NamedSharding(mesh, PartitionSpec(*s)) for s in prog.out_specs)
+    kw = {} if out_sh is None else {"out_shardings": out_sh}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            jc = jax.jit(build(prog, "jax"), **kw).lower(*xs).compile()
+            ref = jax.block_until_ready(jc(*xs))
+            jerr = None
+        except Exception as e:  # noqa: BLE001
+            jerr = e
+        mark("jax")
+        try:
+            sc = shardc.jit(build(prog, "shardc"), **kw).lower(*xs).compile()
+            got = jax.block_until_ready(sc(*xs))
+            serr = None
+        except Exception as e:  # noqa: BLE001
+            serr = e
+        mark("shardc")
+    if serr is not None:
+        if _internal(serr):
+            return Outcome("internal", _first_line(serr))
+        return Outcome("both_error" if jerr is not None else "shardc_error", _first_line(serr))
+    if jerr is not None:
+        return Outcome("jax_error", _first_line(jerr))
+    res = Outcome("ok")
+    if collectives:
+        res.bytes_shardc = collective_bytes(sc.as_text())
+        res.bytes_jax = collective_bytes(jc.as_text())
+    for i, (o, r) in enumerate(zip(got, ref)):
+        if o.dtype != r.dtype:
+            return dataclasses.replace(res, kind="dtype", detail=f"out {i}: {o.dtype} vs {r.dtype}")
+        if o.weak_type != r.weak_type:
+            return dataclasses.replace(res, kind="weak_type",
+                                       detail=f"out {i}: {o.weak_type} vs {r.weak_type}")
+        if not _close(o, r):
+            eager = _eager(prog, xs)
+            who = ""
+            if eager is not None:
+                who = "shardc" if _close(o, eager[i]) else "jax" if _close(r, eager[i]) else \
+                    "neither"
+            return dataclasses.replace(res, kind="value", eager_agrees_with=who,
+                                       detail=f"out {i}: max |diff| "
+                                              f"{_maxdiff(o, r)}")
+    for i, (o, r) in enumerate(zip(got, ref)):
+        if not _same_sharding(o, r):
+            return dataclasses.replace(res, kind="sharding", detail=(
+                f"out {i}: {getattr(o.sharding, 'spec', o.sharding)} vs "
+                f"{getattr(r.sharding, 'spec', r.sharding)}"))
+    return res
+
+
+def _maxdiff(a, b):
+    a = np.asarray(a).astype(np.float64)
+    b = np.asarray(b).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return float(np.nanmax(np.abs(a - b), initial=0))
+
+
+def _same_sharding(a, b):
+    single = jax.sharding.SingleDeviceSharding
+    if isinstance(a.sharding, single) or isinstance(b.sharding, single):
+        return a.sharding.is_fully_replicated and b.sharding.is_fully_replicated
+    return a.sharding.is_equivalent_to(b.sharding, a.ndim)
+
+
+def _eager(prog, xs):
+    """jax op by op, no jit: the tie-breaker."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with jax.disable_jit():
+                return jax.block_until_ready(build(prog, "jax")(*xs))
+    except Exception:  # noqa: BLE001
+        return None
