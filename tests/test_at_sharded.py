@@ -100,3 +100,30 @@ def test_at_mixed_dtypes(target, upd, method, mesh8):
             assert target == "bool" and upd == "bool"
             return
         compare(body, [x], [P("x")], mesh8, numpy_ref=False)
+
+
+OOB = {
+    "set_int": lambda m, a: a.at[10].set(1),
+    "add_neg": lambda m, a: a.at[-10].add(1),
+    "add_slice": lambda m, a: a.at[5:9].add(1),
+    "multiply_int": lambda m, a: a.at[10].multiply(2),
+    "max_array": lambda m, a: a.at[np.array([1, 9, -12])].max(50),
+    "get_int": lambda m, a: a.at[10].get(),
+    "get_neg": lambda m, a: a.at[-12].get(),
+    "get_fill": lambda m, a: a.at[np.array([1, 9, -12])].get(mode="fill", fill_value=-1),
+    "get_fill_default": lambda m, a: a.at[np.array([0, 9])].get(mode="fill"),
+    "get_clip": lambda m, a: a.at[np.array([1, 7, -9])].get(mode="clip"),
+    "set_clip": lambda m, a: a.at[np.array([1, 9])].set(9, mode="clip"),
+    "add_clip": lambda m, a: a.at[-20].add(5, mode="clip"),
+    "set_drop": lambda m, a: a.at[np.array([1, 9])].set(9, mode="drop"),
+    "2d_get_fill": lambda m, a: a.reshape(2, 4).at[np.array([0, 3]), 1].get(mode="fill",
+                                                                               fill_value=7),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=str)
+@pytest.mark.parametrize("name", sorted(OOB))
+def test_at_out_of_bounds_static(name, dtype, mesh8):
+    """Static indices past the ends: updates dropped (clamped with mode="clip"), reads
+    clamped (or filled with mode="fill"), as jax."""
+    compare(OOB[name], [np.arange(8).astype(dtype)], [P("x")], mesh8, numpy_ref=False)

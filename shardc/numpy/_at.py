@@ -45,10 +45,34 @@ class _IndexUpdateRef:
     def __init__(self, array, index):
         self.array, self.index = array, index
 
-    def get(self, **_):
-        return getitem(self.array, self.index)
+    def get(self, *, mode=None, fill_value=None, **_):
+        """x[idx] with jax's out-of-bound rules: static indices past either end are
+        clamped (mode None, "clip" or "promise_in_bounds") or read `fill_value`
+        (mode "fill"; by default NaN, the lowest signed or highest unsigned int, True)."""
+        x = self.array
+        xa = aval(x)
+        entries = _classify_shape(xa.shape, self.index)
+        out = getitem(x, tuple(_clamp(xa.shape, entries)))
+        if mode != "fill" or not any(m.any() for m in _oob(xa.shape, entries)):
+            return out
+        if fill_value is None:
+            fill_value = (np.nan if dtypes.is_float(xa.dtype) else True
+                          if xa.dtype == dtypes.bool_ else np.iinfo(xa.dtype).min
+                          if dtypes.is_signed(xa.dtype) else np.iinfo(xa.dtype).max)
+        return where(_oob_mask(xa.shape, entries), convert(fill_value, xa.dtype), out)
 
-    def set(self, values, **_):
+    def _moded(self, mode):
+        """The index with static out-of-bound entries clamped when mode is "clip"
+        (otherwise updates there are dropped, as jax's default)."""
+        if mode != "clip":
+            return self
+        xa = aval(self.array)
+        return _IndexUpdateRef(self.array,
+                               tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index))))
+
+    def set(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).set(values)
         x = self.array
         placed, count, unique = _placed(x, self.index, values, last_only=True)
         if aval(x).dtype == dtypes.bool_:
@@ -70,7 +94,9 @@ class _IndexUpdateRef:
         new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
         return convert(new, xa.dtype, xa.weak)
 
-    def add(self, values, **_):
+    def add(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).add(values)
         x = self.array
         promoted = self._promoted("add", values)
         if promoted is not None:
@@ -80,7 +106,9 @@ class _IndexUpdateRef:
             return logical_or(x, greater(placed, 0))
         return add(x, placed)
 
-    def subtract(self, values, **_):
+    def subtract(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).subtract(values)
         promoted = self._promoted("subtract", values)
         if promoted is not None:
             return promoted
@@ -88,7 +116,9 @@ class _IndexUpdateRef:
             raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
         return subtract(self.array, _placed(self.array, self.index, values)[0])
 
-    def multiply(self, values, **_):
+    def multiply(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).multiply(values)
         return self._combine("multiply", multiply, values)
 
     mul = multiply
@@ -100,17 +130,23 @@ class _IndexUpdateRef:
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return divide(x, ones._combine("divide", multiply, values))
 
-    def power(self, values, **_):
+    def power(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).power(values)
         # as jax: x ** (ones with the values multiplied in at idx), so the exponents
         # take x's dtype first (int_x.at[i].power(1.7) raises to the power 1)
         x = self.array
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return power(x, ones._combine("power", multiply, values))
 
-    def min(self, values, **_):
+    def min(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).min(values)
         return self._combine("min", minimum, values)
 
-    def max(self, values, **_):
+    def max(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).max(values)
         return self._combine("max", maximum, values)
 
     def apply(self, func, **_):
@@ -124,10 +160,59 @@ class _IndexUpdateRef:
                 f"x.at[idx].{name}(...) with an integer-array index that may repeat: shardc "
                 "applies updates at once, so a repeated index would not see the update "
                 "before it. Use a NumPy index array without repeats, or .add / .set")
-        new = op(getitem(x, self.index), values)
+        # read at clamped positions: the update at an out-of-bound one is dropped anyway
+        new = op(getitem(x, tuple(_clamp(aval(x).shape, entries))), values)
         dt = aval(x).dtype
         return _IndexUpdateRef(x, self.index).set(convert(new, dt) if aval(new).dtype != dt
                                                   else new)
+
+
+def _static_int_entries(shape, entries):
+    """(position in entries, dim, entry) of each static int or int-array entry."""
+    dim = 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        if not isinstance(e, slice) and not core.is_tracer(e):
+            yield k, dim, e
+        dim += 1
+
+
+def _clamp(shape, entries):
+    """Static int and int-array entries moved into bounds (negative ones counted from
+    the end first), as XLA's gather clamps."""
+    out = list(entries)
+    for k, d, e in _static_int_entries(shape, entries):
+        m = shape[d]
+        a = np.asarray(e)
+        a = np.clip(np.where(a < 0, a + m, a), 0, max(m - 1, 0))
+        out[k] = int(a) if a.ndim == 0 else a
+    return out
+
+
+def _oob(shape, entries):
+    for _, d, e in _static_int_entries(shape, entries):
+        a = np.asarray(e)
+        yield (a < -shape[d]) | (a >= shape[d])
+
+
+def _oob_mask(shape, entries):
+    """Where x[idx] reads out of bounds: the same index applied to a NumPy array that
+    has one extra, marked, element past the end of each indexed dim."""
+    ext = list(shape)
+    mapped = list(entries)
+    for k, d, e in _static_int_entries(shape, entries):
+        m = shape[d]
+        a = np.asarray(e)
+        mapped[k] = np.where((a < -m) | (a >= m), m, np.where(a < 0, a + m, a))
+        ext[d] = m + 1
+    marks = np.zeros(ext, bool)
+    for k, d, _ in _static_int_entries(shape, entries):
+        sl = [slice(None)] * len(ext)
+        sl[d] = shape[d]
+        marks[tuple(sl)] = True
+    return marks[tuple(int(a) if isinstance(a, np.ndarray) and a.ndim == 0 else a
+                       for a in mapped)]
 
 
 def _is_array(e):
