@@ -47,9 +47,11 @@ def _lower(hlo, ctx, *xs, **params):
 def elementwise(name, hlo, kind, nargs, out_dtype=None, sharding_rule=pointwise,
                 lower=None):
     shape_rule = partial(_shape, name, kind, out_dtype=out_dtype)
-    return Primitive(name, shape_rule=lambda *a, **p: shape_rule(*a[:nargs], **p),
+    prim = Primitive(name, shape_rule=lambda *a, **p: shape_rule(*a[:nargs], **p),
                      sharding_rule=sharding_rule, lower=lower or partial(_lower, hlo),
                      prop_kind="elementwise")
+    prim.nargs = nargs     # the verifier checks operand counts (the rule takes *a)
+    return prim
 
 
 def _lower_sign(ctx, x):
