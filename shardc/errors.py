@@ -114,6 +114,10 @@ class ShardcError(Exception):
         return f"{where}{self.message}"
 
 
+class ArgumentError(ShardcError, ValueError):
+    """A bad argument to a shardc API (where jax raises ValueError)."""
+
+
 class TracerError(ShardcError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
-from .errors import ShardcError, api_boundary, cleaned, user_loc
+from .errors import ArgumentError, ShardcError, api_boundary, cleaned, user_loc
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -58,6 +58,31 @@ def _norm_argnums(nums, n):
             i += n
         out.add(i)
     return tuple(sorted(out))
+
+
+def _check_static(sig, pos, nums, names):
+    """jax.jit's checks of static_argnums/static_argnames against the signature:
+    a position past the last parameter, or a name it does not have, is an error
+    (unless the function takes *args / **kwargs)."""
+    if sig is None:
+        return
+    kinds = {p.kind for p in sig.parameters.values()}
+    P = inspect.Parameter
+    for i in nums:
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise ArgumentError(f"static_argnums must be ints, got {i!r}")
+        if P.VAR_POSITIONAL not in kinds and not -len(pos) <= i < len(pos):
+            raise ArgumentError(f"shardc.jit: static_argnums={tuple(nums)} but the function "
+                                f"takes only {len(pos)} positional argument(s)")
+    for n in names:
+        if not isinstance(n, str):
+            raise ArgumentError(f"static_argnames must be strings, got {n!r}")
+    if P.VAR_KEYWORD not in kinds:
+        bad = sorted(n for n in names if n not in sig.parameters
+                     or sig.parameters[n].kind == P.POSITIONAL_ONLY)
+        if bad:
+            raise ArgumentError(f"shardc.jit: static_argnames {bad} are not parameters of "
+                                f"the function (it takes {', '.join(sig.parameters) or 'none'})")
 
 
 class _Static:
@@ -110,6 +135,7 @@ class Jitted:
         if pos is not None:
             names |= {pos[i] for i in nums if i < len(pos)}
             nums |= {pos.index(n) for n in self.static_argnames if n in pos}
+        _check_static(self._sig, pos, self.static_argnums, self.static_argnames)
         self._static_nums = tuple(sorted(nums))
         self._static_names = frozenset(names)
         self._donate_nums = frozenset(_norm_argnums(
@@ -416,13 +442,38 @@ def _broadcast_prefix(prefix, tree, what):
         pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
         try:
             subtrees = pt.flatten_up_to(t)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError):
             raise ShardcError(f"{what} does not match the structure of the arguments/results: "
-                              f"{e}") from None
+                              f"{what} is {_summary(p)} but they are {_summary(t)}; give "
+                              "one sharding per leaf, or a pytree prefix of them") from None
         for pp, tt in zip(pl, subtrees):
             go(pp, tt)
     go(prefix, tree)
     return out
+
+
+class _Short:
+    """A pytree leaf shown briefly in messages: arrays as their type (f32[1000]), not
+    their values."""
+
+    def __init__(self, x):
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            try:
+                self.text = str(Aval(tuple(x.shape), np.dtype(x.dtype)))
+            except Exception:    # a dtype shardc has no short name for
+                self.text = f"{type(x).__name__}{list(x.shape)}"
+        else:
+            r = repr(x)
+            self.text = r if len(r) <= 60 else r[:57] + "..."
+
+    def __repr__(self):
+        return self.text
+
+
+def _summary(tree):
+    leaves, td = _tree.tree_flatten(tree, is_leaf=lambda x: x is None)
+    text = repr(_tree.tree_unflatten(td, [_Short(x) for x in leaves]))
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _path_name(path, pos_names):
@@ -633,6 +684,7 @@ class Compiled:
         return compiled_html(self)
 
 
+@api_boundary
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
         static_argnames=(), donate_argnums=()):
     """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...)."""
@@ -640,7 +692,7 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
               static_argnums=static_argnums, static_argnames=static_argnames,
               donate_argnums=donate_argnums)
     if fun is None:
-        return lambda f: Jitted(f, **kw)
+        return api_boundary(lambda f: Jitted(f, **kw))
     return Jitted(fun, **kw)
 
 
