@@ -118,6 +118,10 @@ class ArgumentError(ShardcError, ValueError):
     """A bad argument to a shardc API (where jax raises ValueError)."""
 
 
+class ShardcTypeError(ShardcError, TypeError):
+    """An operand of the wrong type (where jax raises TypeError)."""
+
+
 class TracerError(ShardcError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 
