@@ -185,8 +185,9 @@ class Jitted:
         API boundary of a call: errors leave with shardc's frames removed."""
         try:
             out, entry, leaves = self._call(args, kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
+        except Exception as e:
+            cleaned(e)
+            raise
         fast = None
         if entry is not None:
             outs, tree = runtime.flatten(out)
@@ -650,8 +651,9 @@ class Compiled:
     def _cache_miss(self, *args, **kwargs):
         try:
             out = self._call(args, kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
+        except Exception as e:
+            cleaned(e)
+            raise
         outs, tree = runtime.flatten(out)
         return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
 

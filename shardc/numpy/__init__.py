@@ -33,6 +33,7 @@ from ._ufuncs import (abs, absolute, add, arccos, arcsin, arctan, arctan2, aroun
                       square, subtract, tan, tanh, true_divide, where)
 from ._shifts import (bitwise_left_shift, bitwise_right_shift, divmod, left_shift,
                       right_shift)
+from ..errors import wrap_public as _wrap_public
 from ._util import aval as _aval
 from ._util import canonical_dtype as _canonical_dtype
 from ._util import convert as _convert
@@ -81,3 +82,4 @@ def result_type(*args):
 
 
 _attach()
+_wrap_public(globals())
