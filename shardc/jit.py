@@ -16,7 +16,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
-from .errors import ArgumentError, ShardcError, api_boundary, cleaned, user_loc
+from .errors import (ArgumentError, ShardcError, ShardcTypeError, api_boundary, cleaned,
+                     user_loc)
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -70,13 +71,13 @@ def _check_static(sig, pos, nums, names):
     P = inspect.Parameter
     for i in nums:
         if not isinstance(i, int) or isinstance(i, bool):
-            raise ArgumentError(f"static_argnums must be ints, got {i!r}")
+            raise ShardcTypeError(f"static_argnums must be ints, got {i!r}")
         if P.VAR_POSITIONAL not in kinds and not -len(pos) <= i < len(pos):
             raise ArgumentError(f"shardc.jit: static_argnums={tuple(nums)} but the function "
                                 f"takes only {len(pos)} positional argument(s)")
     for n in names:
         if not isinstance(n, str):
-            raise ArgumentError(f"static_argnames must be strings, got {n!r}")
+            raise ShardcTypeError(f"static_argnames must be strings, got {n!r}")
     if P.VAR_KEYWORD not in kinds:
         bad = sorted(n for n in names if n not in sig.parameters
                      or sig.parameters[n].kind == P.POSITIONAL_ONLY)
@@ -130,12 +131,12 @@ class Jitted:
         pos = [p.name for p in self._sig.parameters.values()
                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
             if self._sig is not None else None
+        _check_static(self._sig, pos, self.static_argnums, self.static_argnames)
         nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
         names = set(self.static_argnames)
         if pos is not None:
             names |= {pos[i] for i in nums if i < len(pos)}
             nums |= {pos.index(n) for n in self.static_argnames if n in pos}
-        _check_static(self._sig, pos, self.static_argnums, self.static_argnames)
         self._static_nums = tuple(sorted(nums))
         self._static_names = frozenset(names)
         self._donate_nums = frozenset(_norm_argnums(

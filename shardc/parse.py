@@ -108,7 +108,10 @@ def _typed_decl(text):
     m = _TYPE_RE.match(rest.strip())
     if not m:
         raise ValueError(f"bad type {rest.strip()!r}")
-    sh = parse_sharding(m.group(2)) if m.group(2) else None
+    sh = m.group(2)
+    if sh and _match(sh, 0) != len(sh):
+        raise ValueError(f"unbalanced brackets in {sh!r}")
+    sh = parse_sharding(sh) if sh else None
     return name.strip()[1:], parse_type(m.group(1)), sh
 
 
