@@ -4,7 +4,6 @@ end of the traceback and no internal text (internal error, MLIR, Python reprs of
 import os
 import traceback
 
-import numpy as np
 import pytest
 
 import shardc
