@@ -16,8 +16,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
-from .errors import (ArgumentError, ShardcError, ShardcTypeError, api_boundary, cleaned,
-                     user_loc)
+from .argcheck import check_static, summary
+from .errors import ShardcError, api_boundary, cleaned, user_loc
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -59,31 +59,6 @@ def _norm_argnums(nums, n):
             i += n
         out.add(i)
     return tuple(sorted(out))
-
-
-def _check_static(sig, pos, nums, names):
-    """jax.jit's checks of static_argnums/static_argnames against the signature:
-    a position past the last parameter, or a name it does not have, is an error
-    (unless the function takes *args / **kwargs)."""
-    if sig is None:
-        return
-    kinds = {p.kind for p in sig.parameters.values()}
-    P = inspect.Parameter
-    for i in nums:
-        if not isinstance(i, int) or isinstance(i, bool):
-            raise ShardcTypeError(f"static_argnums must be ints, got {i!r}")
-        if P.VAR_POSITIONAL not in kinds and not -len(pos) <= i < len(pos):
-            raise ArgumentError(f"shardc.jit: static_argnums={tuple(nums)} but the function "
-                                f"takes only {len(pos)} positional argument(s)")
-    for n in names:
-        if not isinstance(n, str):
-            raise ShardcTypeError(f"static_argnames must be strings, got {n!r}")
-    if P.VAR_KEYWORD not in kinds:
-        bad = sorted(n for n in names if n not in sig.parameters
-                     or sig.parameters[n].kind == P.POSITIONAL_ONLY)
-        if bad:
-            raise ArgumentError(f"shardc.jit: static_argnames {bad} are not parameters of "
-                                f"the function (it takes {', '.join(sig.parameters) or 'none'})")
 
 
 class _Static:
@@ -131,7 +106,7 @@ class Jitted:
         pos = [p.name for p in self._sig.parameters.values()
                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
             if self._sig is not None else None
-        _check_static(self._sig, pos, self.static_argnums, self.static_argnames)
+        check_static(self._sig, pos, self.static_argnums, self.static_argnames)
         nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
         names = set(self.static_argnames)
         if pos is not None:
@@ -446,36 +421,12 @@ def _broadcast_prefix(prefix, tree, what):
             subtrees = pt.flatten_up_to(t)
         except (ValueError, TypeError):
             raise ShardcError(f"{what} does not match the structure of the arguments/results: "
-                              f"{what} is {_summary(p)} but they are {_summary(t)}; give "
+                              f"{what} is {summary(p)} but they are {summary(t)}; give "
                               "one sharding per leaf, or a pytree prefix of them") from None
         for pp, tt in zip(pl, subtrees):
             go(pp, tt)
     go(prefix, tree)
     return out
-
-
-class _Short:
-    """A pytree leaf shown briefly in messages: arrays as their type (f32[1000]), not
-    their values."""
-
-    def __init__(self, x):
-        if hasattr(x, "shape") and hasattr(x, "dtype"):
-            try:
-                self.text = str(Aval(tuple(x.shape), np.dtype(x.dtype)))
-            except Exception:    # a dtype shardc has no short name for
-                self.text = f"{type(x).__name__}{list(x.shape)}"
-        else:
-            r = repr(x)
-            self.text = r if len(r) <= 60 else r[:57] + "..."
-
-    def __repr__(self):
-        return self.text
-
-
-def _summary(tree):
-    leaves, td = _tree.tree_flatten(tree, is_leaf=lambda x: x is None)
-    text = repr(_tree.tree_unflatten(td, [_Short(x) for x in leaves]))
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _path_name(path, pos_names):
