@@ -12,20 +12,22 @@ from .ir import Aval
 _tree = jax.tree_util
 
 
-def check_static(sig, pos, nums, names):
-    """jax.jit's checks of static_argnums/static_argnames against the signature:
-    a position past the last parameter, or a name it does not have, is an error
-    (unless the function takes *args / **kwargs)."""
+def check_static(sig, pos, nums, names, donate=()):
+    """jax.jit's checks of static_argnums/static_argnames/donate_argnums against the
+    signature: a position past the last parameter, or a name it does not have, is an
+    error (unless the function takes *args / **kwargs)."""
+    for what, ns in (("static_argnums", nums), ("donate_argnums", donate)):
+        for i in ns:
+            if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+                raise ShardcTypeError(f"{what} must be ints, got {i!r}")
     if sig is None:
         return
     kinds = {p.kind for p in sig.parameters.values()}
     P = inspect.Parameter
-    for i in nums:
-        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
-            raise ShardcTypeError(f"static_argnums must be ints, got {i!r}")
-        if P.VAR_POSITIONAL not in kinds and not -len(pos) <= i < len(pos):
-            raise ArgumentError(f"shardc.jit: static_argnums={tuple(nums)} but the function "
-                                f"takes only {len(pos)} positional argument(s)")
+    for what, ns in (("static_argnums", nums), ("donate_argnums", donate)):
+        if P.VAR_POSITIONAL not in kinds and any(not -len(pos) <= i < len(pos) for i in ns):
+            raise ArgumentError(f"shardc.jit: {what}={tuple(ns)} but the function takes "
+                                f"only {len(pos)} positional argument(s)")
     for n in names:
         if not isinstance(n, str):
             raise ShardcTypeError(f"static_argnames must be strings, got {n!r}")

@@ -17,7 +17,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
 from .argcheck import check_static, summary
-from .errors import ShardcError, api_boundary, cleaned, user_loc
+from .errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -106,7 +106,8 @@ class Jitted:
         pos = [p.name for p in self._sig.parameters.values()
                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
             if self._sig is not None else None
-        check_static(self._sig, pos, self.static_argnums, self.static_argnames)
+        check_static(self._sig, pos, self.static_argnums, self.static_argnames,
+                     self.donate_argnums)
         nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
         names = set(self.static_argnames)
         if pos is not None:
@@ -417,6 +418,9 @@ def _broadcast_prefix(prefix, tree, what):
             out.extend([p] * len(_tree.tree_leaves(t)))
             return
         pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
+        if len(pl) == 1 and pl[0] is p:     # a leaf that is no sharding (a string, say)
+            raise ShardcTypeError(f"{what}: expected NamedShardings, PartitionSpecs or None, "
+                                  f"got {p!r}")
         try:
             subtrees = pt.flatten_up_to(t)
         except (ValueError, TypeError):
