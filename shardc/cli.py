@@ -106,6 +106,7 @@ def _run_propagate(args):
     from .ir import print_program
     from .irjson import program_json
     from .parse import ParseError, parse_program
+    from .errors import ShardcError
     from .verify import VerifyError, verify
     try:
         with open(args.file, "rb") as f:
@@ -137,6 +138,14 @@ def _run_propagate(args):
     except VerifyError as e:
         line = ir_lines.get(e.op)
         raise UsageError(e.message, f"{args.file}:{line}" if line else args.file) from None
+    except ShardcError:
+        raise
+    except Exception as e:   # params of the wrong kind (axes=0 for axes=(0,)), or a bug
+        if args.traceback:
+            raise
+        raise UsageError(f"cannot propagate this IR: {type(e).__name__}: {e}; check the ops' "
+                         "parameters against `shardc ir` output (rerun with --traceback if "
+                         "they are right: then it is a shardc bug)", args.file) from None
     if args.format == "json":
         return _json(program_json(program, stage="propagated"))
     return explain_program(program) if args.explain else print_program(program)

@@ -99,6 +99,11 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
                                   op)
         if types and not prim.has_regions:
             _check_arity(op)
+            # a constraint is a source of propagation: its result carries the sharding
+            if op.outputs and op.outputs[0].sharding is None and \
+                    prim.name == "sharding_constraint":
+                raise VerifyError("op sharding_constraint: its result needs a sharding (the "
+                                  f"constraint's, {op.params.get('sharding')})", op.loc, op)
             try:
                 avals = abstract_eval(prim, [v.aval for v in op.inputs], op.params, op.loc)
             except VerifyError:

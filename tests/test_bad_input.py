@@ -257,6 +257,13 @@ CLI_IR = [
     ("unknown_axis", GOOD_IR.replace("[{x}, {}]", "[{z}, {}]"), "unknown mesh axis", None),
     ("no_mesh", GOOD_IR.replace("mesh <x=2, y=4>\n", ""), "has no mesh", 1),
     ("parse_error_col", GOOD_IR.replace("sin(%a)", "sinx(%a)"), "unknown op", "3:18"),
+    ("constraint_unsharded", GOOD_IR.replace("%2: f32[8,4] = mul(%1, 2.0:f32)",
+                                             "%2: f32[8,4] = sharding_constraint(%1) "
+                                             "{sharding=[{x}, {}]}"),
+     "needs a sharding", 5),
+    ("param_kind", GOOD_IR.replace("-> (f32[8,4])", "-> (f32[4])").replace(
+        "%2: f32[8,4] = mul(%1, 2.0:f32)", "%2: f32[4] = reduce_sum(%1) {axes=0}"),
+     "check the ops' parameters", None),
     ("non_utf8", b"mesh <x=2>\n\xff\xfe", "not UTF-8", 2),
 ]
 
