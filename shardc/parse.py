@@ -201,6 +201,9 @@ def _parse_program(lines, cur) -> Program:
         mesh = parse_value(body)
         if not isinstance(mesh, MeshShape):
             raise _err("expected a mesh like 'mesh <x=2, y=4>'", lines[0][0])
+        if any(n < 1 for _, n in mesh.axes) or len(set(mesh.names)) != len(mesh.names):
+            raise _err(f"bad mesh {mesh}: axis sizes must be positive, names distinct",
+                       lines[0][0], _col(lines[0][1], "<"))
         pos = 1
     if pos >= len(lines):
         raise _err("expected 'func @name(...) -> (...) {'", lines[-1][0] if lines else 1)
@@ -228,7 +231,8 @@ def _parse_program(lines, cur) -> Program:
         if not mm:
             raise _err(f"bad result type {d!r}", lineno, _col(head, d))
         parse_type(mm.group(1))
-        prog.out_shardings.append(parse_sharding(mm.group(2)) if mm.group(2) else None)
+        _, _, sh = _typed_decl(f"%r: {d}")
+        prog.out_shardings.append(sh)
     if len(prog.out_shardings) != len(prog.outputs):
         raise _err(f"the function declares {len(prog.out_shardings)} results but returns "
                    f"{len(prog.outputs)}", lineno, _col(head, "->"))

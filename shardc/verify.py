@@ -5,7 +5,7 @@ import inspect
 
 from .core import abstract_eval
 from .errors import ShardcError
-from .ir import Lit, Program
+from .ir import Lit, Program, Value
 from .sharding import axis_name
 
 
@@ -18,38 +18,52 @@ class VerifyError(ShardcError):
         self.op = op
 
 
-_ARITY: dict = {}    # primitive -> (min, max) operand counts (max None: any)
+_SIGS: dict = {}    # primitive -> (min, max operands (None: any), required, allowed params)
 
 
-def arity(prim):
-    """How many operands `prim` takes, from its shape rule's positional parameters
-    (elementwise ops say so in `prim.nargs`: their rule takes *avals)."""
-    out = _ARITY.get(prim)
+def signature(prim):
+    """What `prim` takes, from its shape rule's parameters: how many operands (positional
+    parameters; elementwise ops say so in `prim.nargs`, their rule takes *avals) and
+    which params (keyword-only ones; allowed None: any)."""
+    out = _SIGS.get(prim)
     if out is None:
-        n = getattr(prim, "nargs", None)
-        if n is not None:
-            out = (n, n)
+        try:
+            ps = list(inspect.signature(prim.shape_rule).parameters.values())
+        except (TypeError, ValueError):
+            ps = None
+        if ps is None:
+            out = (0, None, frozenset(), None)
         else:
-            try:
-                ps = inspect.signature(prim.shape_rule).parameters.values()
-            except (TypeError, ValueError):
-                ps = None
-            if ps is None or any(p.kind == p.VAR_POSITIONAL for p in ps):
-                out = (0, None)
-            else:
-                pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-                out = (sum(p.default is p.empty for p in pos), len(pos))
-        _ARITY[prim] = out
+            P = inspect.Parameter
+            pos = [p for p in ps if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+            kw = [p for p in ps if p.kind == P.KEYWORD_ONLY]
+            lo, hi = sum(p.default is p.empty for p in pos), len(pos)
+            if any(p.kind == P.VAR_POSITIONAL for p in ps):
+                lo, hi = 0, None
+            n = getattr(prim, "nargs", None)
+            if n is not None:
+                lo = hi = n
+            allowed = None if any(p.kind == P.VAR_KEYWORD for p in ps) else \
+                frozenset(p.name for p in kw)
+            out = (lo, hi, frozenset(p.name for p in kw if p.default is p.empty), allowed)
+        _SIGS[prim] = out
     return out
 
 
-def _check_arity(op):
-    lo, hi = arity(op.prim)
+def _check_signature(op):
+    lo, hi, required, allowed = signature(op.prim)
     n = len(op.inputs)
     if n < lo or (hi is not None and n > hi):
         want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi is not None else f"{lo}+"
         raise VerifyError(f"op {op.prim.name} takes {want} operand{'s' * (want != '1')}, "
                           f"got {n}", op.loc, op)
+    missing = required.difference(op.params)
+    if missing:
+        raise VerifyError(f"op {op.prim.name} needs the parameter(s) {sorted(missing)}",
+                          op.loc, op)
+    if allowed is not None and not allowed.issuperset(op.params):
+        raise VerifyError(f"op {op.prim.name} has unknown parameter(s) "
+                          f"{sorted(set(op.params) - allowed)}", op.loc, op)
 
 
 def _check_sharding(v, mesh, where, loc, need_closed, op=None):
@@ -97,8 +111,9 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
             if v not in defined and type(v) is not Lit:
                 raise VerifyError(f"op {prim.name} uses a value before it is defined", op.loc,
                                   op)
+        if types:
+            _check_signature(op)
         if types and not prim.has_regions:
-            _check_arity(op)
             # a constraint is a source of propagation: its result carries the sharding
             if op.outputs and op.outputs[0].sharding is None and \
                     prim.name == "sharding_constraint":
@@ -139,6 +154,9 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
     for v in p.outputs:
         if not isinstance(v, Lit) and v not in defined:
             raise VerifyError("the return uses an undefined value", None)
+    for i, (s, v) in enumerate(zip(p.out_shardings or (), p.outputs)):
+        if s is not None and not propagated:
+            _check_sharding(Value(v.aval, s), mesh, f"result {i}", None, False)
     if propagated:
         for s, v in zip(p.out_shardings, p.outputs):
             if s is None or s.rank != v.aval.ndim:

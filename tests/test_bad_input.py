@@ -185,6 +185,9 @@ IR = [
     ("empty", "", "expected 'func @name", 1),
     ("mesh_only", "mesh <x=2>\n", "expected 'func @name", 1),
     ("bad_mesh", ("mesh <x=2, y=4>", "mesh <x=two>"), "malformed line", 1),
+    ("mesh_zero_axis", ("mesh <x=2, y=4>", "mesh <x=0, y=4>"), "sizes must be positive", 1),
+    ("mesh_same_names", ("mesh <x=2, y=4>", "mesh <x=2, x=4>"), "names distinct", 1),
+    ("bad_result_sharding", ("-> (f32[8,4])", "-> (f32[8,4] [{x}, {])"), "unbalanced", 2),
     ("mesh_not_mesh", ("mesh <x=2, y=4>", "mesh 7"), "expected a mesh", 1),
     ("bad_header", ("-> (f32[8,4]) {", "-> f32[8,4] {"), "expected 'func @name", 2),
     ("unknown_dtype_arg", ("%b: f32[4,4]", "%b: q99[4,4]"), "unknown element type 'q99'", 2),
@@ -264,6 +267,24 @@ CLI_IR = [
     ("param_kind", GOOD_IR.replace("-> (f32[8,4])", "-> (f32[4])").replace(
         "%2: f32[8,4] = mul(%1, 2.0:f32)", "%2: f32[4] = reduce_sum(%1) {axes=0}"),
      "check the ops' parameters", None),
+    ("missing_param", GOOD_IR.replace("{contracting=((1,), (0,)), batch=((), ())}",
+                                      "{batch=((), ())}"), "needs the parameter(s)", 4),
+    ("unknown_param", GOOD_IR.replace("batch=((), ())}", "batch=((), ()), zz=1}"),
+     "unknown parameter(s) ['zz']", 4),
+    ("result_sharding_rank", GOOD_IR.replace("-> (f32[8,4])", "-> (f32[8,4] [{x}])"),
+     "rank 1", None),
+    ("region_op_missing_param", """\
+mesh <x=2, y=4>
+func @f(%a: f32[8,8] [{}, {}]) -> (f32[8,2]) {
+  %0: f32[8,2] = shard_map(%a) {in_specs=([{x}, {y}],), out_specs=([{x}, {}],), \
+mesh=<x=2, y=4>, check_vma=True} {
+  ^(%1: f32[4,2] [{}, {}]):
+    %2: f32[4,2] [{}, {}] = sin(%1)
+    return %2
+  }
+  return %0
+}
+""", "needs the parameter(s) ['manual_axes']", 3),
     ("non_utf8", b"mesh <x=2>\n\xff\xfe", "not UTF-8", 2),
 ]
 
