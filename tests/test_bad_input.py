@@ -325,3 +325,34 @@ def test_cli_bad_python_file(row, tmp_path, capsys, monkeypatch):
     assert code == 1, err
     assert err.startswith(where.format(f=f) + ":") and phrase in err, err
     assert "None" not in err and "internal error" not in err, err
+
+
+def test_mutated_ir_is_always_a_clear_error():
+    """Random small edits of valid IR text: parsing, verifying and propagating it either
+    work or raise a ShardcError (never a KeyError, IndexError... from inside)."""
+    import random
+
+    from shardc import passes
+    from shardc.verify import verify
+    rng = random.Random(0)
+    alphabet = "%:=(){}[],<>0123456789abxyzf.-~ \n\"'"
+    for _ in range(400):
+        t = list(GOOD_IR)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(t))
+            r = rng.random()
+            if r < 0.4:
+                del t[i]
+            elif r < 0.8:
+                t[i] = rng.choice(alphabet)
+            else:
+                t.insert(i, rng.choice(alphabet))
+        text = "".join(t)
+        try:
+            p = parse_program(text)
+            verify(p)
+            if p.mesh is not None:
+                passes.prepare(p)
+                passes.propagate(p)
+        except shardc.ShardcError as e:
+            assert "internal" not in e.message, (text, e.message)
