@@ -111,7 +111,7 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
             if v not in defined and type(v) is not Lit:
                 raise VerifyError(f"op {prim.name} uses a value before it is defined", op.loc,
                                   op)
-        if types:
+        if types and op.sig is None:    # (a traced op's shape rule took these operands)
             _check_signature(op)
         if types and not prim.has_regions:
             # a constraint is a source of propagation: its result carries the sharding
