@@ -210,6 +210,7 @@ def _eager(fn):
     jitted = {}
 
     @functools.wraps(fn)
+    @api_boundary
     def wrapper(*args, **kwargs):
         if core.current_builder() is not None:
             return fn(*args, **kwargs)
@@ -264,6 +265,7 @@ def grad(fun, argnums=0, has_aux=False):
     vg = value_and_grad(fun, argnums, has_aux)
 
     @functools.wraps(fun)
+    @api_boundary
     def g(*args, **kwargs):
         res = vg(*args, **kwargs)
         if has_aux:

@@ -105,25 +105,47 @@ def _run_propagate(args):
     from .explain import explain_program
     from .ir import print_program
     from .irjson import program_json
-    from .parse import parse_program
+    from .parse import ParseError, parse_program
+    from .errors import ShardcError
+    from .verify import VerifyError, verify
     try:
-        with open(args.file) as f:
-            text = f.read()
+        with open(args.file, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise UsageError(f"the file is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                         f"{e.start}); give IR text as `shardc ir` prints it",
+                         f"{args.file}:{line}") from None
+    try:
         program = parse_program(text)
-    except Exception as e:
-        msg = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
-        m = re.match(r"line (\d+): (.*)", msg, re.S)
-        if m:
-            raise UsageError(m.group(2), f"{args.file}:{m.group(1)}") from None
-        raise UsageError(f"cannot parse the IR: {msg}", args.file) from None
+    except ParseError as e:
+        msg = re.sub(r"^line \d+:\d+: ", "", e.message)
+        raise UsageError(msg, f"{args.file}:{e.line}:{e.col}") from None
     if program.mesh is None:
         raise UsageError("the IR has no mesh; its first line should be like "
                          "'mesh <data=2, model=4>'", f"{args.file}:1")
-    passes.prepare(program)
-    passes.propagate(program)
+    # hand-written IR: check operand counts and declared types before the passes, and
+    # report any mistake at its line in the file
+    ir_lines = program.meta.pop("ir_lines", {})
+    try:
+        verify(program)
+        passes.prepare(program)
+        passes.propagate(program)
+    except VerifyError as e:
+        line = ir_lines.get(e.op)
+        raise UsageError(e.message, f"{args.file}:{line}" if line else args.file) from None
+    except ShardcError:
+        raise
+    except Exception as e:   # params of the wrong kind (axes=0 for axes=(0,)), or a bug
+        if args.traceback:
+            raise
+        raise UsageError(f"cannot propagate this IR: {type(e).__name__}: {e}; check the ops' "
+                         "parameters against `shardc ir` output (rerun with --traceback if "
+                         "they are right: then it is a shardc bug)", args.file) from None
     if args.format == "json":
         return _json(program_json(program, stage="propagated"))
     return explain_program(program) if args.explain else print_program(program)

@@ -114,6 +114,14 @@ class ShardcError(Exception):
         return f"{where}{self.message}"
 
 
+class ArgumentError(ShardcError, ValueError):
+    """A bad argument to a shardc API (where jax raises ValueError)."""
+
+
+class ShardcTypeError(ShardcError, TypeError):
+    """An operand of the wrong type (where jax raises TypeError)."""
+
+
 class TracerError(ShardcError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 
@@ -130,20 +138,54 @@ def _filter_tb(tb):
     return out
 
 
-def cleaned(e: ShardcError) -> ShardcError:
-    """`e` with shardc's internal frames removed from its traceback (unless
-    SHARDC_TRACEBACK is set), for an API entry point to re-raise."""
-    if os.environ.get("SHARDC_TRACEBACK"):
+FILTER_NOTE = ("--------------------\nshardc removed its internal frames from the traceback "
+               "of this exception; set SHARDC_TRACEBACK_FILTERING=off to include them.")
+
+
+def filtering() -> bool:
+    """Whether tracebacks leaving shardc's API lose shardc's own frames: as jax's
+    JAX_TRACEBACK_FILTERING, SHARDC_TRACEBACK_FILTERING=off shows every frame (so does
+    SHARDC_TRACEBACK=1, which `shardc --traceback` sets)."""
+    mode = os.environ.get("SHARDC_TRACEBACK_FILTERING", "").strip().lower()
+    if mode:
+        return mode not in ("off", "0", "false", "no")
+    return not os.environ.get("SHARDC_TRACEBACK")
+
+
+def cleaned(e: BaseException) -> BaseException:
+    """`e` with the frames of shardc (and of numpy, jax and the standard library)
+    removed from its traceback, which then ends at the user's innermost frame, for an
+    API entry point to re-raise with a bare `raise` (which adds no frame of its own).
+    A ShardcError hides the internal exception it came from; any other exception
+    keeps its chain and gets a note saying how to see the frames."""
+    if not filtering():
         return e
-    return e.with_traceback(_filter_tb(e.__traceback__))
+    e.with_traceback(_filter_tb(e.__traceback__))
+    if isinstance(e, ShardcError):
+        e.__cause__ = None
+        e.__suppress_context__ = True
+    elif FILTER_NOTE not in getattr(e, "__notes__", ()):
+        e.add_note(FILTER_NOTE)
+    return e
 
 
 def api_boundary(fun):
-    """Re-raise ShardcErrors with shardc's internal frames removed from the traceback."""
+    """An entry point of shardc's API: exceptions leave it with shardc's internal frames
+    removed from their traceback (as jax's traceback_util.api_boundary)."""
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         try:
             return fun(*args, **kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
+        except Exception as e:
+            cleaned(e)
+            raise
     return wrapper
+
+
+def wrap_public(namespace: dict) -> None:
+    """Make each public function defined in shardc in a module's `namespace` an API
+    boundary (shardc.numpy, .lax, .nn: errors from eager calls end at the user's line)."""
+    for k, v in list(namespace.items()):
+        if not k.startswith("_") and isinstance(v, types.FunctionType) and \
+                v.__module__.startswith("shardc.") and not hasattr(v, "__wrapped__"):
+            namespace[k] = api_boundary(v)

@@ -16,7 +16,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes, passes, runtime
-from .errors import ShardcError, api_boundary, cleaned, user_loc
+from .argcheck import check_static, summary
+from .errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
 from .ir import Aval, Lit, Program, Snapshot, print_program
 from .lower import lower as lower_program
 from .meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
@@ -105,6 +106,8 @@ class Jitted:
         pos = [p.name for p in self._sig.parameters.values()
                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
             if self._sig is not None else None
+        check_static(self._sig, pos, self.static_argnums, self.static_argnames,
+                     self.donate_argnums)
         nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
         names = set(self.static_argnames)
         if pos is not None:
@@ -159,8 +162,9 @@ class Jitted:
         API boundary of a call: errors leave with shardc's frames removed."""
         try:
             out, entry, leaves = self._call(args, kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
+        except Exception as e:
+            cleaned(e)
+            raise
         fast = None
         if entry is not None:
             outs, tree = runtime.flatten(out)
@@ -414,11 +418,15 @@ def _broadcast_prefix(prefix, tree, what):
             out.extend([p] * len(_tree.tree_leaves(t)))
             return
         pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
+        if len(pl) == 1 and pl[0] is p:     # a leaf that is no sharding (a string, say)
+            raise ShardcTypeError(f"{what}: expected NamedShardings, PartitionSpecs or None, "
+                                  f"got {p!r}")
         try:
             subtrees = pt.flatten_up_to(t)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError):
             raise ShardcError(f"{what} does not match the structure of the arguments/results: "
-                              f"{e}") from None
+                              f"{what} is {summary(p)} but they are {summary(t)}; give "
+                              "one sharding per leaf, or a pytree prefix of them") from None
         for pp, tt in zip(pl, subtrees):
             go(pp, tt)
     go(prefix, tree)
@@ -599,8 +607,9 @@ class Compiled:
     def _cache_miss(self, *args, **kwargs):
         try:
             out = self._call(args, kwargs)
-        except ShardcError as e:
-            raise cleaned(e) from None
+        except Exception as e:
+            cleaned(e)
+            raise
         outs, tree = runtime.flatten(out)
         return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
 
@@ -633,6 +642,7 @@ class Compiled:
         return compiled_html(self)
 
 
+@api_boundary
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
         static_argnames=(), donate_argnums=()):
     """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...)."""
@@ -640,7 +650,7 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
               static_argnums=static_argnums, static_argnames=static_argnames,
               donate_argnums=donate_argnums)
     if fun is None:
-        return lambda f: Jitted(f, **kw)
+        return api_boundary(lambda f: Jitted(f, **kw))
     return Jitted(fun, **kw)
 
 

@@ -5,7 +5,7 @@ import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import core, dtypes
-from .errors import ShardcError, api_boundary
+from .errors import ShardcError, api_boundary, wrap_public
 from .numpy._util import aval, canonical_dtype, convert
 from .ops import elementwise as ew
 from .ops import linalg
@@ -144,3 +144,6 @@ def _binary(p):
 add, sub, mul, div = (_binary(p) for p in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p))
 max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
+
+
+wrap_public(globals())

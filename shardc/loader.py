@@ -175,8 +175,12 @@ def _import_file(path):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise UsageError(f"SyntaxError: {e.msg}", f"{e.filename}:{e.lineno}") from None
+    except SyntaxError as e:   # (no filename or line for null bytes: name the file)
+        where = f"{e.filename or path}" + (f":{e.lineno}" if e.lineno else "")
+        msg = e.msg
+        if "null bytes" in msg or "unicode error" in msg:
+            msg += " (is it a Python source file?)"
+        raise UsageError(f"SyntaxError: {msg}", where) from None
     except SystemExit:
         raise UsageError(f"{path} called exit() while being imported") from None
     except Exception as e:

@@ -8,7 +8,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from . import runtime
-from .errors import ShardcError
+from .errors import ArgumentError, ShardcError, api_boundary
 from .sharding import MeshShape, Sharding, from_spec
 
 class _MeshStack(threading.local):
@@ -141,15 +141,33 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
     return MeshInfo(None, device)
 
 
+@api_boundary
 def make_mesh(axis_shapes, axis_names, devices=None):
     """A jax Mesh with *Auto* axes (jax.make_mesh defaults to Explicit)."""
+    if isinstance(axis_names, str):
+        axis_names = (axis_names,)
+    if isinstance(axis_shapes, int):
+        axis_shapes = (axis_shapes,)
     axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
     if len(axis_shapes) != len(axis_names):
-        raise ShardcError(f"make_mesh: {len(axis_shapes)} sizes but {len(axis_names)} names")
+        raise ArgumentError(f"make_mesh: {len(axis_shapes)} sizes {axis_shapes} but "
+                            f"{len(axis_names)} names {axis_names}; give one name per axis")
+    for s in axis_shapes:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 1:
+            raise ArgumentError(f"make_mesh: axis sizes must be positive ints, got "
+                                f"{axis_shapes}")
+    for a in axis_names:
+        if not isinstance(a, str) or not a:
+            raise ArgumentError(f"make_mesh: axis names must be non-empty strings, got "
+                                f"{axis_names}")
+    dup = sorted({a for a in axis_names if axis_names.count(a) > 1})
+    if dup:
+        raise ArgumentError(f"make_mesh: axis name(s) {dup} appear more than once in "
+                            f"{axis_names}; each axis needs its own name")
     n = int(np.prod(axis_shapes))
     devs = list(devices) if devices is not None else jax.devices()
     if len(devs) < n:
-        raise ShardcError(
+        raise ArgumentError(
             f"make_mesh: a {'x'.join(map(str, axis_shapes))} mesh needs {n} devices but "
             f"only {len(devs)} are available (on CPU, set XLA_FLAGS="
             f"--xla_force_host_platform_device_count={n} before importing jax)")

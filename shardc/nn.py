@@ -6,7 +6,7 @@ import numpy as np
 from . import dtypes
 from . import numpy as snp
 from .ad import custom_vjp
-from .errors import ShardcError
+from .errors import ShardcError, wrap_public
 from .numpy._util import as_lit, aval, canonical_dtype, promote_dtypes_inexact
 from .ops import elementwise as ew
 from .ops.common import norm_axes
@@ -110,3 +110,6 @@ def standardize(x, axis=-1, epsilon=1e-5):
     mean = snp.mean(x, axis, keepdims=True)
     var = snp.subtract(snp.mean(snp.square(x), axis, keepdims=True), snp.square(mean))
     return snp.multiply(snp.subtract(x, mean), snp.rsqrt(snp.add(var, epsilon)))
+
+
+wrap_public(globals())

@@ -20,17 +20,41 @@ class ParseError(ShardcError):
     pass
 
 
-def _err(msg, lineno):
-    return ParseError(f"line {lineno}: {msg}", UNKNOWN)
+def _err(msg, lineno, col=1):
+    """A ParseError at IR line `lineno`, column `col` (1-based): 'line 3:5: ...'."""
+    e = ParseError(f"line {lineno}:{col}: {msg}", UNKNOWN)
+    e.line, e.col = lineno, col
+    return e
+
+
+def _col(raw, token):
+    """The 1-based column of `token` in the line `raw` (of its text if not found)."""
+    i = raw.find(token) if token else -1
+    return i + 1 if i >= 0 else len(raw) - len(raw.lstrip()) + 1
+
+
+def _malformed(e, lineno, raw):
+    """A ParseError for an exception from a malformed line (a bad number, a missing
+    ':' or '='...), at that line: never a bare KeyError or ValueError."""
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+    return _err(f"malformed line {raw.strip()!r}: {msg}", lineno, _col(raw, None))
 
 
 def parse_type(text: str) -> Aval:
     text = text.strip()
     weak = text.startswith("~")
     text = text.lstrip("~")
-    name, dims = text[:-1].split("[")
-    shape = tuple(int(d) for d in dims.split(",") if d)
-    return Aval(shape, dtypes.from_short_name(name), weak)
+    name, sep, dims = text.partition("[")
+    if not sep or not text.endswith("]"):
+        raise ValueError(f"bad type {text!r}: expected e.g. f32[4,8]")
+    shape = tuple(int(d) for d in dims[:-1].split(",") if d)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"bad type {text!r}: negative dimension")
+    try:
+        dtype = dtypes.from_short_name(name)
+    except KeyError:
+        raise ValueError(f"unknown element type {name!r} in {text!r}") from None
+    return Aval(shape, dtype, weak)
 
 
 def _split_top(s: str, sep=","):
@@ -75,7 +99,7 @@ def _match(s: str, i: int) -> int:
             depth -= 1
             if depth == 0:
                 return j + 1
-    raise ValueError(f"unbalanced brackets in {s!r}")
+    raise ValueError(f"unbalanced brackets in {s!r} (is the text cut short?)")
 
 
 def _typed_decl(text):
@@ -84,7 +108,10 @@ def _typed_decl(text):
     m = _TYPE_RE.match(rest.strip())
     if not m:
         raise ValueError(f"bad type {rest.strip()!r}")
-    sh = parse_sharding(m.group(2)) if m.group(2) else None
+    sh = m.group(2)
+    if sh and _match(sh, 0) != len(sh):
+        raise ValueError(f"unbalanced brackets in {sh!r}")
+    sh = parse_sharding(sh) if sh else None
     return name.strip()[1:], parse_type(m.group(1)), sh
 
 
@@ -131,11 +158,11 @@ def _parse_params(s: str) -> dict:
     return out
 
 
-def _operand(text, env, lineno):
+def _operand(text, env, lineno, raw=""):
     text = text.strip()
     if text.startswith("%"):
         if text[1:] not in env:
-            raise _err(f"use of undefined value {text}", lineno)
+            raise _err(f"use of undefined value {text}", lineno, _col(raw, text))
         return env[text[1:]]
     val, ty = text.rsplit(":", 1)
     aval = parse_type(ty + ("[]" if not ty.endswith("]") else ""))
@@ -150,47 +177,78 @@ def dtypes_cast(v, dtype):
 
 
 def parse_program(text: str) -> Program:
-    """Parse IR text into a Program (shardings and locations included)."""
+    """Parse IR text into a Program (shardings and locations included). Any mistake in
+    the text is a ParseError naming its line and column. The IR line of each op is in
+    `program.meta["ir_lines"]` (op -> line), for errors found later (the verifier's)."""
     lines = [(i + 1, ln.split("//")[0].rstrip()) for i, ln in enumerate(text.splitlines())]
     lines = [(n, ln) for n, ln in lines if ln.strip()]
+    cur = [lines[0] if lines else (1, "")]      # the line being parsed, for errors
+    try:
+        return _parse_program(lines, cur)
+    except ParseError:
+        raise
+    except ShardcError as e:     # a bad sharding, say
+        raise _err(e.message, cur[0][0], _col(cur[0][1], None)) from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise _malformed(e, *cur[0]) from None
+
+
+def _parse_program(lines, cur) -> Program:
     mesh = None
     pos = 0
     if lines and lines[0][1].startswith("mesh "):
         body = lines[0][1][len("mesh "):].strip()
         mesh = parse_value(body)
+        if not isinstance(mesh, MeshShape):
+            raise _err("expected a mesh like 'mesh <x=2, y=4>'", lines[0][0])
+        if any(n < 1 for _, n in mesh.axes) or len(set(mesh.names)) != len(mesh.names):
+            raise _err(f"bad mesh {mesh}: axis sizes must be positive, names distinct",
+                       lines[0][0], _col(lines[0][1], "<"))
         pos = 1
     if pos >= len(lines):
-        raise _err("expected 'func @name(...) -> (...) {'", 1)
-    lineno, head = lines[pos]
+        raise _err("expected 'func @name(...) -> (...) {'", lines[-1][0] if lines else 1)
+    lineno, head = cur[0] = lines[pos]
     m = re.match(r"^func @([\w.]+)\((.*)\) -> \((.*)\) \{$", head.strip())
     if not m:
-        raise _err("expected 'func @name(...) -> (...) {'", lineno)
+        raise _err("expected 'func @name(...) -> (...) {'", lineno, _col(head, None))
     prog = Program(m.group(1), mesh=mesh)
+    prog.meta["ir_lines"] = {}
     env: dict[str, Value] = {}
     for decl in _split_top(m.group(2)):
         name, aval, sh = _typed_decl(decl)
+        _define(env, name, lineno, head)
         v = Value(aval, sh, name=name)
         env[name] = v
         prog.inputs.append(v)
     out_decls = _split_top(m.group(3))
-    pos = _parse_body(prog, lines, pos + 1, env)
+    pos = _parse_body(prog, lines, pos + 1, env, cur, prog.meta["ir_lines"])
     if pos != len(lines):
         raise _err("text after the end of the function", lines[pos][0])
+    cur[0] = (lineno, head)
     prog.out_shardings = []
     for d in out_decls:
         mm = _TYPE_RE.match(d)
         if not mm:
-            raise _err(f"bad result type {d!r}", lineno)
-        prog.out_shardings.append(parse_sharding(mm.group(2)) if mm.group(2) else None)
+            raise _err(f"bad result type {d!r}", lineno, _col(head, d))
+        parse_type(mm.group(1))
+        _, _, sh = _typed_decl(f"%r: {d}")
+        prog.out_shardings.append(sh)
     if len(prog.out_shardings) != len(prog.outputs):
-        raise _err("the number of results does not match the return", lineno)
+        raise _err(f"the function declares {len(prog.out_shardings)} results but returns "
+                   f"{len(prog.outputs)}", lineno, _col(head, "->"))
     return prog
 
 
-def _parse_body(prog, lines, pos, env):
+def _define(env, name, lineno, raw):
+    if name in env:
+        raise _err(f"value %{name} defined twice (each value is assigned once)", lineno,
+                   _col(raw, f"%{name}"))
+
+
+def _parse_body(prog, lines, pos, env, cur, ir_lines):
     """Parse ops until the closing '}' of this block; returns the position after it."""
     while pos < len(lines):
-        lineno, raw = lines[pos]
+        lineno, raw = cur[0] = lines[pos]
         line = raw.strip()
         pos += 1
         if line == "}":
@@ -199,37 +257,49 @@ def _parse_body(prog, lines, pos, env):
             return pos - 1   # next region of the enclosing op
         if line.startswith("return"):
             names = line[len("return"):].strip()
-            prog.outputs = [_operand(x, env, lineno) for x in _split_top(names)] if names else []
+            prog.outputs = [_operand(x, env, lineno, raw) for x in _split_top(names)] \
+                if names else []
             continue
-        pos = _parse_op(prog, line, lineno, lines, pos, env)
-    raise _err("missing '}'", lines[-1][0] if lines else 0)
+        pos = _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines)
+    raise _err("missing '}' (is the text cut short?)", lines[-1][0] if lines else 1,
+               len(lines[-1][1]) + 1 if lines else 1)
 
 
-def _parse_op(prog, line, lineno, lines, pos, env):
+def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines):
+    raw = lines[pos - 1][1]
     opens_region = line.endswith("{") and not line.endswith("{}")
     if opens_region:
         line = line[:-1].rstrip()
     results = []
     if line.startswith("%"):
-        lhs, line = line.split(" = ", 1)
+        lhs, eq, line = line.partition(" = ")
+        if not eq:
+            raise _err("expected '%name: type = op(...)'", lineno, _col(raw, None))
         results = [_typed_decl(d) for d in _split_top(lhs)]
+        for name, _, _ in results:
+            _define(env, name, lineno, raw)
     loc = UNKNOWN
     lm = _LOC_RE.search(line)
     if lm:
         loc = Loc(lm.group(1), int(lm.group(2)))
         line = line[:lm.start()]
-    paren = line.index("(")
+    paren = line.find("(")
+    if paren < 0:
+        raise _err("expected an op like 'exp(%a)'", lineno, _col(raw, line.strip()))
     prim_name = line[:paren].strip()
     if prim_name not in PRIMITIVES:
-        raise _err(f"unknown op {prim_name!r}", lineno)
+        raise _err(f"unknown op {prim_name!r}", lineno, _col(raw, prim_name))
     end = _match(line, paren)
-    operands = [_operand(x, env, lineno) for x in _split_top(line[paren + 1:end - 1])]
+    operands = [_operand(x, env, lineno, raw) for x in _split_top(line[paren + 1:end - 1])]
     rest = line[end:].strip()
     params = _parse_params(rest[1:-1]) if rest.startswith("{") else {}
     outs = [Value(aval, sh) for _, aval, sh in results]
     regions = []
     while opens_region:
-        lineno2, rline = lines[pos]
+        if pos >= len(lines):
+            raise _err(f"missing '}}' closing the op {prim_name} (is the text cut short?)",
+                       lineno, _col(raw, prim_name))
+        lineno2, rline = cur[0] = lines[pos]
         rline = rline.strip()
         if rline == "}":
             pos += 1
@@ -239,15 +309,17 @@ def _parse_op(prog, line, lineno, lines, pos, env):
         region = Program(f"{prim_name}_region")
         for decl in _split_top(rline[2:rline.rindex(")")]):
             name, aval, sh = _typed_decl(decl)
+            _define(env, name, lineno2, rline)
             v = Value(aval, sh, name=name)
             env[name] = v
             region.inputs.append(v)
-        pos = _parse_body(region, lines, pos + 1, env)
+        pos = _parse_body(region, lines, pos + 1, env, cur, ir_lines)
         regions.append(region)
         if pos < len(lines) and lines[pos - 1][1].strip() == "}":
             break
     op = Op(PRIMITIVES[prim_name], operands, outs, params, loc, regions)
     prog.ops.append(op)
+    ir_lines[op] = lineno
     for (name, _, _), v in zip(results, outs):
         env[name] = v
     return pos

@@ -205,7 +205,7 @@ def test_bad_ir_file_names_its_line(tmp_path, capsys, monkeypatch):
     f.write_text("mesh <a=2>\nfunc @f(%x: f32[4] [{a}]) -> (f32[4]) {\n"
                  "  %0: f32[4] = sinx(%x)\n  return %0\n}\n")
     code, _, err = run_main(capsys, monkeypatch, "propagate", str(f))
-    assert code == 1 and err == f"{f}:3: error: unknown op 'sinx'\n"
+    assert code == 1 and err == f"{f}:3:16: error: unknown op 'sinx'\n"
     f.write_text("func @f(%x: f32[4]) -> (f32[4]) {\n  return %x\n}\n")
     code, _, err = run_main(capsys, monkeypatch, "propagate", str(f))
     assert code == 1 and err.startswith(f"{f}:1: error: the IR has no mesh")

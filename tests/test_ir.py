@@ -88,5 +88,5 @@ func @f(%a: f32[4,4] [{x}, {}]) -> (f32[4,4]) {
   return %0
 }
 """
-    with pytest.raises(shardc.ShardcError, match="dot_general: bad operands or parameters"):
+    with pytest.raises(shardc.ShardcError, match="dot_general needs the parameter"):
         verify(parse_program(text))

@@ -31,6 +31,9 @@ from ._ufuncs import (abs, absolute, add, arccos, arcsin, arctan, arctan2, aroun
                       maximum, minimum, mod, multiply, negative, not_equal, positive, pow,
                       power, reciprocal, remainder, round, rsqrt, sign, sin, sinh, sqrt,
                       square, subtract, tan, tanh, true_divide, where)
+from ._shifts import (bitwise_left_shift, bitwise_right_shift, divmod, left_shift,
+                      right_shift)
+from ..errors import wrap_public as _wrap_public
 from ._util import aval as _aval
 from ._util import canonical_dtype as _canonical_dtype
 from ._util import convert as _convert
@@ -79,3 +82,4 @@ def result_type(*args):
 
 
 _attach()
+_wrap_public(globals())

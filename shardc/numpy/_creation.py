@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 from .. import core, dtypes
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcTypeError
 from ..ir import Aval, Lit
 from ..ops import elementwise as ew
 from ..ops import shape as shp
@@ -18,9 +18,12 @@ def _shape(shape):
     if isinstance(shape, int) or np.ndim(shape) == 0:
         shape = (shape,)
     try:
-        return tuple(operator.index(d) for d in shape)
+        shape = tuple(operator.index(d) for d in shape)
     except TypeError:
         raise ShardcError(f"shapes must be static Python ints, got {shape}") from None
+    if any(d < 0 for d in shape):
+        raise ShardcTypeError(f"shapes must not have negative sizes, got {shape}")
+    return shape
 
 
 def full(shape, fill_value, dtype=None):

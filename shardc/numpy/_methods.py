@@ -104,6 +104,13 @@ def _binop(name, reflected=False):
     return op
 
 
+def _round(self, ndigits=None):
+    """round(x): jnp.round, then (with no ndigits) the default int type, as jax's
+    __round__ (Python's round(7.5) is an int)."""
+    out = _snp().round(self, ndigits or 0)
+    return out.astype(int) if ndigits is None else out
+
+
 def _attach():
     T = Tracer
     T.__array_ufunc__ = _array_ufunc
@@ -112,7 +119,8 @@ def _attach():
                          ("truediv", "divide"), ("floordiv", "floor_divide"),
                          ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
                          ("and", "bitwise_and"), ("or", "bitwise_or"),
-                         ("xor", "bitwise_xor")]:
+                         ("xor", "bitwise_xor"), ("lshift", "left_shift"),
+                         ("rshift", "right_shift"), ("divmod", "divmod")]:
         setattr(T, f"__{dunder}__", _binop(name))
         setattr(T, f"__r{dunder}__", _binop(name, reflected=True))
     for dunder, name in [("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
@@ -122,6 +130,7 @@ def _attach():
     T.__pos__ = lambda self: self
     T.__abs__ = lambda self: _snp().abs(self)
     T.__invert__ = lambda self: _snp().bitwise_not(self)
+    T.__round__ = _round
     T.__getitem__ = lambda self, idx: _snp()._getitem(self, idx)
 
     def setitem(self, idx, value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import core, dtypes
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcTypeError
 from ..ir import Aval, Lit
 from ..ops import elementwise as ew
 from ..ops import shape as shp
@@ -43,10 +43,10 @@ def check_arraylike(name, *xs):
         if type(x) is _Tracer:
             continue
         if isinstance(x, (list, tuple)):
-            raise ShardcError(f"{name} requires array arguments; got a {type(x).__name__}. "
-                              f"Use shardc.numpy.asarray(...) first")
+            raise ShardcTypeError(f"{name} requires array arguments; got a "
+                                  f"{type(x).__name__}. Use shardc.numpy.asarray(...) first")
         if isinstance(x, str) or x is None:
-            raise ShardcError(f"{name} requires array arguments; got {x!r}")
+            raise ShardcTypeError(f"{name} requires array arguments; got {x!r}")
 
 
 def convert(x, dtype, weak=False):

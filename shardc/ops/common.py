@@ -1,8 +1,10 @@
 """Helpers shared by the op families: checks that raise user errors, lowering snippets."""
 from __future__ import annotations
 
+import operator
+
 from .. import dtypes
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcTypeError
 from ..ir import Aval
 from ..lower import tensor_type
 from ..sharding import Sharding
@@ -41,6 +43,10 @@ def same_shapes(name, avals):
 
 
 def check_axis(name, axis, ndim):
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise ShardcTypeError(f"{name}: axis must be an int, got {axis!r}") from None
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
         raise ShardcError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
     return axis % ndim if ndim else 0
@@ -81,7 +87,7 @@ def replicated(rank) -> Sharding:
 def norm_axes(name, axes, ndim):
     if axes is None:
         return tuple(range(ndim))
-    if isinstance(axes, int):
+    if not isinstance(axes, (tuple, list)):
         axes = (axes,)
     out = tuple(check_axis(name, a, ndim) for a in axes)
     if len(set(out)) != len(out):

@@ -47,9 +47,11 @@ def _lower(hlo, ctx, *xs, **params):
 def elementwise(name, hlo, kind, nargs, out_dtype=None, sharding_rule=pointwise,
                 lower=None):
     shape_rule = partial(_shape, name, kind, out_dtype=out_dtype)
-    return Primitive(name, shape_rule=lambda *a, **p: shape_rule(*a[:nargs], **p),
+    prim = Primitive(name, shape_rule=lambda *a, **p: shape_rule(*a[:nargs], **p),
                      sharding_rule=sharding_rule, lower=lower or partial(_lower, hlo),
                      prop_kind="elementwise")
+    prim.nargs = nargs     # the verifier checks operand counts (the rule takes *a)
+    return prim
 
 
 def _lower_sign(ctx, x):
@@ -136,6 +138,9 @@ or_p = elementwise("or", "stablehlo.or", "bool_int", 2)
 xor_p = elementwise("xor", "stablehlo.xor", "bool_int", 2)
 shift_right_logical_p = elementwise("shift_right_logical", "stablehlo.shift_right_logical",
                                     "int", 2)
+shift_right_arithmetic_p = elementwise("shift_right_arithmetic",
+                                       "stablehlo.shift_right_arithmetic", "int", 2)
+shift_left_p = elementwise("shift_left", "stablehlo.shift_left", "int", 2)
 
 
 # comparisons
@@ -296,7 +301,8 @@ def _vjps():
     n = _snp()
     mul, div, add, sub, neg = n.multiply, n.divide, n.add, n.subtract, n.negative
     for p in (sign_p, floor_p, ceil_p, round_p, round_afz_p, not_p, is_finite_p, and_p, or_p,
-              xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, shift_right_logical_p):
+              xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, shift_right_logical_p,
+              shift_right_arithmetic_p, shift_left_p):
         p.vjp = nondiff
     defvjp(neg_p, lambda c, g, x: (neg(g),))
     defvjp(abs_p, lambda c, g, x: (n.where(n.greater_equal(x, 0), g, neg(g)),))

@@ -5,7 +5,7 @@ from math import gcd, prod
 
 from .. import dtypes
 from ..core import Primitive
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcTypeError
 from ..ir import Aval
 from ..lower import tensor_type
 from ..rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
@@ -16,6 +16,8 @@ from .common import i64_array
 
 def _bcast_shape(x, *, shape, broadcast_dimensions):
     dims = broadcast_dimensions
+    if any(n < 0 for n in shape):
+        raise ShardcTypeError(f"shapes must not have negative sizes, got {tuple(shape)}")
     if len(dims) != x.ndim or len(set(dims)) != len(dims) or \
             any(not 0 <= d < len(shape) for d in dims) or list(dims) != sorted(dims):
         raise ShardcError(f"broadcast_in_dim: bad broadcast_dimensions {dims} for {x} -> "
