@@ -16,7 +16,7 @@ import numpy as np
 
 from . import core, dtypes
 from .core import Primitive, Tracer
-from .errors import ShardcError, api_boundary
+from .errors import ShardcError, ShardcTypeError, api_boundary
 from .ir import Aval, Lit
 
 _tree = jax.tree_util
@@ -148,7 +148,7 @@ def _fit(c, aval):
 def _check_diff_input(x, what):
     a = core.aval_of(x)
     if not _is_float(a):
-        raise ShardcError(f"{what} requires floating-point inputs, but got an input of dtype "
+        raise ShardcTypeError(f"{what} requires floating-point inputs, but got an input of dtype "
                           f"{a.dtype}; differentiate with respect to float arguments only")
 
 
@@ -227,14 +227,19 @@ def _eager(fn):
 def _argnums(argnums, n):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
+    if not all(isinstance(i, int) for i in nums):
+        raise ShardcTypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
     for i in nums:
         if not -n <= i < n:
             raise ShardcError(f"argnums {argnums} is out of range for {n} positional arguments")
     return single, tuple(i % n for i in nums)
 
 
+@api_boundary
 def value_and_grad(fun, argnums=0, has_aux=False):
     """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad."""
+    if not callable(fun):
+        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
     @_eager
     @api_boundary
     def vg(*args, **kwargs):
@@ -260,6 +265,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return vg
 
 
+@api_boundary
 def grad(fun, argnums=0, has_aux=False):
     """The gradient of a scalar-valued f, as jax.grad."""
     vg = value_and_grad(fun, argnums, has_aux)

@@ -227,7 +227,17 @@ class Watch:
     def _died_before(self, i):
         """A process that has already died (no report, nonzero exit) when process i
         reports its failure: i's report was written after that death, and i's
-        exception is most likely its consequence (a collective whose peer is gone)."""
+        exception is most likely its consequence (a collective whose peer is gone).
+        The kernel closes a dying process's sockets before its exit can be seen, so a
+        peer may report first: look again for LATE_S before blaming i."""
+        end = time.monotonic() + LATE_S
+        while True:
+            k = self._dead_other(i)
+            if k is not None or time.monotonic() >= end:
+                return k
+            time.sleep(POLL_S)
+
+    def _dead_other(self, i):
         for k in range(self.n):
             if k == i or k in self.exited or k in self.done:
                 continue
