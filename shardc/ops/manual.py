@@ -73,7 +73,10 @@ def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, che
     rets = [names[id(v)] if not hasattr(v, "value") else None for v in region.outputs]
     ret_types = [tensor_type(v.aval) for v in region.outputs]
     in_sh = [_with_manual(spec, v.sharding) for spec, v in zip(in_specs, region.inputs)]
-    out_sh = [v.sharding for v in op.outputs]
+    # Manual axes come from out_specs, never from the propagated outer sharding: a
+    # sharding_group (e.g. a gradient tied to its replicated primal) may have dropped them.
+    out_sh = [_with_manual(spec, _free(v.sharding, manual_axes))
+              for spec, v in zip(out_specs, op.outputs)]
     props = {"in_shardings": sharding_per_value(in_sh),
              "manual_axes": "#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in manual_axes) + "}>",
              "out_shardings": sharding_per_value(out_sh)}
@@ -89,6 +92,11 @@ def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, che
 def _with_manual(spec: Sharding, local: Sharding) -> Sharding:
     """A manual_computation boundary sharding: manual axes major, then free ones."""
     return Sharding([tuple(m) + tuple(f) for m, f in zip(spec.dims, local.dims)])
+
+
+def _free(sh: Sharding, manual_axes) -> Sharding:
+    """`sh` without the manual axes (the free part of a boundary sharding)."""
+    return Sharding([tuple(a for a in d if a not in manual_axes) for d in sh.dims], sh.open)
 
 
 def _shard_map_source(op):
