@@ -11,19 +11,25 @@ import shardc
 X = np.arange(32.).reshape(4, 8)
 
 
-def _loss(sm, lax, jnp, mesh, axis_names):
+BODIES = {"square": lambda lax, y: lax.psum(y * y, "a"),
+          "axis_index": lambda lax, y: lax.psum(y * lax.axis_index("a"), "a")}
+
+
+def _loss(sm, lax, jnp, mesh, axis_names, body="square"):
     kw = {"axis_names": axis_names} if axis_names else {}
-    h = sm(lambda y: lax.psum(y * y, "a"), mesh=mesh, in_specs=P("a"), out_specs=P(), **kw)
+    h = sm(lambda y: BODIES[body](lax, y), mesh=mesh, in_specs=P("a"), out_specs=P(), **kw)
     return lambda y: jnp.sum(h(y) ** 2)
 
 
+@pytest.mark.parametrize("body", sorted(BODIES))
 @pytest.mark.parametrize("axis_names", [{"a"}, None], ids=["partial_manual", "full_manual"])
-def test_grad_through_shard_map_matches_jax(axis_names):
+def test_grad_through_shard_map_matches_jax(axis_names, body):
     mesh = shardc.make_mesh((2, 4), ("a", "b"))
     jmesh = jax.make_mesh((2, 4), ("a", "b"),
                           axis_types=(jax.sharding.AxisType.Auto,) * 2)
     got = shardc.jit(shardc.grad(_loss(shardc.shard_map, shardc.lax, shardc.numpy, mesh,
-                                       axis_names)))(X)
-    want = jax.jit(jax.grad(_loss(jax.shard_map, jax.lax, jax.numpy, jmesh, axis_names)))(X)
+                                       axis_names, body)))(X)
+    want = jax.jit(jax.grad(_loss(jax.shard_map, jax.lax, jax.numpy, jmesh, axis_names,
+                                  body)))(X)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want))
     assert got.dtype == want.dtype
