@@ -37,6 +37,9 @@ def main(argv=None):
         prog = Gen(np.random.default_rng(seed)).program()
         res = workers.run(seed)
         counts[res.kind] += 1
+        if (i + 1) % 250 == 0:
+            print(f"... {i + 1} programs, {time.time() - t0:.0f} s: " +
+                  " ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
         if res.bytes_shardc is not None:
             more += res.bytes_shardc > res.bytes_jax
             less += res.bytes_shardc < res.bytes_jax
