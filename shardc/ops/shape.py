@@ -257,12 +257,14 @@ def _slice_rule(ins, outs, **_):
 
 
 def _lower_slice(ctx, x, *, start_indices, limit_indices, strides=None):
+    # A stride on a dim the slice leaves at one element or none means nothing, and XLA's
+    # partitioner mis-sizes such a strided slice of a split dim (an hlo-verifier error,
+    # or a wrong value): jax.jit's lax.slice(x, (5,), (6,), (3,)) over 4 devices too.
+    # There the slice is lowered with stride 1 and a limit just past its element.
+    out = ctx.out_avals[0].shape
     strides = strides or (1,) * len(start_indices)
-    # each limit as far as it can go taking the same elements: XLA's partitioner
-    # mis-sizes a strided slice of a split dim whose limit stops short of a stride
-    # (x[5:6:3] of 8 elements over 4 devices: 'expected f32[3], actual f32[1]')
-    limit_indices = [min(n, s + -(-(t - s) // st) * st) if t > s else t for n, s, t, st in
-                     zip(ctx.in_avals[0].shape, start_indices, limit_indices, strides)]
+    limit_indices = [t if n > 1 else s + n for s, t, n in zip(start_indices, limit_indices, out)]
+    strides = [st if n > 1 else 1 for st, n in zip(strides, out)]
     return ctx.op1("stablehlo.slice", [x], {
         "start_indices": i64_array(start_indices), "limit_indices": i64_array(limit_indices),
         "strides": i64_array(strides)})
