@@ -90,7 +90,8 @@ def concatenate(operands, dimension):
 
 
 def pad(operand, padding_value, padding_config):
-    return shp.pad_p.bind(operand, convert(padding_value, aval(operand).dtype),
+    pv = convert(padding_value, aval(operand).dtype, aval(padding_value).weak)
+    return shp.pad_p.bind(operand, pv,
                           padding_config=tuple(tuple(c) for c in padding_config))
 
 

@@ -227,3 +227,22 @@ def test_promotion_values(mesh2x4):
 def test_engine_python_bool_argument_is_not_weak():
     f = lambda m: (lambda s: m.broadcast_to(s, (2, 3)))  # noqa: E731
     assert ours_types(f(snp), True) == jax_types(f(jnp), True)
+
+
+@pytest.mark.parametrize("pad_value", ["strong", "weak"])
+def test_pad_weak_type_as_jax(pad_value):
+    """lax.pad's result is weak only if the operand and the padding value both are
+    (found by the fuzzer: shardc kept the operand's weak type)."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(m, lax):
+        def g(a):
+            w = m.where(a > 0, a > 0, 0.5)          # a weak float32
+            pv = m.zeros((), w.dtype) if pad_value == "strong" else 0.0
+            return lax.pad(w, pv, [(0, 1, 0), (0, 0, 0)]), m.pad(w, 1)
+        return g
+    x = np.ones((4, 8), np.float32)
+    ours = shardc.jit(f(snp, shardc.lax))(x)
+    ref = jax.jit(f(jnp, jax.lax))(x)
+    assert [o.weak_type for o in ours] == [r.weak_type for r in ref]

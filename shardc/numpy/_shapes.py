@@ -230,7 +230,7 @@ def pad(array, pad_width, mode="constant", constant_values=0):
         if np.ndim(constant_values) != 0:
             raise ShardcError("pad: only a scalar constant_values is supported")
         value = constant_values.item() if hasattr(constant_values, "item") else constant_values
-        pv = convert(value, x.dtype) if not hasattr(value, "aval") else convert(value, x.dtype)
+        pv = convert(value, x.dtype, x.weak)      # as jnp.pad: the array's weak type
         return shp.pad_p.bind(array, pv, padding_config=tuple((lo, hi, 0) for lo, hi in widths))
     if mode not in ("edge", "wrap", "reflect", "symmetric"):
         raise ShardcError(f"pad: mode {mode!r} is not supported; use constant, edge, wrap, "

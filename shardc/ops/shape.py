@@ -208,7 +208,7 @@ def _pad_shape(x, pv, *, padding_config):
         if m < 0:
             raise ShardcError(f"pad: padding {padding_config} leaves a negative size")
         shape.append(m)
-    return Aval(shape, x.dtype, x.weak)
+    return Aval(shape, x.dtype, x.weak and pv.weak)   # as jax: weak only if both are
 
 
 def _pad_rule(ins, outs, *, padding_config):
