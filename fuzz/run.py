@@ -85,22 +85,19 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
     if prog.out_specs is not None:
         out_sh = tuple(NamedSharding(mesh, PartitionSpec(*s)) for s in prog.out_specs)
     kw = {} if out_sh is None else {"out_shardings": out_sh}
+    def compile_run(jit, framework):
+        """(compiled, outputs, None), or (None, None, the exception)."""
+        try:
+            c = jit(build(prog, framework), **kw).lower(*xs).compile()
+            return c, jax.block_until_ready(c(*xs)), None
+        except Exception as e:  # noqa: BLE001
+            return None, None, e
+        finally:
+            mark(framework)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            jc = jax.jit(build(prog, "jax"), **kw).lower(*xs).compile()
-            ref = jax.block_until_ready(jc(*xs))
-            jerr = None
-        except Exception as e:  # noqa: BLE001
-            jerr = e
-        mark("jax")
-        try:
-            sc = shardc.jit(build(prog, "shardc"), **kw).lower(*xs).compile()
-            got = jax.block_until_ready(sc(*xs))
-            serr = None
-        except Exception as e:  # noqa: BLE001
-            serr = e
-        mark("shardc")
+        jc, ref, jerr = compile_run(jax.jit, "jax")
+        sc, got, serr = compile_run(shardc.jit, "shardc")
     if serr is not None:
         if _internal(serr):
             return Outcome("internal", _first_line(serr))

@@ -86,22 +86,22 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     return _initial(r, initial, multiply)
 
 
+def _extremum(prim, name, combine, a, axis, keepdims, initial, where):
+    if initial is None:
+        _nonempty(name, a, axis)
+    a = _masked(name, a, where, initial)
+    return _initial(_reduce(prim, name, a, axis, None, keepdims, False, False), initial,
+                    combine)
+
+
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     from ._ufuncs import maximum
-    if initial is None:
-        _nonempty("max", a, axis)
-    a = _masked("max", a, where, None if initial is None else initial)
-    return _initial(_reduce(red.reduce_max_p, "max", a, axis, None, keepdims, False, False),
-                    initial, maximum)
+    return _extremum(red.reduce_max_p, "max", maximum, a, axis, keepdims, initial, where)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     from ._ufuncs import minimum
-    if initial is None:
-        _nonempty("min", a, axis)
-    a = _masked("min", a, where, None if initial is None else initial)
-    return _initial(_reduce(red.reduce_min_p, "min", a, axis, None, keepdims, False, False),
-                    initial, minimum)
+    return _extremum(red.reduce_min_p, "min", minimum, a, axis, keepdims, initial, where)
 
 
 amax, amin = max, min
