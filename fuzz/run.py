@@ -1,9 +1,10 @@
 """Run a program under shardc.jit and jax.jit on the same placed inputs and classify.
 
-Kinds: ok; value, dtype, weak_type, sharding (mismatches); internal (shardc failed in
-a way a user must never see: not a ShardcError, or "a shardc bug"); shardc_error
-(a clear ShardcError where jax accepts); both_error; jax_error (jax rejects, shardc
-accepts). On a value mismatch eager jax (op by op, no jit) breaks the tie.
+Kinds: ok; value, dtype, weak_type, sharding (mismatches); internal (shardc failed,
+where jax.jit did not, in a way a user must never see: not a ShardcError, or "a
+shardc bug"); shardc_error (a clear ShardcError where jax accepts); both_error;
+jax_error (jax rejects, shardc accepts); harness (the fuzzer's own failure). On a
+value mismatch eager jax (op by op, no jit) breaks the tie.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .gen import Program, build, make_mesh
 
 BAD = ("value", "dtype", "weak_type", "internal")     # never acceptable
-KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error")
+KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error", "harness")
 
 
 @dataclasses.dataclass
@@ -89,7 +90,10 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
         """(compiled, outputs, None), or (None, None, the exception)."""
         try:
             c = jit(build(prog, framework), **kw).lower(*xs).compile()
-            return c, jax.block_until_ready(c(*xs)), None
+            outs = jax.block_until_ready(c(*xs))
+            for o in outs:   # reading the result back can fail too (shards of a wrong
+                np.asarray(o)   # shape: XLA's interior pad over a split dim, jax.jit too)
+            return c, outs, None
         except Exception as e:  # noqa: BLE001
             return None, None, e
         finally:
@@ -99,9 +103,9 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
         jc, ref, jerr = compile_run(jax.jit, "jax")
         sc, got, serr = compile_run(shardc.jit, "shardc")
     if serr is not None:
-        if _internal(serr):
-            return Outcome("internal", _first_line(serr))
-        return Outcome("both_error" if jerr is not None else "shardc_error", _first_line(serr))
+        if jerr is not None:    # the same program fails under jax.jit as well
+            return Outcome("both_error", f"{_first_line(serr)} | jax: {_first_line(jerr)}")
+        return Outcome("internal" if _internal(serr) else "shardc_error", _first_line(serr))
     if jerr is not None:
         return Outcome("jax_error", _first_line(jerr))
     res = Outcome("ok")

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 def main():
     warnings.simplefilter("ignore")
     from .gen import Gen
-    from .run import run
+    from .run import Outcome, run
     collectives = "--no-bytes" not in sys.argv
     for line in sys.stdin:
         seed = int(line)
@@ -28,7 +28,10 @@ def main():
 
         def mark(stage):
             print(f"@{stage}", flush=True)
-        res = run(prog, seed, collectives=collectives, mark=mark)
+        try:
+            res = run(prog, seed, collectives=collectives, mark=mark)
+        except Exception as e:  # noqa: BLE001 -- the fuzzer's own failure, not shardc's
+            res = Outcome("harness", f"{type(e).__name__}: {str(e)[:300]}")
         print(json.dumps({"seed": seed, **dataclasses.asdict(res)}), flush=True)
 
 
