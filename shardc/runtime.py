@@ -52,7 +52,9 @@ def _size_cpu_pool() -> int:
     if "PJRT_NPROC" not in os.environ:
         n = _cpu_device_count()
         if n > 1:
-            os.environ["PJRT_NPROC"] = str(max(len(os.sched_getaffinity(0)), 4 * n))
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                else os.cpu_count() or 1     # (no sched_getaffinity on macOS)
+            os.environ["PJRT_NPROC"] = str(max(cores, 4 * n))
     try:
         return max(int(os.environ.get("PJRT_NPROC", "0")), _cpu_device_count())
     except ValueError:
