@@ -29,7 +29,7 @@ def shardc_stage_timer():
     wrap both module attributes for the duration, timing the real calls on the real
     program. Yields a dict that collects lists of seconds under "prepare"/"propagate"
     (and the op count of the last propagated program under "ops")."""
-    from shardc import passes
+    from shardc.propagate import passes
     rec = {"prepare": [], "propagate": [], "ops": None}
     orig_prepare, orig_propagate = passes.prepare, passes.propagate
 
@@ -197,7 +197,7 @@ def list_collectives(hlo_text: str, mesh=None):
     there (it also names the mesh axes), else the bench-local parser below. Both count
     bytes the same way."""
     try:
-        from shardc.report import collectives
+        from shardc.tools.report import collectives
     except ImportError:
         collectives = None
     if collectives is not None:

@@ -44,7 +44,7 @@ def main(argv=None):
     import jax
 
     import shardc
-    from shardc import passes
+    from shardc.propagate import passes
 
     from . import programs as P
     prog = P.all_programs()[opts.program]

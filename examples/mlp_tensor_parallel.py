@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import shardc  # noqa: E402
 import shardc.numpy as snp  # noqa: E402
 from shardc import NamedSharding, P  # noqa: E402
-from shardc.report import collectives  # noqa: E402
+from shardc.tools.report import collectives  # noqa: E402
 
 mesh = shardc.make_mesh((2, 4), ("data", "model"))
 rng = np.random.default_rng(0)

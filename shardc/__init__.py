@@ -13,23 +13,21 @@ if "jax" not in __import__("sys").modules and _os.environ.get("SHARDC_CPU_DEVICE
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 from . import ops as _ops  # noqa: E402,F401  (registers every primitive)
-from . import debug, lax, nn  # noqa: E402
-from . import numpy  # noqa: E402
+from . import debug, lax, nn, numpy  # noqa: E402  (the public modules)
+from .tools import html as _html  # noqa: E402,F401  (notebook views of jit's stages)
 from .errors import ShardcError  # noqa: E402
-from .jit import jit  # noqa: E402
-from .lax import with_sharding_constraint  # noqa: E402
-from .meshes import make_mesh, set_mesh  # noqa: E402
-from .device import device_put  # noqa: E402
-from .shard_map import shard_map  # noqa: E402
-from .pmap import pmap  # noqa: E402
-from .ad import custom_vjp, grad, jvp, shard_alike, value_and_grad, vjp  # noqa: E402
+from .api.jit import jit  # noqa: E402
+from .api.lax import with_sharding_constraint  # noqa: E402
+from .runtime.meshes import make_mesh, set_mesh  # noqa: E402
+from .api.device import device_put  # noqa: E402
+from .api.shard_map import shard_map  # noqa: E402
+from .api.pmap import pmap  # noqa: E402
+from .transforms.ad import custom_vjp, grad, jvp, shard_alike, value_and_grad, vjp  # noqa: E402
 from . import distributed  # noqa: E402
-from .distributed import (devices, global_array_to_host_local_array,  # noqa: E402
-                          host_local_array_to_global_array, local_device_count,
-                          local_devices, make_array_from_callback,
-                          make_array_from_process_local_data,
-                          make_array_from_single_device_arrays, process_allgather,
-                          process_count, process_index)
+from .runtime.distributed import (devices, global_array_to_host_local_array,
+    host_local_array_to_global_array, local_device_count, local_devices,
+    make_array_from_callback, make_array_from_process_local_data,
+    make_array_from_single_device_arrays, process_allgather, process_count, process_index)  # noqa: E402
 
 P = PartitionSpec
 

@@ -1,6 +1,6 @@
-"""`python -m shardc ...` runs the command line (see shardc/cli.py)."""
+"""`python -m shardc ...` runs the command line (see shardc/tools/cli.py)."""
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

@@ -24,4 +24,4 @@ for _ in range(n // 4):
     z = snp.sum(x)                     # eager ops with an all-reduce
 y.block_until_ready()
 assert float(z) == 64 * 128, z
-print("ok", n, round(time.time() - t, 2), shardc.runtime.CPU_POOL)
+print("ok", n, round(time.time() - t, 2), shardc.runtime.backend.CPU_POOL)

@@ -4,8 +4,8 @@ Lower a shardc program with only its *sources* annotated (arguments, constraints
 fixed results), let XLA's Shardy propagate, and read back the result shardings."""
 from jax._src.lib import xla_client as xc
 
-from shardc import runtime
-from shardc.lower import lower
+from shardc.runtime import backend as runtime
+from shardc.lower.emit import lower
 
 
 def shardy_result_shardings(traced):
@@ -23,9 +23,9 @@ def shardy_result_shardings(traced):
 def shardy_for_text(ir_text):
     """Propagate IR text with shardc and with XLA; returns the result-sharding pairs."""
     import shardc
-    from shardc import passes
-    from shardc.meshes import MeshInfo
-    from shardc.parse import parse_program
+    from shardc.propagate import passes
+    from shardc.runtime.meshes import MeshInfo
+    from shardc.ir.parse import parse_program
 
     class _T:
         pass

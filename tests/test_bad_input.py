@@ -7,8 +7,8 @@ import traceback
 import pytest
 
 import shardc
-from shardc import cli
-from shardc.parse import ParseError, parse_program
+from shardc.tools import cli
+from shardc.ir.parse import ParseError, parse_program
 
 USER = "/tmp/shardc_bad_input/user_code.py"    # the "user's file" snippets run as
 LEAK = ("internal error", "Traceback", "stablehlo.", "func.func", "tensor<", "shardc/",
@@ -335,8 +335,8 @@ def test_mutated_ir_is_always_a_clear_error():
     work or raise a ShardcError (never a KeyError, IndexError... from inside)."""
     import random
 
-    from shardc import passes
-    from shardc.verify import verify
+    from shardc.propagate import passes
+    from shardc.ir.verify import verify
     rng = random.Random(0)
     alphabet = "%:=(){}[],<>0123456789abxyzf.-~ \n\"'"
     for _ in range(400):

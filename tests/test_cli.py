@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from shardc import cli
+from shardc.tools import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -244,7 +244,7 @@ def test_console_script_entry_point():
     import tomllib
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
-    assert scripts["shardc"] == "shardc.cli:main"
+    assert scripts["shardc"] == "shardc.tools.cli:main"
 
 
 def test_readme_command_line_outputs_are_real():

@@ -379,7 +379,7 @@ def test_importing_shardc_leaves_jax_devices_alone():
     """shardc.distributed.initialize() must come before jax creates its backends, so
     no shardc module may touch devices when imported."""
     code = ("import shardc, shardc.numpy, shardc.nn, shardc.lax, shardc.debug, "
-            "shardc.launch, shardc.cli\n"
+            "shardc.launch, shardc.report, shardc.tools.cli\n"
             "from jax._src import xla_bridge\n"
             "assert not xla_bridge.backends_are_initialized(), 'backends created'\n")
     r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ROOT},
@@ -397,7 +397,7 @@ def test_initialize_without_a_cluster_is_a_clear_error():
 
 
 def test_first_difference_and_location_stripping():
-    from shardc.distributed import _first_difference, _strip_locs
+    from shardc.runtime.distributed import _first_difference, _strip_locs
     a = '%0 = "stablehlo.add"(%a, %b) : t loc("add"("/x/f.py":3:0))\n"func.return"(%0)\n'
     b = '%0 = "stablehlo.add"(%a, %b) : t loc("add"("/y/f.py":3:0))\n"func.return"(%0)\n'
     assert _strip_locs(a) == _strip_locs(b)

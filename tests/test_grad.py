@@ -8,7 +8,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from shardc.core import PRIMITIVES
+from shardc.trace.core import PRIMITIVES
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(0.2, 0.9, size=(8, 16)).astype(np.float32)

@@ -102,7 +102,7 @@ def test_fsdp_relu_mlp_moves_what_jax_moves():
     # the backward pass keeps activations batch-sharded, as jax's does: the same
     # collectives (kinds, shapes, axes), no all-to-all of activations to feature
     # sharding (relu's mask comes first in its gradient's select, as in jax.nn.relu)
-    from shardc import report
+    from shardc.tools import report
     mesh = shardc.make_mesh((8,), ("fsdp",))
 
     def loss(m, nn, params, x):

@@ -6,7 +6,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
-from shardc import html
+from shardc.tools import html
 from shardc.debug import html_formatters, layout
 
 

@@ -5,9 +5,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from shardc.ir import print_program
-from shardc.parse import parse_program
-from shardc.verify import VerifyError, verify
+from shardc.ir.program import print_program
+from shardc.ir.parse import parse_program
+from shardc.ir.verify import VerifyError, verify
 
 
 def _traced(mesh):
@@ -35,7 +35,7 @@ def test_printing_is_deterministic(mesh2x4):
 
 
 def test_parsed_program_propagates_like_the_original(mesh2x4):
-    from shardc import passes
+    from shardc.propagate import passes
     t = _traced(mesh2x4)
     p = parse_program(t.traced_ir)
     passes.prepare(p)
@@ -73,7 +73,7 @@ def test_parse_error_names_the_line():
 
 def test_every_primitive_has_all_its_rules():
     """Adding an op means registering its shape, sharding, lowering and gradient rules."""
-    from shardc.core import PRIMITIVES
+    from shardc.trace.core import PRIMITIVES
     for name, p in PRIMITIVES.items():
         missing = [k for k in ("shape_rule", "lower", "vjp") if getattr(p, k) is None]
         if not p.has_regions:

@@ -7,7 +7,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from shardc.jit import Jitted
+from shardc.api.jit import Jitted
 
 
 def put(mesh, a, spec):
@@ -184,7 +184,7 @@ def test_every_op_result_has_a_closed_sharding(mesh2x4):
 
 
 def test_lowered_module_passes_mlir_verifier(mesh2x4):
-    from shardc import runtime
+    from shardc.runtime import backend as runtime
     f = shardc.jit(lambda a, i: (snp.cumsum(a, 0)[i], snp.argmax(a, 1), a.reshape(4, 32).T))
     runtime.verify(f.lower(put(mesh2x4, X, P("x", "y")), np.array([1, 3], np.int32)).text)
 
@@ -334,8 +334,8 @@ def test_equivalent_shardings_are_not_moved(mesh2x4, monkeypatch):
     c = f.lower(x).compile()
     assert c.input_shardings[0].spec != x.sharding.spec
     placed = []
-    real = shardc.runtime.place
-    monkeypatch.setattr(shardc.runtime, "place", lambda *a: placed.append(a) or real(*a))
+    real = shardc.runtime.backend.place
+    monkeypatch.setattr(shardc.runtime.backend, "place", lambda *a: placed.append(a) or real(*a))
     for _ in range(2):
         np.testing.assert_allclose(c(x), X * 2)
         np.testing.assert_allclose(f(x), X * 2)
@@ -423,7 +423,7 @@ def test_a_cached_call_runs_no_python(mesh2x4):
 def test_mesh_context_is_per_thread_and_restored(mesh2x4):
     import threading
 
-    from shardc import runtime
+    from shardc.runtime import backend as runtime
     g = shardc.jit(lambda v: shardc.with_sharding_constraint(v * 2, P("x")))
     other = shardc.make_mesh((8,), ("x",))
     seen = {}
@@ -446,7 +446,7 @@ def test_mesh_context_is_per_thread_and_restored(mesh2x4):
 def test_staging_leaves_no_young_objects_and_no_leaks():
     import gc
 
-    from shardc.ir import Program
+    from shardc.ir.program import Program
 
     def chain(a):
         for _ in range(200):

@@ -182,7 +182,7 @@ def test_a_port_in_use_is_a_clear_error(tmp_path):
 
 def _watch(n, events, exit_grace=5.0, ticks=None, dead=()):
     """A Watch over fake processes; `dead`: {process: exit status} already ended."""
-    from shardc.launch_watch import Watch
+    from shardc.tools.launch_watch import Watch
     procs = [types.SimpleNamespace(pid=1000 + i, returncode=dict(dead).get(i))
              for i in range(n)]
     q = queue.Queue()
@@ -257,7 +257,7 @@ def test_an_aborting_process_is_named_by_its_fatal_log_line():
     process that failed first, not for one that aborted because of it."""
     import io
 
-    from shardc.launch import _Printer
+    from shardc.tools.launch import _Printer
     dump = (b"F1123 13:32:45.104511    6929 client.h:80] Terminating process because the "
             b"JAX distributed service detected fatal errors.\n"
             b"*** Check failure stack trace: ***\n"

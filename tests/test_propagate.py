@@ -3,7 +3,7 @@ XLA's own Shardy on the same program)."""
 import pytest
 
 from oracle import shardy_for_text
-from shardc.passes import propagate_text
+from shardc.propagate.passes import propagate_text
 
 CASES = {
     'reduce keeps the other axis': (

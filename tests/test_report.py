@@ -7,8 +7,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from shardc import hlo
-from shardc.report import axes_of, collectives, report
+from shardc.tools import hlo
+from shardc.tools.report import axes_of, collectives, report
 
 
 def put(mesh, shape, spec):

@@ -11,8 +11,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import shardc
 import shardc.numpy as snp
 
-from shardc.ir import print_program
-from shardc.parse import parse_program
+from shardc.ir.program import print_program
+from shardc.ir.parse import parse_program
 
 from helpers import check_outputs
 

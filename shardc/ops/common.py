@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import operator
 
-from .. import dtypes
+from ..ir import dtypes
 from ..errors import ShardcError, ShardcTypeError
-from ..ir import Aval
-from ..lower import tensor_type
-from ..sharding import Sharding
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..ir.sharding import Sharding
 
 KINDS = {
     "float": (dtypes.is_float, "a floating-point"),

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from .. import dtypes
-from ..core import Primitive
+from ..ir import dtypes
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import tensor_type
-from ..rules import no_rule
-from ..rules import pointwise as _pointwise
-from ..sharding import Sharding
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..ir.rules import no_rule
+from ..ir.rules import pointwise as _pointwise
+from ..ir.sharding import Sharding
 from .common import check_dtype, expand_scalars, same_shapes
 
 
@@ -278,7 +278,7 @@ square_p.operand_uses = lambda: 2
 # output) and returns one cotangent per input; rank-0 operands get theirs summed.
 
 def _snp():
-    from .. import numpy as snp
+    from ..api import numpy as snp
     return snp
 
 
@@ -297,7 +297,7 @@ def defvjp(prim, fn):
 
 
 def _vjps():
-    from ..ad import nondiff
+    from ..transforms.ad import nondiff
     n = _snp()
     mul, div, add, sub, neg = n.multiply, n.divide, n.add, n.subtract, n.negative
     for p in (sign_p, floor_p, ceil_p, round_p, round_afz_p, not_p, is_finite_p, and_p, or_p,

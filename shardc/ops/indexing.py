@@ -1,13 +1,13 @@
 """gather: integer-array indexing (embedding lookups), with StableHLO's dimension numbers."""
 from __future__ import annotations
 
-from .. import dtypes
-from ..core import Primitive
+from ..ir import dtypes
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import sharding_attr, tensor_type
-from ..sharding import Sharding
-from ..rules import NEED_REPLICATION, REDUCTION, RuleBuilder
+from ..ir.program import Aval
+from ..lower.emit import sharding_attr, tensor_type
+from ..ir.sharding import Sharding
+from ..ir.rules import NEED_REPLICATION, REDUCTION, RuleBuilder
 from .common import i64_array
 
 
@@ -156,7 +156,7 @@ scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rul
 
 
 def _vjps():
-    from .. import numpy as snp
+    from ..api import numpy as snp
 
     def gather_vjp(ctx, cts, x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
                    index_vector_dim, slice_sizes):

@@ -1,11 +1,11 @@
 """dot_general: batched matrix products; contracting dims are reduction factors."""
 from __future__ import annotations
 
-from ..core import Primitive
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import tensor_type
-from ..rules import REDUCTION, RuleBuilder
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..ir.rules import REDUCTION, RuleBuilder
 
 
 def _free(ndim, *dim_lists):
@@ -104,7 +104,7 @@ def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False):
 
 
 def _dot_vjp(ctx, cts, x, y, *, contracting, batch, preferred_element_type=None):
-    from .. import numpy as snp
+    from ..api import numpy as snp
     g = cts[0]
     xa, ya = ctx.in_avals
     if preferred_element_type is not None and g.dtype != xa.dtype:

@@ -11,13 +11,13 @@ from math import prod
 
 import numpy as np
 
-from .. import dtypes
-from ..core import Primitive
+from ..ir import dtypes
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import sharding_per_value, tensor_type
-from ..rules import NEED_REPLICATION, RuleBuilder, pointwise
-from ..sharding import Sharding
+from ..ir.program import Aval
+from ..lower.emit import sharding_per_value, tensor_type
+from ..ir.rules import NEED_REPLICATION, RuleBuilder, pointwise
+from ..ir.sharding import Sharding
 from .common import check_dtype
 
 
@@ -100,7 +100,7 @@ def _free(sh: Sharding, manual_axes) -> Sharding:
 
 
 def _shard_map_source(op):
-    from ..propagate import Source
+    from ..propagate.engine import Source
     return Source("shard_map", "shard_map out_specs", op.loc)
 
 
@@ -379,8 +379,8 @@ all_to_all_p.vma = all_gather_p.vma = ppermute_p.vma = "axes"
 # body's VJP (the forward is recomputed inside it).
 
 def _vjps():
-    from ..ad import nondiff
-    from .. import numpy as snp
+    from ..transforms.ad import nondiff
+    from ..api import numpy as snp
 
     psum_p.vjp = lambda ctx, cts, x, *, axes, sizes: [cts[0]]
 
@@ -406,10 +406,10 @@ def _vjps():
 
 
 def _shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check_vma):
-    from .. import numpy as snp
-    from ..ad import _traced_vjp, eval_ops
-    from ..collectives import psum
-    from ..shard_map import manual_ctx, shard_map
+    from ..api import numpy as snp
+    from ..transforms.ad import _traced_vjp, eval_ops
+    from ..api.collectives import psum
+    from ..api.shard_map import manual_ctx, shard_map
     region = ctx.op.regions[0]
     jmesh = ctx.builder.meshes.info.mesh
     n = len(args)

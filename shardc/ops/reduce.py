@@ -9,12 +9,12 @@ from functools import partial
 
 import numpy as np
 
-from .. import dtypes
-from ..core import Primitive
+from ..ir import dtypes
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import tensor_type
-from ..rules import PERMUTATION, REDUCTION, RuleBuilder
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..ir.rules import PERMUTATION, REDUCTION, RuleBuilder
 from .common import check_dtype, i64_array, norm_axes
 
 
@@ -208,7 +208,7 @@ cumsum_p = cumulative("cumsum", "add")
 # ---------------------------------------------------------------- gradients
 
 def _vjps():
-    from ..ad import nondiff
+    from ..transforms.ad import nondiff
     from .elementwise import defvjp
     from .shape import broadcast_in_dim_p
 
@@ -220,7 +220,7 @@ def _vjps():
 
     def chooser(c, g, x, *, axes):
         """Ties share the gradient equally (as JAX's reduce_max/min)."""
-        from .. import numpy as snp
+        from ..api import numpy as snp
         xa = c.in_avals[0]
         loc = snp.astype(snp.equal(x, back(c.out, xa, axes)), g.dtype)
         counts = reduce_sum_p.bind(loc, axes=axes)
@@ -230,7 +230,7 @@ def _vjps():
 
     def prod_vjp(c, g, x, *, axes):
         """d prod / d x_i = product of the others, exact when some x are zero."""
-        from .. import numpy as snp
+        from ..api import numpy as snp
         xa = c.in_avals[0]
         is_zero = snp.equal(x, 0)
         nonzero_prod = reduce_prod_p.bind(snp.where(is_zero, snp.ones_like(x), x), axes=axes)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from math import gcd, prod
 
-from .. import dtypes
-from ..core import Primitive
+from ..ir import dtypes
+from ..trace.core import Primitive
 from ..errors import ShardcError, ShardcTypeError
-from ..ir import Aval
-from ..lower import tensor_type
-from ..rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..ir.rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
 from .common import i64_array
 
 
@@ -314,7 +314,7 @@ iota_p = Primitive("iota", shape_rule=_iota_shape, sharding_rule=no_rule, lower=
 # ---------------------------------------------------------------- gradients
 
 def _vjps():
-    from ..ad import nondiff
+    from ..transforms.ad import nondiff
     from .elementwise import defvjp
 
     def bcast_vjp(c, g, x, *, shape, broadcast_dimensions):
@@ -352,7 +352,7 @@ def _vjps():
                                                                     dimension=dimension)
 
     def pad_vjp(c, g, x, pv, *, padding_config):
-        from .. import numpy as snp
+        from ..api import numpy as snp
         lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
         unpad = tuple((-a, -b, 0) for a, b in zip(lo, hi))
         zero = snp.zeros((), c.out.dtype)
@@ -366,7 +366,7 @@ def _vjps():
     defvjp(pad_p, pad_vjp)
 
     def slice_vjp(c, g, x, *, start_indices, limit_indices, strides=None):
-        from .. import numpy as snp
+        from ..api import numpy as snp
         shape = c.in_avals[0].shape
         strides = strides or (1,) * len(shape)
         out_shape = c.out.shape

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Primitive
+from ..trace.core import Primitive
 from ..errors import ShardcError
-from ..ir import Aval
-from ..lower import dense, sharding_attr, tensor_type
-from ..rules import no_rule, pointwise
+from ..ir.program import Aval
+from ..lower.emit import dense, sharding_attr, tensor_type
+from ..ir.rules import no_rule, pointwise
 
 
 def _const_shape(*, value, weak_type=False):
@@ -43,7 +43,7 @@ def _lower_constraint(ctx, x, *, sharding):
 
 
 def _constraint_source(op):
-    from ..propagate import Source
+    from ..propagate.engine import Source
     return Source("constraint", "with_sharding_constraint", op.loc)
 
 
@@ -73,7 +73,7 @@ _ = np
 # ---------------------------------------------------------------- gradients
 
 def _vjps():
-    from ..ad import nondiff
+    from ..transforms.ad import nondiff
     constant_p.vjp = nondiff
 
     def constraint_vjp(ctx, cts, x, *, sharding):

@@ -1,0 +1,164 @@
+"""Collectives for shard_map bodies (shardc.lax.psum, all_gather, ...), as jax.lax's.
+
+Each takes one mesh axis name or a tuple of them; pytrees are mapped leaf by leaf.
+"""
+from __future__ import annotations
+
+import jax
+
+from ..trace import core
+from ..errors import ShardcError, api_boundary
+from .numpy._util import aval
+from ..ops import manual as m
+from .shard_map import manual_ctx
+
+_tree = jax.tree_util
+
+
+def _axes(name, axis_name):
+    ctx = manual_ctx()
+    axes = (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
+    if ctx is None:
+        raise ShardcError(f"{name}: axis name {axis_name!r} is not bound here; collectives "
+                          "work inside shardc.shard_map (or shardc.pmap) bodies")
+    ctx.check_axes(name, axes)
+    return ctx, axes, tuple(ctx.mesh.sizes[a] for a in axes)
+
+
+def _map(fn, x):
+    return _tree.tree_map(fn, x)
+
+
+def _reduction(prim, name, x, axis_name, scale_invariant):
+    ctx, axes, sizes = _axes(name, axis_name)
+
+    def one(v):
+        if not core.is_tracer(v):
+            v = _as_tracer(v)
+        if ctx.check_vma:
+            vary = ctx.vma_of(v.value)
+            live = tuple(a for a in axes if a in vary)
+            dead = [ctx.mesh.sizes[a] for a in axes if a not in vary]
+        else:
+            live, dead = axes, []
+        out = prim.bind(v, axes=live, sizes=tuple(ctx.mesh.sizes[a] for a in live)) \
+            if live else v
+        n = 1
+        for s in dead:
+            n *= s
+        if scale_invariant and n != 1:
+            from . import numpy as snp
+            out = snp.multiply(out, n)
+        return out
+    return _map(one, x)
+
+
+def _as_tracer(x):
+    from . import numpy as snp
+    return snp.asarray(x)
+
+
+@api_boundary
+def psum(x, axis_name):
+    """Sum over the devices along `axis_name`; the result is the same on all of them."""
+    return _reduction(m.psum_p, "psum", x, axis_name, scale_invariant=True)
+
+
+@api_boundary
+def pmax(x, axis_name):
+    return _reduction(m.pmax_p, "pmax", x, axis_name, scale_invariant=False)
+
+
+@api_boundary
+def pmin(x, axis_name):
+    return _reduction(m.pmin_p, "pmin", x, axis_name, scale_invariant=False)
+
+
+@api_boundary
+def pmean(x, axis_name):
+    """psum / the number of devices along `axis_name`."""
+    from . import numpy as snp
+    _, axes, sizes = _axes("pmean", axis_name)
+    n = 1
+    for s in sizes:
+        n *= s
+    return _map(lambda v: snp.divide(v, n) if n != 1 else v, psum(x, axis_name))
+
+
+@api_boundary
+def all_gather(x, axis_name, *, axis=0, tiled=False):
+    """Every device gets the blocks of all devices along `axis_name`, stacked at `axis`
+    (or concatenated along it when tiled)."""
+    _, axes, sizes = _axes("all_gather", axis_name)
+
+    def one(v):
+        a = aval(v)
+        ax = axis % (a.ndim + (0 if tiled else 1)) if a.ndim or not tiled else axis
+        return m.all_gather_p.bind(_as_tracer(v) if not core.is_tracer(v) else v, axes=axes,
+                                   sizes=sizes, axis=ax, tiled=tiled)
+    return _map(one, x)
+
+
+@api_boundary
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
+    """Sum over `axis_name`, each device keeping its block along `scatter_dimension`."""
+    _, axes, sizes = _axes("psum_scatter", axis_name)
+
+    def one(v):
+        a = aval(v)
+        d = scatter_dimension % a.ndim
+        return m.psum_scatter_p.bind(v, axes=axes, sizes=sizes, scatter_dimension=d,
+                                     tiled=tiled)
+    return _map(one, x)
+
+
+@api_boundary
+def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
+    """Split `split_axis` across the devices along `axis_name` and gather their pieces
+    along `concat_axis`."""
+    from . import numpy as snp
+    _, axes, sizes = _axes("all_to_all", axis_name)
+    n = 1
+    for s in sizes:
+        n *= s
+
+    def one(v):
+        a = aval(v)
+        s, c = split_axis % a.ndim, concat_axis % a.ndim
+        if tiled:
+            return m.all_to_all_p.bind(v, axes=axes, sizes=sizes, split_axis=s, concat_axis=c)
+        if a.shape[s] != n:
+            raise ShardcError(f"all_to_all(tiled=False): dimension {s} of {a} must equal the "
+                              f"axis size {n}")
+        pos = c if c <= s else c + 1
+        y = snp.expand_dims(v, pos)
+        s2 = s + 1 if c <= s else s
+        y = m.all_to_all_p.bind(y, axes=axes, sizes=sizes, split_axis=s2, concat_axis=pos)
+        return snp.squeeze(y, s2)
+    return _map(one, x)
+
+
+@api_boundary
+def ppermute(x, axis_name, perm):
+    """Send each device's block to another along `axis_name`: `perm` is a list of
+    (source index, destination index); devices no one sends to get zeros."""
+    _, axes, sizes = _axes("ppermute", axis_name)
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    return _map(lambda v: m.ppermute_p.bind(v, axes=axes, sizes=sizes, perm=perm), x)
+
+
+@api_boundary
+def axis_index(axis_name):
+    """This device's index along `axis_name` (row-major over a tuple of axes)."""
+    ctx, axes, sizes = _axes("axis_index", axis_name)
+    auto = tuple(a for a in ctx.mesh.names if a not in ctx.axes)
+    # in a partial-manual body the index is computed where every axis is manual
+    return m.axis_index_p.bind(axes=axes, sizes=sizes, **({"auto": auto} if auto else {}))
+
+
+def axis_size(axis_name):
+    _, _, sizes = _axes("axis_size", axis_name)
+    n = 1
+    for s in sizes:
+        n *= s
+    return n

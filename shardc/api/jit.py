@@ -1,0 +1,648 @@
+"""shardc.jit: trace -> propagate -> lower -> compile -> run, with a cache per signature.
+
+Stages mirror jax: `f.trace(*a)` -> Traced (.ir, .lower()), `f.lower(*a)` -> Lowered
+(.as_text(), .compile()), `.compile()` -> Compiled (callable, .as_text(), ...).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import inspect
+import operator
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..trace import core
+from ..ir import dtypes
+from ..propagate import passes
+from ..runtime import backend as runtime
+from .argcheck import check_static, summary
+from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
+from ..ir.program import Aval, Lit, Program, Snapshot, print_program
+from ..lower.emit import lower as lower_program
+from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
+from ..ir.sharding import Sharding, from_spec
+
+_tree = jax.tree_util
+
+
+class ArgSpec:
+    """What a compiled program assumes about one flat argument."""
+    __slots__ = ("aval", "sharding", "committed")
+
+    def __init__(self, aval, sharding, committed):
+        self.aval, self.sharding, self.committed = aval, sharding, committed
+
+
+def _leaf_key(x):
+    if type(x) is _ARRAY:   # the aval (interned by jax) holds shape, dtype, weak type
+        return (x.aval, x.sharding)
+    if isinstance(x, jax.Array):
+        return (x.shape, x.dtype, x.weak_type, x.sharding)
+    if isinstance(x, np.ndarray):
+        return (x.shape, x.dtype)
+    return (type(x), np.shape(x))
+
+
+def _norm_argnums(nums, n):
+    """Argument positions; negative ones count from the end of the `n` parameters."""
+    if nums is None:
+        return ()
+    if isinstance(nums, int):
+        nums = (nums,)
+    out = set()
+    for i in nums:
+        if i < 0:
+            if n is None:
+                raise ShardcError(f"argnum {i} is negative, but the function's signature is "
+                                  "unknown; use non-negative positions")
+            i += n
+        out.add(i)
+    return tuple(sorted(out))
+
+
+class _Static:
+    """A static argument in a cache key: equal only to an equal value of the same type
+    (so 2 and 2.0 compile separately, as in jax)."""
+    __slots__ = ("v", "h")
+
+    def __init__(self, v):
+        self.v = v
+        try:
+            self.h = hash((type(v), v))
+        except TypeError:
+            raise ShardcError(f"static argument {v!r} is not hashable; static arguments must "
+                              "be hashable (use a tuple, not a list)") from None
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, o):
+        return type(o) is _Static and type(o.v) is type(self.v) and o.v == self.v
+
+
+class Jitted:
+    """A function compiled by shardc on first call for each argument signature."""
+
+    def __init__(self, fun, in_shardings=None, out_shardings=None, static_argnums=(),
+                 static_argnames=(), donate_argnums=()):
+        if not callable(fun):
+            raise TypeError(f"shardc.jit needs a function, got {fun!r}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.in_shardings = in_shardings
+        self.out_shardings = out_shardings
+        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) \
+            else tuple(static_argnums)
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
+            else tuple(static_argnames)
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) \
+            else tuple(donate_argnums)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        # static arguments by position and by name, each completed from the other
+        pos = [p.name for p in self._sig.parameters.values()
+               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
+            if self._sig is not None else None
+        check_static(self._sig, pos, self.static_argnums, self.static_argnames,
+                     self.donate_argnums)
+        nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
+        names = set(self.static_argnames)
+        if pos is not None:
+            names |= {pos[i] for i in nums if i < len(pos)}
+            nums |= {pos.index(n) for n in self.static_argnames if n in pos}
+        self._static_nums = tuple(sorted(nums))
+        self._static_names = frozenset(names)
+        self._donate_nums = frozenset(_norm_argnums(
+            self.donate_argnums, len(pos) if pos is not None else None))
+        self._cache: dict = {}     # full signature -> entry (after mesh resolution)
+        self._fast: dict = {}      # call key -> entry (see _fast_key)
+        self._dispatch = runtime.dispatcher(_fun_name(fun), self._cache_miss,
+                                            self._static_nums, sorted(self._static_names))
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    # ------------------------------------------------------------ call
+
+    def _fast_key(self, args, kwargs):
+        """(key, dynamic leaves) of a call: everything a compiled program depends on."""
+        ctx = (_X64.value, current_mesh())
+        if not kwargs and not self._static_nums:
+            # the common call: placed jax.Arrays, keyed inline (this runs while XLA's
+            # threads may still be busy with the last call, so every step counts)
+            leaves, treedef = _tree.tree_flatten(args)
+            return (treedef, ctx, *[(x.aval, x.sharding) if type(x) is _ARRAY else
+                                    _leaf_key(x) for x in leaves]), leaves
+        sn = self._static_nums
+        static = tuple(_Static(args[i]) for i in sn if i < len(args))
+        dyn = tuple(a for i, a in enumerate(args) if i not in sn) if sn else args
+        skw, dkw = (), kwargs
+        if kwargs:
+            names = self._static_names
+            skw = tuple((k, _Static(v)) for k, v in sorted(kwargs.items()) if k in names)
+            dkw = {k: v for k, v in kwargs.items() if k not in names}
+        leaves, treedef = _tree.tree_flatten((dyn, dkw))
+        return (treedef, ctx, len(args), static, skw, *map(_leaf_key, leaves)), leaves
+
+    # A call goes straight to jaxlib's C++ dispatch (see runtime.dispatcher): `f(*a)`
+    # finds `__call__` on the class, a property whose C-level getter returns the
+    # dispatcher, so no Python frame runs before it (as with jax.jit's own functions).
+    # Its key includes shardc's `set_mesh` context (runtime.mesh_context), since bare
+    # specs inside one can change what a program means.
+    __call__ = property(operator.attrgetter("_dispatch"))
+
+    def _cache_miss(self, *args, **kwargs):
+        """A call the C++ dispatch has no entry for: run it here, and hand the dispatch
+        what it needs to run the next call with these types by itself. This is the
+        API boundary of a call: errors leave with shardc's frames removed."""
+        try:
+            out, entry, leaves = self._call(args, kwargs)
+        except Exception as e:
+            cleaned(e)
+            raise
+        fast = None
+        if entry is not None:
+            outs, tree = runtime.flatten(out)
+            fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
+        return out, fast, False
+
+    def _call(self, args, kwargs):
+        """(outputs, cache entry or None if traced inline, flat leaves) of a call."""
+        key, leaves = self._fast_key(args, kwargs)
+        entry = self._fast.get(key)
+        if entry is not None:
+            return entry.run(leaves), entry, leaves
+        if any(map(core.is_tracer, leaves)):
+            return self._inline(args, kwargs), None, leaves   # inside another trace
+        leaves, slow_key, ctx = self._prepare(args, kwargs)
+        entry = self._cache.get(slow_key)
+        if entry is None:
+            entry = self._stage(ctx).lower().compile()._entry
+            self._cache[slow_key] = entry
+        entry.adopt(leaves)
+        self._fast[key] = entry
+        return entry.run(leaves), entry, leaves
+
+    def _inline(self, args, kwargs):
+        """Called inside another trace: trace the function in place, its in/out
+        shardings becoming sharding constraints."""
+        from .lax import with_sharding_constraint as wsc
+        if self.in_shardings is not None:
+            dyn, _, _, dkw, nums = self._split_static(args, kwargs)
+            flat = self._resolve_in_shardings(dyn, len(_tree.tree_leaves(dyn)))
+            leaves, tree = _tree.tree_flatten(dyn)
+            dyn = _tree.tree_unflatten(tree, [x if s is None else wsc(x, s)
+                                              for x, s in zip(leaves, flat)])
+            it = iter(dyn)
+            args = tuple(a if i in nums else next(it) for i, a in enumerate(args))
+        out = self.fun(*args, **kwargs)
+        if self.out_shardings is not None:
+            out = wsc(out, self.out_shardings)
+        return out
+
+    @api_boundary
+    def trace(self, *args, **kwargs) -> "Traced":
+        _, _, ctx = self._prepare(args, kwargs)
+        return self._stage(ctx)
+
+    @api_boundary
+    def lower(self, *args, **kwargs) -> "Lowered":
+        _, _, ctx = self._prepare(args, kwargs)
+        return self._stage(ctx).lower()
+
+    def eval_shape(self, *args, **kwargs):
+        t = self.trace(*args, **kwargs)
+        return t.out_info
+
+    # ------------------------------------------------------------ argument handling
+
+    def _split_static(self, args, kwargs):
+        n = len(args)
+        static_nums = [i for i in self._static_nums if i < n]
+        dyn = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        static = tuple((i, _Static(args[i])) for i in static_nums)
+        skw = tuple(sorted((k, _Static(v)) for k, v in kwargs.items()
+                           if k in self._static_names))
+        dkw = {k: v for k, v in kwargs.items() if k not in self._static_names}
+        return dyn, static, skw, dkw, static_nums
+
+    def _prepare(self, args, kwargs):
+        dyn, static, skw, dkw, static_nums = self._split_static(args, kwargs)
+        leaves, treedef = _tree.tree_flatten((dyn, dkw))
+        n_pos = len(_tree.tree_leaves(dyn))
+        given = self._resolve_in_shardings(dyn, n_pos)
+        for i, x in enumerate(leaves):
+            if core.is_tracer(x):
+                raise ShardcError("a traced value was passed to a shardc.jit function from "
+                                  "inside another trace in a way shardc does not support")
+        mesh = mesh_of_args(leaves, given, self.out_shardings)
+        specs = []
+        for i, x in enumerate(leaves):
+            specs.append(self._arg_spec(i, x, given[i] if i < len(given) else None, mesh))
+        key = (treedef, static, skw, tuple((s.aval, s.sharding) for s in specs),
+               mesh.mesh, mesh.devices, dtypes.x64_enabled())
+        ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
+                   static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw)
+        return leaves, key, ctx
+
+    def _resolve_in_shardings(self, dyn, n_leaves):
+        if self.in_shardings is None:
+            return [None] * n_leaves
+        spec = self.in_shardings
+        if not isinstance(spec, (tuple, list)):
+            spec = (spec,) * len(dyn)
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if len(spec) != len(dyn):
+            raise ShardcError(
+                f"in_shardings has {len(spec)} entries but the function was called with "
+                f"{len(dyn)} positional arguments; give one sharding (or pytree prefix) "
+                "per argument")
+        out = []
+        for s, a in zip(spec, dyn):
+            out += _broadcast_prefix(s, a, "in_shardings")
+        return out
+
+    def _arg_spec(self, i, x, given, mesh: MeshInfo):
+        aval = core.aval_of(x)
+        committed = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and isinstance(
+            getattr(x, "sharding", None), NamedSharding)
+        if isinstance(x, jax.Array) and isinstance(x.sharding, jax.sharding.SingleDeviceSharding) \
+                and x.committed and mesh.size > 1:
+            raise ShardcError(
+                f"argument {i} is committed to device {next(iter(x.devices()))} but the "
+                f"program runs on a mesh of {mesh.size} devices; device_put it with a "
+                "NamedSharding (or pass a NumPy array)")
+        if given is not None:
+            sh = mesh.sharding_from(given, aval, f"in_shardings for argument {i}")
+            if committed and mesh.sharding_from(x.sharding, aval, "argument") != sh:
+                raise ShardcError(
+                    f"in_shardings for argument {i} is "
+                    f"{given.spec if isinstance(given, NamedSharding) else given} "
+                    f"but the array passed is already sharded as {x.sharding.spec}; "
+                    "device_put it to the sharding you want, or drop in_shardings")
+        elif committed:
+            sh = mesh.sharding_from(x.sharding, aval, f"argument {i}")
+        else:
+            sh = Sharding.replicated(aval.ndim)
+        mesh.check_divisible(sh, aval, f"argument {i}")
+        return ArgSpec(aval, sh, committed)
+
+    # ------------------------------------------------------------ staging
+
+    def _stage(self, ctx) -> "Traced":
+        with gc_paused():
+            return self._stage_traced(ctx)
+
+    def _stage_traced(self, ctx) -> "Traced":
+        specs, mesh = ctx["specs"], ctx["mesh"]
+        names = self._arg_names(ctx)
+        fun = self.fun
+        static, skw, treedef = ctx["static"], ctx["skw"], ctx["treedef"]
+        n_args = ctx["n_args"]
+        out_tree = {}
+
+        def flat_fun(*flat):
+            dyn, dkw = _tree.tree_unflatten(treedef, flat)
+            full, it = [], iter(dyn)
+            static_map = {i: v.v for i, v in static}
+            for i in range(n_args):
+                full.append(static_map[i] if i in static_map else next(it))
+            out = fun(*full, **dkw, **{k: v.v for k, v in skw})
+            leaves, tree = _tree.tree_flatten(out)
+            out_tree["tree"] = tree
+            return leaves
+
+        avals = [s.aval for s in specs]
+        slot = MeshSlot(mesh)
+        b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot)
+        mesh = slot.info
+        program = b.program
+        program.mesh = mesh.shape
+        for v, s in zip(program.inputs, specs):
+            v.sharding = s.sharding
+        if b.captured:
+            raise ShardcError("the function closed over a value traced by an outer "
+                              "transformation, which shardc.jit does not support here")
+        program.outputs = [_as_value(b, x) for x in outs]
+        program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
+        program.meta["donate"] = self._donated(ctx)
+        # results are committed if the program has a mesh or a committed input (as jax)
+        program.meta["committed"] = mesh.mesh is not None or any(
+            isinstance(x, jax.Array) and x.committed for x in ctx.get("leaves", ()))
+        return Traced(program, mesh, out_tree["tree"], self)
+
+    def _arg_names(self, ctx):
+        names = []
+        params = list(self._sig.parameters) if self._sig is not None else []
+        static_nums = set(ctx["static_nums"])
+        pos_names = [params[i] if i < len(params) else f"arg{i}"
+                     for i in range(ctx["n_args"]) if i not in static_nums]
+        paths, _ = _tree.tree_flatten_with_path((ctx["dyn"], ctx["dkw"]))
+        for path, _ in paths:
+            names.append(_path_name(path, pos_names))
+        seen, out = set(), []
+        for n in names:
+            m, k = n, 1
+            while m in seen:
+                m, k = f"{n}_{k}", k + 1
+            seen.add(m)
+            out.append(m)
+        return out
+
+    def _donated(self, ctx):
+        if not self.donate_argnums:
+            return []
+        nums = self._donate_nums
+        flags = []
+        static_nums = set(ctx["static_nums"])
+        dyn_index = [i for i in range(ctx["n_args"]) if i not in static_nums]
+        for pos, a in zip(dyn_index, ctx["dyn"]):
+            flags += [pos in nums] * len(_tree.tree_leaves(a))
+        flags += [False] * (len(ctx["specs"]) - len(flags))
+        return flags
+
+    def _resolve_out_shardings(self, out_tree, program, mesh):
+        n = len(program.outputs)
+        if self.out_shardings is None:
+            return [None] * n
+        dummy = _tree.tree_unflatten(out_tree, [0] * n)
+        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
+        out = []
+        for i, (s, v) in enumerate(zip(flat, program.outputs)):
+            if s is None:
+                out.append(None)
+                continue
+            sh = mesh.sharding_from(s, v.aval, f"out_shardings for output {i}")
+            mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
+            out.append(sh)
+        return out
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """No cyclic garbage collection while a program is traced, propagated and lowered:
+    the IR is many small objects that live until the stage ends, and each full
+    collection would walk all of them again (a cost that grows with the program).
+    At the end the objects made meanwhile go straight to the oldest generation
+    (freeze, then unfreeze): the IR lives as long as its cache entry, so the young
+    collection that would otherwise run at the next allocation and walk every one of
+    them (tens of ms at 10k ops) finds nothing to do; cycles among them are still
+    collected, by the next full collection. (Not while a user has frozen objects of
+    their own: unfreeze would release those too.)"""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()
+
+
+def _broadcast_prefix(prefix, tree, what):
+    """Expand a pytree prefix of shardings to one entry per leaf of `tree`."""
+    is_leaf = lambda x: x is None or isinstance(x, (NamedSharding, PartitionSpec, Sharding))  # noqa
+    out = []
+
+    def go(p, t):
+        if is_leaf(p):
+            out.extend([p] * len(_tree.tree_leaves(t)))
+            return
+        pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
+        if len(pl) == 1 and pl[0] is p:     # a leaf that is no sharding (a string, say)
+            raise ShardcTypeError(f"{what}: expected NamedShardings, PartitionSpecs or None, "
+                                  f"got {p!r}")
+        try:
+            subtrees = pt.flatten_up_to(t)
+        except (ValueError, TypeError):
+            raise ShardcError(f"{what} does not match the structure of the arguments/results: "
+                              f"{what} is {summary(p)} but they are {summary(t)}; give "
+                              "one sharding per leaf, or a pytree prefix of them") from None
+        for pp, tt in zip(pl, subtrees):
+            go(pp, tt)
+    go(prefix, tree)
+    return out
+
+
+def _path_name(path, pos_names):
+    parts = []
+    for k, entry in enumerate(path):
+        if k == 0:
+            continue   # (dyn, kwargs) split
+        if k == 1 and path[0].idx == 0:
+            parts.append(pos_names[entry.idx] if entry.idx < len(pos_names) else f"a{entry.idx}")
+            continue
+        key = getattr(entry, "key", None)
+        if key is None:
+            key = getattr(entry, "idx", None)
+        if key is None:
+            key = getattr(entry, "name", "x")
+        parts.append(str(key))
+    name = "_".join(parts) or "x"
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _fun_name(fun):
+    return getattr(fun, "__name__", "fun").replace("<", "").replace(">", "") or "fun"
+
+
+def _as_value(b, x):
+    if core.is_tracer(x):
+        return b.to_value(x)
+    v = core.constant_value(b, x)
+    if isinstance(v, Lit):   # a returned Python scalar: materialize it as an op
+        from ..ops.special import constant_p
+        params = {"value": np.asarray(v.value, v.aval.dtype)}
+        if v.aval.weak:
+            params["weak_type"] = True
+        (v2,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)], user_loc())
+        return v2
+    return v
+
+
+class Traced:
+    """A traced and propagated program. `.ir` is its text with every sharding."""
+
+    def __init__(self, program: Program, mesh: MeshInfo, out_tree, jitted=None):
+        self._traced = Snapshot(program)     # printed on demand: .traced_ir
+        passes.prepare(program)
+        self.program = passes.propagate(program)
+        self.mesh = mesh
+        self.out_tree = out_tree
+        self.jitted = jitted
+
+    @property
+    def traced_ir(self) -> str:
+        """The IR as traced, before propagation (only the sources have shardings)."""
+        return self._traced.text()
+
+    @property
+    def ir(self) -> str:
+        return print_program(self.program)
+
+    def explain(self) -> str:
+        from ..propagate.explain import explain_program
+        return explain_program(self.program)
+
+    @property
+    def out_info(self):
+        return _tree.tree_unflatten(self.out_tree, [
+            jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype,
+                                 sharding=self.mesh.named(s))
+            for v, s in zip(self.program.outputs, self.program.out_shardings)])
+
+    def lower(self) -> "Lowered":
+        return Lowered(self)
+
+    def __repr__(self):
+        return self.ir
+
+
+class Lowered:
+    """StableHLO text with Shardy shardings, ready to compile."""
+
+    def __init__(self, traced: Traced):
+        self.traced = traced
+        with gc_paused():
+            self.text = lower_program(traced.program)
+
+    def as_text(self, debug_info=False) -> str:
+        return runtime.pretty(self.text, debug_info)
+
+    def compile(self) -> "Compiled":
+        return Compiled(self)
+
+    def __repr__(self):
+        return self.as_text()
+
+
+_X64 = runtime.X64
+_ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
+#                              shardc.distributed.initialize() must come before any)
+
+
+class _Entry:
+    """What a cached call needs: argument placement, the executable, the output tree."""
+    __slots__ = ("exe", "in_shardings", "out_tree", "n")
+
+    def __init__(self, exe, in_shardings, out_tree):
+        self.exe, self.out_tree = exe, out_tree
+        self.in_shardings = list(in_shardings)
+        self.n = len(in_shardings)
+
+    def adopt(self, leaves):
+        """Expect the callers' own sharding objects where they are equivalent to ours,
+        so the cached call's check is a cheap equality."""
+        for i, x in enumerate(leaves):
+            if isinstance(x, jax.Array):
+                s = self.in_shardings[i]
+                if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
+                    self.in_shardings[i] = x.sharding
+
+    def run(self, leaves):
+        if len(leaves) != self.n:
+            raise ShardcError(f"expected {self.n} array arguments, got {len(leaves)}")
+        arrays = [x if type(x) is _ARRAY and x.sharding == s and not x.is_deleted()
+                  else self._arg(i, x) for i, (x, s) in enumerate(zip(leaves, self.in_shardings))]
+        return _tree.tree_unflatten(self.out_tree, self.exe(arrays))
+
+    def _arg(self, i, x):
+        """Leaf `i` placed for the program: an array whose sharding is equivalent to
+        ours (P('x', None) and P('x',), say) is used as it is, and its sharding object
+        adopted so the next call's check is a cheap equality again; others are moved."""
+        s = self.in_shardings[i]
+        if type(x) is _ARRAY and not x.is_deleted() and x.sharding.is_equivalent_to(s, x.ndim):
+            self.in_shardings[i] = x.sharding
+            return x
+        return _place(i, x, s)
+
+
+def _place(i, x, s):
+    if isinstance(x, jax.Array) and x.is_deleted():
+        raise ShardcError(f"argument {i} has been deleted (donated to an earlier call, or "
+                          "deleted explicitly); pass a live array")
+    return runtime.place(x, s)
+
+
+class Compiled:
+    """An executable for one argument signature; call it like the function."""
+
+    def __init__(self, lowered: Lowered):
+        t = lowered.traced
+        self.lowered = lowered
+        p = t.program
+        mesh = t.mesh
+        self.input_shardings = [mesh.named(v.sharding) for v in p.inputs]
+        self.output_shardings = [mesh.named(s) for s in p.out_shardings]
+        self._in_avals = [v.aval for v in p.inputs]
+        exe = runtime.compile(lowered.text, mesh.devices)
+        passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
+        self._exe = runtime.Executable(exe, self.input_shardings,
+                                       [v.aval for v in p.outputs], self.output_shardings,
+                                       mesh.devices, p.meta.get("committed", True),
+                                       [i for i, d in enumerate(p.meta.get("donate") or ())
+                                        if d])
+        self._entry = _Entry(self._exe, self.input_shardings, t.out_tree)
+        self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
+
+    __call__ = property(operator.attrgetter("_dispatch"))   # as Jitted's
+
+    def _cache_miss(self, *args, **kwargs):
+        try:
+            out = self._call(args, kwargs)
+        except Exception as e:
+            cleaned(e)
+            raise
+        outs, tree = runtime.flatten(out)
+        return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
+
+    def _call(self, args, kwargs):
+        leaves = _tree.tree_leaves((args, kwargs))
+        if len(leaves) != len(self._in_avals):
+            raise ShardcError(f"this compiled program takes {len(self._in_avals)} array "
+                              f"arguments, got {len(leaves)}")
+        for i, (x, want) in enumerate(zip(leaves, self._in_avals)):
+            if type(x) is _ARRAY and x.shape == want.shape and x.dtype == want.dtype:
+                continue
+            got = core.aval_of(x)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise ShardcError(f"argument {i} is {got} but the program was compiled for "
+                                  f"{want}; call the jitted function instead (it compiles for "
+                                  "new types) or lower again")
+        return self._entry.run(leaves)
+
+    def as_text(self) -> str:
+        return self._exe.hlo_text()
+
+    def cost_analysis(self):
+        return self._exe.cost_analysis()
+
+    def memory_analysis(self):
+        return self._exe.memory_analysis()
+
+
+@api_boundary
+def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
+        static_argnames=(), donate_argnums=()):
+    """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...)."""
+    kw = dict(in_shardings=in_shardings, out_shardings=out_shardings,
+              static_argnums=static_argnums, static_argnames=static_argnames,
+              donate_argnums=donate_argnums)
+    if fun is None:
+        return api_boundary(lambda f: Jitted(f, **kw))
+    return Jitted(fun, **kw)
+
+
+_ = (dtypes, from_spec)

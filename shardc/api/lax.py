@@ -1,0 +1,151 @@
+"""shardc.lax: lower-level ops and sharding constraints, as jax.lax."""
+from __future__ import annotations
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..trace import core
+from ..ir import dtypes
+from ..errors import ShardcError, api_boundary, wrap_public
+from .numpy._util import aval, canonical_dtype, convert
+from ..ops import elementwise as ew
+from ..ops import linalg
+from ..ops import reduce as red
+from ..ops import shape as shp
+from ..ops.special import sharding_constraint_p
+from ..ir.sharding import from_spec
+from ..transforms.ad import stop_gradient  # noqa: F401
+from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
+                          pmin, ppermute, psum, psum_scatter)
+
+_tree = jax.tree_util
+
+
+def _constraint_leaf(x, s):
+    if not core.is_tracer(x):
+        if isinstance(s, PartitionSpec):
+            from ..runtime.meshes import named_in_context
+            s = named_in_context(s, "with_sharding_constraint outside jit")
+        return jax.device_put(x, s)
+    b = core.current_builder()
+    mesh = b.meshes.adopt(s.mesh if isinstance(s, NamedSharding) else None)
+    if isinstance(s, PartitionSpec) and mesh.mesh is None:
+        raise ShardcError("with_sharding_constraint with a bare PartitionSpec needs a mesh: "
+                          "pass NamedSharding(mesh, spec), use `with shardc.set_mesh(mesh):`, "
+                          "or give the function an argument sharded on the mesh")
+    if isinstance(s, NamedSharding):
+        spec = s.spec
+    elif isinstance(s, PartitionSpec):
+        spec = s
+    else:
+        raise ShardcError(f"with_sharding_constraint needs a NamedSharding or PartitionSpec, "
+                          f"got {type(s).__name__}")
+    sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
+    out = sharding_constraint_p.bind(x, sharding=sh)
+    out.value.sharding = sh
+    return out
+
+
+@api_boundary
+def with_sharding_constraint(x, shardings):
+    """Pin the sharding of `x` (a pytree) at this point of the program.
+
+    Inside shardc.jit this is a source for propagation that is never overridden;
+    outside it, it moves the arrays (device_put)."""
+    from .jit import _broadcast_prefix
+    leaves, tree = _tree.tree_flatten(x)
+    flat = _broadcast_prefix(shardings, x, "with_sharding_constraint")
+    out = [xx if s is None else _constraint_leaf(xx, s) for xx, s in zip(leaves, flat)]
+    return _tree.tree_unflatten(tree, out)
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    extra = {} if preferred_element_type is None else \
+        {"preferred_element_type": canonical_dtype(preferred_element_type)}
+    return linalg.dot_general_p.bind(
+        lhs, rhs, contracting=(tuple(lc), tuple(rc)), batch=(tuple(lb), tuple(rb)), **extra)
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions):
+    return shp.broadcast_in_dim_p.bind(operand, shape=tuple(shape),
+                                       broadcast_dimensions=tuple(broadcast_dimensions))
+
+
+def reshape(operand, new_sizes):
+    return shp.reshape_p.bind(operand, shape=tuple(new_sizes))
+
+
+def transpose(operand, permutation):
+    return shp.transpose_p.bind(operand, permutation=tuple(permutation))
+
+
+def slice(operand, start_indices, limit_indices, strides=None):
+    extra = {"strides": tuple(strides)} if strides else {}
+    return shp.slice_p.bind(operand, start_indices=tuple(start_indices),
+                            limit_indices=tuple(limit_indices), **extra)
+
+
+def concatenate(operands, dimension):
+    return shp.concatenate_p.bind(*operands, dimension=dimension)
+
+
+def pad(operand, padding_value, padding_config):
+    pv = convert(padding_value, aval(operand).dtype, aval(padding_value).weak)
+    return shp.pad_p.bind(operand, pv,
+                          padding_config=tuple(tuple(c) for c in padding_config))
+
+
+def iota(dtype, size):
+    return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=(size,), dimension=0)
+
+
+def broadcasted_iota(dtype, shape, dimension):
+    return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=tuple(shape),
+                           dimension=dimension)
+
+
+def convert_element_type(operand, new_dtype):
+    return convert(operand, canonical_dtype(new_dtype))
+
+
+def select(pred, on_true, on_false):
+    return ew.select_p.bind(pred, on_true, on_false)
+
+
+def reduce_sum(operand, axes):
+    return red.reduce_sum_p.bind(operand, axes=tuple(axes))
+
+
+def reduce_max(operand, axes):
+    return red.reduce_max_p.bind(operand, axes=tuple(axes))
+
+
+def rsqrt(x):
+    return ew.rsqrt_p.bind(x)
+
+
+def erf(x):
+    return ew.erf_p.bind(x)
+
+
+def logistic(x):
+    return ew.logistic_p.bind(x)
+
+
+def integer_pow(x, y):
+    return ew.integer_pow_p.bind(x, y=y)
+
+
+def _binary(p):
+    def f(x, y):
+        return p.bind(x, y)
+    return f
+
+
+add, sub, mul, div = (_binary(p) for p in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p))
+max, min = _binary(ew.max_p), _binary(ew.min_p)
+_ = dtypes
+
+
+wrap_public(globals())

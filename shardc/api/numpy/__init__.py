@@ -1,0 +1,81 @@
+"""shardc.numpy: jax.numpy's names and semantics, traced into shardc's IR.
+
+Inside a traced function these record ops; on concrete arrays they run at once
+(eager mode) and return jax.Arrays.
+"""
+from __future__ import annotations
+
+# ruff: noqa: F401  (re-exports the public names of the submodules)
+
+import numpy as _np
+
+from ...ir import dtypes as _dtypes
+from . import linalg
+from ._composite import allclose, isclose, linspace, logaddexp, repeat, roll, take, tile, tril, triu
+from ._creation import (arange, array, asarray, empty, empty_like, eye, full, full_like,
+    identity, iota, ones, ones_like, zeros, zeros_like)
+from ._indexing import getitem as _getitem
+from ._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from ._methods import _attach
+from ._reductions import (all, amax, amin, any, argmax, argmin, cumsum, max, mean, min, prod,
+    std, sum, var)
+from ._shapes import (array_split, atleast_1d, atleast_2d, broadcast_arrays, broadcast_to,
+    concatenate, expand_dims, flip, hstack, moveaxis, pad, permute_dims, ravel, reshape, split,
+    squeeze, stack, swapaxes, transpose, vstack)
+from ._ufuncs import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and,
+    bitwise_not, bitwise_or, bitwise_xor, ceil, clip, cos, cosh, divide, equal, erf, exp, expm1,
+    floor, floor_divide, fmod, greater, greater_equal, invert, isfinite, isinf, isnan, less,
+    less_equal, log, log1p, logical_and, logical_not, logical_or, logical_xor, logistic, maximum,
+    minimum, mod, multiply, negative, not_equal, positive, pow, power, reciprocal, remainder,
+    round, rsqrt, sign, sin, sinh, sqrt, square, subtract, tan, tanh, true_divide, where)
+from ._shifts import bitwise_left_shift, bitwise_right_shift, divmod, left_shift, right_shift
+from ...errors import wrap_public as _wrap_public
+from ._util import aval as _aval
+from ._util import canonical_dtype as _canonical_dtype
+from ._util import convert as _convert
+
+bool_ = _np.bool_
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+bfloat16 = _dtypes.bfloat16.type
+dtype = _np.dtype
+iinfo = _np.iinfo
+from ml_dtypes import finfo  # noqa: E402  (NumPy's finfo does not know bfloat16)
+pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
+
+
+def astype(x, dtype, copy=False):
+    """x converted to `dtype` (as jnp.astype)."""
+    return _convert(x, _canonical_dtype(dtype))
+
+
+def ndim(a):
+    return _aval(a).ndim
+
+
+def shape(a):
+    return _aval(a).shape
+
+
+def size(a, axis=None):
+    s = _aval(a).shape
+    return int(_np.prod(s)) if axis is None else s[axis]
+
+
+def result_type(*args):
+    """jnp.result_type of arrays, Python scalars, dtypes and scalar types."""
+    typed = []
+    for a in args:
+        if a is int or a is float:   # Python scalar types are weak, as their values
+            typed.append((_canonical_dtype(a), True))
+        elif isinstance(a, (_np.dtype, type, str)):
+            typed.append((_canonical_dtype(a), False))
+        else:
+            av = _aval(a)
+            typed.append((av.dtype, av.weak))
+    return _dtypes.promote(*typed)[0]
+
+
+_attach()
+_wrap_public(globals())

@@ -1,0 +1,315 @@
+"""`x.at[idx].set(v)` and friends on traced arrays: functional index updates, as jax's.
+
+An update is written at the flat positions of the elements `x[idx]` reads, by a
+scatter-add into a flat array of -0.0 (floats) or 0. The positions are known on the
+host when the index is static (ints, slices, None, ..., NumPy arrays) and are read
+from an iota over x's elements otherwise. An integer-array index out of bounds
+names no element (jax drops such updates). `add` is exact with repeated indices
+(they add up, as in jax). `set` keeps each element's last write when the index is
+static (as jax does on CPU); with a traced index that repeats it writes the mean of
+the values (jax leaves the winner unspecified). `multiply`, `divide`, `power`,
+`min`, `max` and `apply` combine with the values x holds at idx, which for a repeated
+index would need the updates applied one after another: they accept indices that
+cannot repeat (ints, slices, or a NumPy index array without repeats).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError
+from ...ops import indexing as ix
+from ._creation import full, full_like, iota, zeros
+from ._indexing import _classify_shape
+from ._indexing import getitem
+from ._shapes import broadcast_to, concatenate, reshape
+from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
+    logical_or, maximum, minimum, multiply, power, subtract, where)
+from ._util import aval, convert, result_type
+
+
+class _IndexUpdateHelper:
+    """`x.at`: index it to get an update reference."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, idx):
+        return _IndexUpdateRef(self.array, idx)
+
+
+class _IndexUpdateRef:
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array, self.index = array, index
+
+    def get(self, *, mode=None, fill_value=None, **_):
+        """x[idx] with jax's out-of-bound rules: static indices past either end are
+        clamped (mode None, "clip" or "promise_in_bounds") or read `fill_value`
+        (mode "fill"; by default NaN, the lowest signed or highest unsigned int, True)."""
+        x = self.array
+        xa = aval(x)
+        entries = _classify_shape(xa.shape, self.index)
+        out = getitem(x, tuple(_clamp(xa.shape, entries)))
+        if mode != "fill" or not any(m.any() for m in _oob(xa.shape, entries)):
+            return out
+        if fill_value is None:
+            fill_value = (np.nan if dtypes.is_float(xa.dtype) else True
+                          if xa.dtype == dtypes.bool_ else np.iinfo(xa.dtype).min
+                          if dtypes.is_signed(xa.dtype) else np.iinfo(xa.dtype).max)
+        return where(_oob_mask(xa.shape, entries), convert(fill_value, xa.dtype), out)
+
+    def _moded(self, mode):
+        """The index with static out-of-bound entries clamped when mode is "clip"
+        (otherwise updates there are dropped, as jax's default)."""
+        if mode != "clip":
+            return self
+        xa = aval(self.array)
+        return _IndexUpdateRef(self.array,
+                               tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index))))
+
+    def set(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).set(values)
+        x = self.array
+        placed, count, unique = _placed(x, self.index, values, last_only=True)
+        if aval(x).dtype == dtypes.bool_:
+            new = greater(placed, 0)              # a repeated traced index: any True wins
+        elif unique:
+            new = placed
+        else:
+            new = _mean(placed, count, aval(x).dtype)
+        return where(greater(count, 0), new, x)
+
+    def _promoted(self, name, values):
+        """As jax: an update whose dtype x's cannot hold exactly (0.5 into ints, ints
+        into bools, f32 into bf16) is combined in the promoted dtype, then cast back."""
+        x = self.array
+        xa = aval(x)
+        pt = result_type(x, values)[0]
+        if pt == xa.dtype:
+            return None
+        new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
+        return convert(new, xa.dtype, xa.weak)
+
+    def add(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).add(values)
+        x = self.array
+        promoted = self._promoted("add", values)
+        if promoted is not None:
+            return promoted
+        placed = _placed(x, self.index, values)[0]
+        if aval(x).dtype == dtypes.bool_:
+            return logical_or(x, greater(placed, 0))
+        return add(x, placed)
+
+    def subtract(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).subtract(values)
+        promoted = self._promoted("subtract", values)
+        if promoted is not None:
+            return promoted
+        if aval(self.array).dtype == dtypes.bool_:
+            raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
+        return subtract(self.array, _placed(self.array, self.index, values)[0])
+
+    def multiply(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).multiply(values)
+        return self._combine("multiply", multiply, values)
+
+    mul = multiply
+
+    def divide(self, values, **_):
+        # as jax: x / (ones with the values multiplied in at idx), a true division, so
+        # an integer array comes back as floats (and untouched elements divide by 1)
+        x = self.array
+        ones = _IndexUpdateRef(full_like(x, 1), self.index)
+        return divide(x, ones._combine("divide", multiply, values))
+
+    def power(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).power(values)
+        # as jax: x ** (ones with the values multiplied in at idx), so the exponents
+        # take x's dtype first (int_x.at[i].power(1.7) raises to the power 1)
+        x = self.array
+        ones = _IndexUpdateRef(full_like(x, 1), self.index)
+        return power(x, ones._combine("power", multiply, values))
+
+    def min(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).min(values)
+        return self._combine("min", minimum, values)
+
+    def max(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).max(values)
+        return self._combine("max", maximum, values)
+
+    def apply(self, func, **_):
+        return self._combine("apply", lambda old, _: func(old), 0)
+
+    def _combine(self, name, op, values):
+        x = self.array
+        entries = _classify_shape(aval(x).shape, self.index)
+        if not _unique(entries):
+            raise ShardcError(
+                f"x.at[idx].{name}(...) with an integer-array index that may repeat: shardc "
+                "applies updates at once, so a repeated index would not see the update "
+                "before it. Use a NumPy index array without repeats, or .add / .set")
+        # read at clamped positions: the update at an out-of-bound one is dropped anyway
+        new = op(getitem(x, tuple(_clamp(aval(x).shape, entries))), values)
+        dt = aval(x).dtype
+        return _IndexUpdateRef(x, self.index).set(convert(new, dt) if aval(new).dtype != dt
+                                                  else new)
+
+
+def _static_int_entries(shape, entries):
+    """(position in entries, dim, entry) of each static int or int-array entry."""
+    dim = 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        if not isinstance(e, slice) and not core.is_tracer(e):
+            yield k, dim, e
+        dim += 1
+
+
+def _clamp(shape, entries):
+    """Static int and int-array entries moved into bounds (negative ones counted from
+    the end first), as XLA's gather clamps."""
+    out = list(entries)
+    for k, d, e in _static_int_entries(shape, entries):
+        m = shape[d]
+        a = np.asarray(e)
+        a = np.clip(np.where(a < 0, a + m, a), 0, max(m - 1, 0))
+        out[k] = int(a) if a.ndim == 0 else a
+    return out
+
+
+def _oob(shape, entries):
+    for _, d, e in _static_int_entries(shape, entries):
+        a = np.asarray(e)
+        yield (a < -shape[d]) | (a >= shape[d])
+
+
+def _oob_mask(shape, entries):
+    """Where x[idx] reads out of bounds: the same index applied to a NumPy array that
+    has one extra, marked, element past the end of each indexed dim."""
+    ext = list(shape)
+    mapped = list(entries)
+    for k, d, e in _static_int_entries(shape, entries):
+        m = shape[d]
+        a = np.asarray(e)
+        mapped[k] = np.where((a < -m) | (a >= m), m, np.where(a < 0, a + m, a))
+        ext[d] = m + 1
+    marks = np.zeros(ext, bool)
+    for k, d, _ in _static_int_entries(shape, entries):
+        sl = [slice(None)] * len(ext)
+        sl[d] = shape[d]
+        marks[tuple(sl)] = True
+    return marks[tuple(int(a) if isinstance(a, np.ndarray) and a.ndim == 0 else a
+                       for a in mapped)]
+
+
+def _is_array(e):
+    return e is not None and not isinstance(e, (slice, int, np.integer))
+
+
+def _unique(entries) -> bool:
+    """Can no element be named twice? Only an integer array with repeats (or a traced
+    one, which might have them) can."""
+    for e in entries:
+        if _is_array(e) and (core.is_tracer(e) or np.unique(e).size != np.size(e)):
+            return False
+    return True
+
+
+def _placed(x, idx, values, last_only=False):
+    """(values scattered at the elements idx names, into -0.0s / 0s shaped like x; how
+    often each element is named; whether none is named twice). Values are broadcast
+    to x[idx]'s shape and cast to x's dtype. `last_only`: a static index keeps only
+    each element's last write."""
+    xa = aval(x)
+    n = int(np.prod(xa.shape, dtype=np.int64))
+    it = dtypes.default_int()
+    entries = _classify_shape(xa.shape, idx)
+    static = not any(core.is_tracer(e) for e in entries)
+    pos = _positions(xa.shape, n, it, entries, static)     # flat positions x[idx] reads
+    shape = np.shape(pos) if static else aval(pos).shape
+    k = int(np.prod(shape, dtype=np.int64))
+    v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
+    v = reshape(broadcast_to(v, shape), (k,))
+    if xa.dtype == dtypes.bool_:        # scatter-add counts for bools
+        v = convert(v, it)
+    unique = static or _unique(entries)
+    if static:
+        flat = np.asarray(pos, np.int64).reshape(k)
+        keep = flat < n                 # out of bounds: dropped
+        if last_only:                   # each element's last write
+            last = {int(p): i for i, p in enumerate(flat) if p < n}
+            keep = np.zeros(k, bool)
+            keep[list(last.values())] = True
+        if not keep.all():
+            v = getitem(v, (np.nonzero(keep)[0],))
+        flat = flat[keep]
+        unique = unique and np.unique(flat).size == flat.size
+        where_ = flat.astype(np.int32 if n < 2**31 else np.int64).reshape(-1, 1)
+        counts = np.bincount(flat, minlength=n).reshape(xa.shape).astype(it)
+    else:
+        where_ = reshape(pos, (k, 1))
+
+    def scatter(upd, dt):
+        # floats start from -0.0, the additive identity (x + -0.0 is x, -0.0 included)
+        base = full((n,), -0.0, dt) if dtypes.is_float(dt) else zeros((n,), dt)
+        if static and where_.size == 0:
+            return reshape(base, xa.shape)
+        flat = ix.scatter_add_p.bind(base, where_, upd, update_window_dims=(),
+                                     inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+        return reshape(flat, xa.shape)
+    if static:
+        return scatter(v, aval(v).dtype), counts, unique
+    ones = broadcast_to(convert(1, it), (k,))
+    return scatter(v, aval(v).dtype), scatter(ones, it), unique
+
+
+def _positions(shape, n, it, entries, static):
+    """The flat position of each element the index `entries` names (NumPy's placement
+    of dims). An integer-array index out of bounds names position n, which the scatter
+    drops: the positions get one more slice along that axis, holding n, to point at."""
+    pos = np.arange(n).reshape(shape) if static else reshape(iota(it, n), shape)
+    entries = list(entries)
+    dim = 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        m = shape[dim]
+        if static and isinstance(e, (int, np.integer)) and not -m <= e < m:
+            e = np.asarray(m)               # an int out of bounds names no element either
+        if _is_array(e):
+            extra_shape = shape[:dim] + (1,) + shape[dim + 1:]
+            if static:
+                e = np.asarray(e)
+                e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m)
+                pos = np.concatenate([pos, np.full(extra_shape, n)], dim)
+            else:
+                e = convert(e, it)
+                e = where(logical_and(greater_equal(e, -m), less(e, m)),
+                          where(less(e, 0), add(e, m), e), m)
+                pos = concatenate([pos, full(extra_shape, n, it)], dim)
+            entries[k] = e
+        dim += 1
+    return pos[tuple(entries)] if static else getitem(pos, tuple(entries))
+
+
+def _mean(placed, count, dt):
+    """placed / count where count > 0 (the mean of repeated writes), in x's dtype."""
+    c = where(greater(count, 0), count, 1)
+    if dtypes.is_float(dt):
+        return convert(divide(placed, convert(c, dt)), dt)
+    return floor_divide(placed, convert(c, dt))

@@ -1,0 +1,249 @@
+"""jax.numpy functions composed of other shardc.numpy functions (no primitives of their
+own, so their sharding rules and gradients are those of the ops they become):
+linspace, tril, triu, roll, tile, repeat, take, logaddexp, isclose, allclose."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError
+from ...ops.common import check_axis
+from ._creation import iota
+from ._indexing import getitem
+from ._reductions import all as _all
+from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
+from ._ufuncs import (abs, add, equal, exp, floor, greater_equal, isinf, isnan, less, less_equal,
+    log, logical_and, logical_or, maximum, multiply, remainder, subtract, where)
+from ._util import aval, canonical_dtype, check_arraylike, convert, promote_args_inexact
+
+
+def _static_seq(v):
+    """NumPy arrays of static ints as Python ints or tuples of them."""
+    if isinstance(v, np.ndarray):
+        return v.tolist() if v.ndim else int(v)
+    return v
+
+
+def _static_int(name, what, v):
+    if core.is_tracer(v) or not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise ShardcError(f"{name}: {what} must be a static Python int (it decides the "
+                          f"result's shape or layout), got {type(v).__name__}")
+    return int(v)
+
+
+# ---------------------------------------------------------------- creation
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """`num` evenly spaced values from start to stop (as jnp.linspace)."""
+    num = _static_int("linspace", "num", num)
+    if num < 0:
+        raise ShardcError(f"linspace: num must be non-negative, got {num}")
+    dt = canonical_dtype(dtype)
+    start, stop = promote_args_inexact("linspace", start, stop)
+    shape = np.broadcast_shapes(aval(start).shape, aval(stop).shape)
+    start, stop = broadcast_to(start, shape), broadcast_to(stop, shape)
+    ft = aval(start).dtype
+    axis = check_axis("linspace", axis, len(shape) + 1)
+    div = (num - 1) if endpoint else num
+    delta = subtract(stop, start)
+    step = delta / div if div > 0 else delta * np.nan
+    b0 = expand_dims(start, axis)
+    out_shape = shape[:axis] + (num,) + shape[axis:]
+    if num > 1 or (num == 1 and not endpoint):
+        n = num - 1 if endpoint else num
+        k = iota(ft, n, dimension=axis, shape=shape[:axis] + (n,) + shape[axis:])
+        out = add(b0, multiply(k, expand_dims(step, axis)))
+        if endpoint:
+            out = concatenate([out, expand_dims(stop, axis)], axis)
+    elif num == 1:
+        out = b0
+    else:
+        out = broadcast_to(b0, out_shape)
+    if dt is not None and dtypes.is_int(dt):
+        out = floor(out)
+    out = convert(out, dt if dt is not None else ft)     # strongly typed, as jnp's
+    return (out, convert(step, dt if dt is not None and not dtypes.is_int(dt) else ft)) \
+        if retstep else out
+
+
+def _tri_mask(m, k, lower, name):
+    check_arraylike(name, m)
+    s = aval(m).shape
+    if len(s) < 2:
+        raise ShardcError(f"{name}: the argument must be at least 2-D, got shape {s}")
+    it = dtypes.default_int()
+    rows = iota(it, 0, dimension=0, shape=s[-2:])
+    cols = iota(it, 0, dimension=1, shape=s[-2:])
+    k = _static_int(name, "k", k)
+    return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
+
+
+def tril(m, k=0):
+    """m with the elements above the k-th diagonal zeroed (last two dims)."""
+    return where(_tri_mask(m, k, True, "tril"), m, convert(0, aval(m).dtype))
+
+
+def triu(m, k=0):
+    """m with the elements below the k-th diagonal zeroed (last two dims)."""
+    return where(_tri_mask(m, k, False, "triu"), m, convert(0, aval(m).dtype))
+
+
+# ---------------------------------------------------------------- rearranging
+
+def roll(a, shift, axis=None):
+    """Elements shifted along `axis` (all of them, flattened, if None), wrapping round."""
+    check_arraylike("roll", a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), aval(a).shape)
+    shift, axis = _static_seq(shift), _static_seq(axis)
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    shifts = [_static_int("roll", "shift", s) for s in shifts]
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1 and len(shifts) > 1:
+        axes = list(axes) * len(shifts)
+    if len(shifts) != len(axes):
+        raise ShardcError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
+    nd = aval(a).ndim
+    for s, ax in zip(shifts, axes):
+        ax = check_axis("roll", ax, nd)
+        n = aval(a).shape[ax]
+        s = s % n if n else 0
+        if s:
+            lead = (slice(None),) * ax
+            a = concatenate([getitem(a, lead + (slice(n - s, None),)),
+                             getitem(a, lead + (slice(0, n - s),))], ax)
+    return a
+
+
+def tile(A, reps):
+    """A repeated `reps` times along each axis (as jnp.tile)."""
+    check_arraylike("tile", A)
+    reps = _static_seq(reps)
+    reps = (reps,) if not isinstance(reps, (tuple, list)) else tuple(reps)
+    reps = tuple(_static_int("tile", "reps", r) for r in reps)
+    s = aval(A).shape
+    nd = max(len(s), len(reps))
+    s = (1,) * (nd - len(s)) + s
+    reps = (1,) * (nd - len(reps)) + reps
+    A = reshape(A, s)
+    # (n0, n1, ...) -> (1, n0, 1, n1, ...) -> (r0, n0, r1, n1, ...) -> (r0*n0, r1*n1, ...)
+    inter = tuple(x for n in s for x in (1, n))
+    big = tuple(x for r, n in zip(reps, s) for x in (r, n))
+    out = broadcast_to(reshape(A, inter), big)
+    return reshape(out, tuple(r * n for r, n in zip(reps, s)))
+
+
+def repeat(a, repeats, axis=None, *, total_repeat_length=None):
+    """Each element repeated `repeats` times along `axis` (flattened if None)."""
+    check_arraylike("repeat", a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    s = aval(a).shape
+    axis = check_axis("repeat", axis, len(s))
+    if core.is_tracer(repeats):
+        raise ShardcError("repeat: traced repeats give a data-dependent shape; pass them "
+                          "as a static int or NumPy array")
+    reps = np.asarray(repeats)
+    if reps.shape == (1,) and s[axis] != 1:      # one count for every element
+        reps = reps.reshape(())
+    if reps.ndim == 0:
+        r = int(reps)
+        big = s[:axis + 1] + (r,) + s[axis + 1:]
+        out = broadcast_to(expand_dims(a, axis + 1), big)
+        out = reshape(out, s[:axis] + (s[axis] * r,) + s[axis + 1:])
+    else:
+        if reps.shape != (s[axis],):
+            raise ShardcError(f"repeat: {reps.shape[0]} repeats for an axis of size "
+                              f"{s[axis]}")
+        idx = np.repeat(np.arange(s[axis]), reps)
+        out = getitem(a, (slice(None),) * axis + (idx,))
+    if total_repeat_length is not None and aval(out).shape[axis] != total_repeat_length:
+        raise ShardcError(f"repeat: total_repeat_length={total_repeat_length} but the "
+                          f"repeats add up to {aval(out).shape[axis]}")
+    return out
+
+
+def take(a, indices, axis=None, mode=None, fill_value=None):
+    """Elements of `a` at `indices` along `axis` (as jnp.take). Out-of-bound indices:
+    mode "fill" (the default) gives `fill_value` (NaN, or the dtype's minimum for
+    integers, as jax), "clip" clamps, "wrap" wraps; negative ones count from the end."""
+    check_arraylike("take", a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    nd = aval(a).ndim
+    axis = check_axis("take", axis, nd)
+    n = aval(a).shape[axis]
+    mode = "fill" if mode is None else mode
+    if mode not in ("fill", "clip", "wrap"):
+        raise ShardcError(f"take: mode must be 'fill', 'clip' or 'wrap', got {mode!r}")
+    idx = indices if core.is_tracer(indices) else np.asarray(indices)
+    if isinstance(idx, np.ndarray) and idx.size == 0:
+        idx = idx.astype(np.int32)
+    ia = aval(idx)
+    if not dtypes.is_int(ia.dtype):
+        raise ShardcError(f"take: indices must be integers, got {ia.dtype}")
+    if n == 0 and int(np.prod(ia.shape)) > 0:
+        raise ShardcError(f"take: axis {axis} is empty, there is nothing to take")
+    if core.is_tracer(idx) and not dtypes.is_signed(ia.dtype):
+        idx = convert(idx, dtypes.default_int())      # compared with negative bounds
+    if mode == "wrap":
+        idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else remainder(idx, n)
+    elif mode == "clip":
+        idx = np.clip(idx, 0, n - 1) if isinstance(idx, np.ndarray) else \
+            where(less(idx, 0), 0, where(less(idx, n), idx, n - 1))
+    lead = (slice(None),) * axis
+    given = idx
+    if ia.ndim == 0:
+        idx = reshape(idx, (1,)) if core.is_tracer(idx) else idx.reshape(1)
+    out = getitem(a, lead + (idx,))
+    if ia.ndim == 0:
+        out = reshape(out, aval(out).shape[:axis] + aval(out).shape[axis + 1:])
+    if mode != "fill":
+        return out
+    idx = given
+    if isinstance(idx, np.ndarray):
+        valid = (idx >= -n) & (idx < n)
+        if valid.all():
+            return out
+    else:
+        valid = logical_and(greater_equal(idx, -n), less(idx, n))
+    dt = aval(a).dtype
+    if fill_value is None:      # jax's: NaN, True, the largest negative or positive int
+        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
+            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
+    valid = reshape(valid, (1,) * axis + aval(valid).shape + (1,) * (nd - axis - 1))
+    return where(valid, out, np.asarray(fill_value).astype(dt))
+
+
+# ---------------------------------------------------------------- comparisons
+
+def logaddexp(x1, x2, /):
+    """log(exp(x1) + exp(x2)), without overflow. The max is held constant for the
+    gradient, which is then exp(x - out) for each argument, ties and all (as jax's)."""
+    from ...transforms.ad import stop_gradient
+    x1, x2 = promote_args_inexact("logaddexp", x1, x2)
+    amax = maximum(x1, x2)
+    inf = isinf(amax)
+    # the finite branch on finite inputs only, so its gradient is never inf/inf
+    f1, f2 = where(inf, 0, x1), where(inf, 0, x2)
+    m = stop_gradient(maximum(f1, f2))
+    core_ = add(m, log(add(exp(subtract(f1, m)), exp(subtract(f2, m)))))
+    return where(isnan(subtract(x1, x2)), add(x1, x2), where(inf, amax, core_))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol * |b| elementwise; infinities are close only to themselves."""
+    a, b = promote_args_inexact("isclose", a, b)     # integers compare as floats, as jax
+    out = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    out = where(logical_or(isinf(a), isinf(b)), equal(a, b), out)
+    if equal_nan:
+        out = logical_or(out, logical_and(isnan(a), isnan(b)))
+    return out
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _all(isclose(a, b, rtol, atol, equal_nan))
+

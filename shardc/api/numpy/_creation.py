@@ -1,0 +1,161 @@
+"""Array creation in shardc.numpy: zeros ones full *_like arange eye iota asarray."""
+from __future__ import annotations
+
+import operator
+
+import jax
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError, ShardcTypeError
+from ...ir.program import Aval, Lit
+from ...ops import elementwise as ew
+from ...ops import shape as shp
+from ._util import aval, broadcast_to, canonical_dtype, convert, is_py_scalar
+
+
+def _shape(shape):
+    if isinstance(shape, int) or np.ndim(shape) == 0:
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise ShardcError(f"shapes must be static Python ints, got {shape}") from None
+    if any(d < 0 for d in shape):
+        raise ShardcTypeError(f"shapes must not have negative sizes, got {shape}")
+    return shape
+
+
+def full(shape, fill_value, dtype=None):
+    shape = _shape(shape)
+    if dtype is None:
+        fa = aval(fill_value)
+        dt, weak = fa.dtype, fa.weak
+    else:
+        dt, weak = canonical_dtype(dtype), False
+    if is_py_scalar(fill_value) or isinstance(fill_value, (np.generic, Lit)) or \
+            (isinstance(fill_value, np.ndarray) and fill_value.ndim == 0):
+        v = fill_value.value if isinstance(fill_value, Lit) else fill_value
+        if not shape:
+            from ...ops.special import constant_p
+            params = {"value": np.asarray(v, dt)}
+            if weak:
+                params["weak_type"] = True
+            return constant_p.bind(**params)
+        lit = Lit(core._scalar(v, dt), Aval((), dt, weak))
+        return shp.broadcast_in_dim_p.bind(lit, shape=shape, broadcast_dimensions=())
+    return broadcast_to(convert(fill_value, dt, weak), shape)
+
+
+def zeros(shape, dtype=None):
+    return full(shape, 0, canonical_dtype(dtype) or dtypes.default_float())
+
+
+def ones(shape, dtype=None):
+    return full(shape, 1, canonical_dtype(dtype) or dtypes.default_float())
+
+
+empty = zeros
+
+
+def full_like(a, fill_value, dtype=None, shape=None):
+    """As lax.full_like: without a dtype, the result has a's dtype and weak type."""
+    x = aval(a)
+    shape = x.shape if shape is None else shape
+    if dtype is not None:
+        return full(shape, fill_value, dtype)
+    if is_py_scalar(fill_value) or isinstance(fill_value, (np.generic, np.ndarray)):
+        v = np.asarray(fill_value).item() if not is_py_scalar(fill_value) else fill_value
+        return full(shape, Lit(core._scalar(v, x.dtype), Aval((), x.dtype, x.weak)))
+    return full(shape, convert(fill_value, x.dtype, x.weak))
+
+
+def zeros_like(a, dtype=None, shape=None):
+    return full_like(a, 0, dtype, shape)
+
+
+def ones_like(a, dtype=None, shape=None):
+    return full_like(a, 1, dtype, shape)
+
+
+empty_like = zeros_like
+
+
+def iota(dtype, size, dimension=0, shape=None):
+    """0, 1, ..., size-1 (lax.iota); with `shape`, counts along `dimension`."""
+    dt = canonical_dtype(dtype)
+    shape = _shape(shape) if shape is not None else (int(size),)
+    return shp.iota_p.bind(dtype=dt, shape=shape, dimension=dimension)
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """Static ranges only: an iota, scaled and shifted."""
+    for v in (start, stop, step):
+        if v is not None and (core.is_tracer(v) or isinstance(v, jax.Array)):
+            raise ShardcError("arange needs static Python numbers (its length decides the "
+                              "shape); pass them as static arguments")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if step == 0:
+        raise ShardcError("arange: step must not be zero")
+    n = max(int(np.ceil((stop - start) / step)), 0)
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+        dt = dtypes.default_int() if is_int else dtypes.default_float()
+    else:
+        dt = canonical_dtype(dtype)
+    out = shp.iota_p.bind(dtype=dt, shape=(n,), dimension=0)
+    if step != 1:
+        out = ew.mul_p.bind(out, Lit(core._scalar(step, dt), Aval((), dt, True)))
+    if start != 0:
+        out = ew.add_p.bind(out, Lit(core._scalar(start, dt), Aval((), dt, True)))
+    return out
+
+
+def eye(N, M=None, k=0, dtype=None):
+    M = N if M is None else M
+    dt = canonical_dtype(dtype) or dtypes.default_float()
+    it = dtypes.default_int()
+    rows = shp.iota_p.bind(dtype=it, shape=(N, M), dimension=0)
+    cols = shp.iota_p.bind(dtype=it, shape=(N, M), dimension=1)
+    if k:
+        rows = ew.add_p.bind(rows, Lit(int(k), Aval((), it, True)))
+    return convert(ew.eq_p.bind(rows, cols), dt)
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+def asarray(a, dtype=None, copy=None):
+    """An array: traced values stay traced; anything else becomes a jax.Array."""
+    dt = canonical_dtype(dtype)
+    if core.is_tracer(a) or isinstance(a, Lit):
+        return convert(a, dt) if dt is not None else a
+    if isinstance(a, (list, tuple)) and any(core.is_tracer(x) for x in _flat(a)):
+        from ._shapes import stack
+        out = stack([asarray(x) for x in a])
+        return convert(out, dt) if dt is not None else out
+    if isinstance(a, jax.Array):
+        return a if dt is None or a.dtype == dt else convert(a, dt)
+    arr = np.asarray(a, dtype=dtype)
+    if arr.dtype == object:
+        raise ShardcError("asarray: could not convert the input to an array")
+    arr = arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
+    if core.current_builder() is not None:
+        from ...ops.special import constant_p
+        return constant_p.bind(value=arr)
+    return jax.device_put(arr)
+
+
+array = asarray
+
+
+def _flat(xs):
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x

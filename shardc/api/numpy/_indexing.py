@@ -1,0 +1,175 @@
+"""x[...] on traced arrays: ints, slices, None, Ellipsis, and one integer-array index.
+
+Basic indexing becomes rev/slice/reshape; an integer array (or traced integer)
+becomes a gather, placed where NumPy places advanced-index dims.
+"""
+from __future__ import annotations
+
+import operator
+
+import jax
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError
+from ...ops import indexing as ix
+from ...ops import shape as shp
+from ._shapes import expand_dims, transpose
+from ._ufuncs import add, less, where
+from ._util import aval
+
+
+def _is_int(x):
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_array_index(x):
+    if core.is_tracer(x) or isinstance(x, (np.ndarray, jax.Array)):
+        return True
+    return isinstance(x, list)
+
+
+def _classify(x, idx):
+    return _classify_shape(aval(x).shape, idx)
+
+
+def _classify_shape(shape, idx):
+    """idx as a list of entries, one per dim of an array of `shape` (Ellipsis expanded,
+    missing trailing dims as full slices) plus the Nones; checked."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    out = []
+    for e in idx:
+        if e is None or e is Ellipsis or isinstance(e, slice) or _is_int(e):
+            out.append(e)
+        elif _is_array_index(e):
+            a = aval(e) if not isinstance(e, list) else aval(np.asarray(e))
+            if a.dtype == dtypes.bool_:
+                raise ShardcError(
+                    "boolean mask indexing gives a data-dependent shape, which a compiled "
+                    "program cannot have; use shardc.numpy.where(mask, x, 0) instead")
+            if not dtypes.is_int(a.dtype):
+                raise ShardcError(f"indices must be integers, got an array of {a.dtype}")
+            out.append(np.asarray(e) if isinstance(e, list) else e)
+        else:
+            raise ShardcError(f"unsupported index {e!r}: use ints, slices, None, ... or an "
+                              "integer array")
+    if sum(e is Ellipsis for e in out) > 1:
+        raise ShardcError("an index can only have a single ellipsis ('...')")
+    n = len(shape)
+    consumed = sum(1 for e in out if e is not None and e is not Ellipsis)
+    if consumed > n:
+        raise ShardcError(f"too many indices for array: array is {n}-dimensional, but "
+                          f"{consumed} were indexed")
+    if Ellipsis in [e if e is Ellipsis else None for e in out]:
+        k = [i for i, e in enumerate(out) if e is Ellipsis][0]
+        out = out[:k] + [slice(None)] * (n - consumed) + out[k + 1:]
+    else:
+        out = out + [slice(None)] * (n - consumed)
+    arrays = [i for i, e in enumerate(out) if e is not None and not isinstance(e, slice)
+              and not _is_int(e)]
+    if len(arrays) > 1:
+        raise ShardcError("shardc supports one integer-array index per indexing "
+                          "expression (e.g. x[idx] or x[:, idx]); index in steps instead")
+    return out
+
+
+def getitem(x, idx):
+    entries = _classify(x, idx)
+    shape = aval(x).shape
+    # 1. basic slicing of every consumed dim (array-indexed dims kept whole)
+    start, limit, stride, rev, squeeze = [], [], [], [], []
+    dim = 0
+    for e in entries:
+        if e is None:
+            continue
+        n = shape[dim]
+        if isinstance(e, slice):
+            s, t, st = e.indices(n)
+            if st < 0:      # reversed first: the same slice counted from the other end
+                rev.append(dim)
+                s, t, st = n - 1 - s, n - 1 - t, -st
+            # the limit as written, as jax's (XLA's partitioner mis-sizes a strided
+            # slice of a split dim whose limit was cut to the last element taken)
+            start.append(s)
+            limit.append(max(s, t))
+            stride.append(st)
+        elif _is_int(e):
+            i = operator.index(e)
+            if not -n <= i < n:
+                raise ShardcError(f"index {i} is out of bounds for axis {dim} with size {n}")
+            i %= n
+            start.append(i)
+            limit.append(i + 1)
+            stride.append(1)
+            squeeze.append(dim)
+        else:
+            start.append(0)
+            limit.append(n)
+            stride.append(1)
+        dim += 1
+    y = x
+    if rev:
+        y = shp.rev_p.bind(y, dimensions=tuple(rev))
+    if tuple(start) != (0,) * len(shape) or tuple(limit) != tuple(shape) or \
+            any(s != 1 for s in stride):
+        extra = {} if all(s == 1 for s in stride) else {"strides": tuple(stride)}
+        y = shp.slice_p.bind(y, start_indices=tuple(start), limit_indices=tuple(limit), **extra)
+    if squeeze:
+        ys = aval(y).shape
+        y = shp.reshape_p.bind(y, shape=tuple(n for d, n in enumerate(ys) if d not in squeeze))
+    # 2. the integer-array index, as a gather
+    adv = [k for k, e in enumerate(entries) if e is not None and not isinstance(e, slice)
+           and not _is_int(e)]
+    labels = []     # what each dim of y is: the entry index that made it
+    for k, e in enumerate(entries):
+        if isinstance(e, slice) or (k in adv):
+            labels.append(k)
+    if adv:
+        k = adv[0]
+        axis = labels.index(k)
+        y, nidx = _take(y, entries[k], axis)
+        labels = labels[:axis] + [k] * nidx + labels[axis + 1:]
+    # 3. NumPy's placement of advanced dims, then new axes for None
+    advanced = [k for k, e in enumerate(entries) if k in adv or _is_int(e)]
+    contiguous = not advanced or advanced == list(range(advanced[0], advanced[-1] + 1))
+    if adv and not contiguous:
+        front = [d for d, lab in enumerate(labels) if lab in adv]
+        rest = [d for d, lab in enumerate(labels) if lab not in adv]
+        y = transpose(y, front + rest)
+        labels = [labels[d] for d in front + rest]
+    nones = []
+    pos = len([lab for lab in labels if lab in adv]) if adv and not contiguous else 0
+    placed_adv = bool(adv and not contiguous)
+    for k, e in enumerate(entries):
+        if e is None:
+            nones.append(pos)
+            pos += 1
+        elif isinstance(e, slice):
+            pos += 1
+        elif k in adv and not placed_adv:
+            pos += labels.count(k)
+    if nones:
+        y = expand_dims(y, tuple(nones))
+    return y
+
+
+def _take(y, idx, axis):
+    """Gather whole slices of `y` at integer positions `idx` along `axis`."""
+    n = aval(y).shape[axis]
+    if isinstance(idx, np.ndarray):
+        idx = np.where(idx < 0, idx + n, idx).astype(dtypes.canonicalize(idx.dtype))
+    else:
+        idx = where(less(idx, 0), add(idx, n), idx)
+    ia = aval(idx)
+    idx = shp.broadcast_in_dim_p.bind(idx, shape=ia.shape + (1,),
+                                      broadcast_dimensions=tuple(range(ia.ndim)))
+    ys = aval(y).shape
+    out_rank = len(ys) - 1 + ia.ndim
+    offset_dims = tuple(d for d in range(out_rank) if not axis <= d < axis + ia.ndim)
+    slice_sizes = tuple(1 if d == axis else s for d, s in enumerate(ys))
+    out = ix.gather_p.bind(y, idx, offset_dims=offset_dims, collapsed_slice_dims=(axis,),
+                           start_index_map=(axis,), index_vector_dim=ia.ndim,
+                           slice_sizes=slice_sizes)
+    return out, ia.ndim

@@ -1,0 +1,241 @@
+"""Products of shardc.numpy: dot, matmul, tensordot, einsum, vdot, inner, outer."""
+from __future__ import annotations
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError
+from ...ir.program import Aval, Lit
+from ...ops import linalg
+from ...ops import reduce as red
+from ...ops.common import check_axis
+from ._shapes import expand_dims, reshape, squeeze, transpose
+from ._ufuncs import multiply
+from ._util import (aval, broadcast_to, canonical_dtype, check_arraylike, convert,
+    promote_dtypes, result_type)
+
+
+def _dot_general(a, b, contracting, batch, name):
+    a, b = promote_dtypes(a, b)
+    return linalg.dot_general_p.bind(a, b, contracting=contracting, batch=batch)
+
+
+def dot(a, b):
+    """jnp.dot: sum over the last axis of a and the second-to-last of b."""
+    check_arraylike("dot", a, b)
+    na, nb = aval(a).ndim, aval(b).ndim
+    if na == 0 or nb == 0:
+        return multiply(a, b)
+    contract = ((na - 1,), (0,)) if nb == 1 else ((na - 1,), (nb - 2,))
+    _check_contract("dot", a, b, contract)
+    return _dot_general(a, b, contract, ((), ()), "dot")
+
+
+def _check_contract(name, a, b, contract):
+    for x, y in zip(*contract):
+        if aval(a).shape[x] != aval(b).shape[y]:
+            raise ShardcError(f"{name}: shapes {aval(a).shape} and {aval(b).shape} are not "
+                              f"aligned: dim {x} ({aval(a).shape[x]}) != dim {y} "
+                              f"({aval(b).shape[y]})")
+
+
+def matmul(a, b):
+    """jnp.matmul: batch dims broadcast; size-1 batch dims are squeezed, as jax does."""
+    check_arraylike("matmul", a, b)
+    sa, sb = aval(a).shape, aval(b).shape
+    for i, s in enumerate((sa, sb)):
+        if len(s) < 1:
+            raise ShardcError(f"matmul input operand {i} must have ndim at least 1, "
+                              f"but it has ndim 0")
+    a_mat, b_mat = len(sa) > 1, len(sb) > 1
+    ka = sa[-1]
+    kb = sb[-2] if b_mat else sb[0]
+    if ka != kb:
+        raise ShardcError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim of "
+                          f"the first) != {kb} (second-to-last dim of the second)")
+    ab = sa[:-2] if a_mat else ()
+    bb = sb[:-2] if b_mat else ()
+    nbatch = max(len(ab), len(bb))
+    ab = (None,) * (nbatch - len(ab)) + tuple(ab)
+    bb = (None,) * (nbatch - len(bb)) + tuple(bb)
+    a_sq, b_sq, both_sq, a_batch, b_batch = [], [], [], [], []
+    idx_batch, idx_a, idx_b = [], [], []
+    for i, (x, y) in enumerate(zip(ab, bb)):
+        if x is None:
+            idx_b.append(i)
+        elif y is None:
+            idx_a.append(i)
+        elif x == 1 and y == 1:
+            a_sq.append(len(idx_batch) + len(idx_a) + len(a_sq))
+            b_sq.append(len(idx_batch) + len(idx_b) + len(b_sq))
+            both_sq.append(i)
+        elif x == 1:
+            idx_b.append(i)
+            a_sq.append(len(idx_batch) + len(idx_a) + len(a_sq))
+        elif y == 1:
+            idx_a.append(i)
+            b_sq.append(len(idx_batch) + len(idx_b) + len(b_sq))
+        elif x == y:
+            a_batch.append(len(idx_batch) + len(idx_a))
+            b_batch.append(len(idx_batch) + len(idx_b))
+            idx_batch.append(i)
+        else:
+            raise ShardcError(f"matmul: batch dims of {sa} and {sb} cannot be broadcast")
+    if a_mat:
+        idx_a.append(nbatch)
+    if b_mat:
+        idx_b.append(nbatch + a_mat)
+    order = idx_batch + idx_a + idx_b
+    perm = sorted(range(len(order)), key=lambda k: order[k])
+    a = squeeze(a, tuple(a_sq)) if a_sq else a
+    b = squeeze(b, tuple(b_sq)) if b_sq else b
+    na, nb = aval(a).ndim, aval(b).ndim
+    out = _dot_general(a, b, ((na - 1,), (nb - 1 - b_mat,)), (tuple(a_batch), tuple(b_batch)),
+                       "matmul")
+    out = transpose(out, perm)
+    if both_sq:
+        out = expand_dims(out, tuple(both_sq))
+    return out
+
+
+def vdot(a, b):
+    return dot(reshape(a, (-1,)), reshape(b, (-1,)))
+
+
+def inner(a, b):
+    na, nb = aval(a).ndim, aval(b).ndim
+    if na == 0 or nb == 0:
+        return multiply(a, b)
+    return tensordot(a, b, ((na - 1,), (nb - 1,)))
+
+
+def outer(a, b):
+    a, b = reshape(a, (-1,)), reshape(b, (-1,))
+    return multiply(expand_dims(a, 1), expand_dims(b, 0))
+
+
+def tensordot(a, b, axes=2):
+    check_arraylike("tensordot", a, b)
+    na, nb = aval(a).ndim, aval(b).ndim
+    if isinstance(axes, int):
+        if axes > min(na, nb) or axes < 0:
+            raise ShardcError(f"tensordot: axes={axes} is too large for ranks {na} and {nb}")
+        ca, cb = tuple(range(na - axes, na)), tuple(range(axes))
+    else:
+        ca, cb = axes
+        ca = (ca,) if isinstance(ca, int) else tuple(ca)
+        cb = (cb,) if isinstance(cb, int) else tuple(cb)
+        if len(ca) != len(cb):
+            raise ShardcError("tensordot: the two axes lists must have the same length")
+        ca = tuple(check_axis("tensordot", x, na) for x in ca)
+        cb = tuple(check_axis("tensordot", x, nb) for x in cb)
+    _check_contract("tensordot", a, b, (ca, cb))
+    return _dot_general(a, b, (ca, cb), ((), ()), "tensordot")
+
+
+# ---------------------------------------------------------------- einsum
+
+def _parse(subscripts, operands):
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        ins, out = s.split("->")
+    else:
+        ins, out = s, None
+    terms = ins.split(",")
+    if len(terms) != len(operands):
+        raise ShardcError(f"einsum: {len(terms)} operand subscripts for {len(operands)} "
+                          "operands")
+    # expand ellipses to unused capital letters
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in s]
+    ell_rank = 0
+    expanded = []
+    for t, x in zip(terms, operands):
+        n = aval(x).ndim
+        if "..." in t:
+            k = n - (len(t) - 3)
+            ell_rank = max(ell_rank, k)
+            t = t.replace("...", "".join(free[ell_rank - k:ell_rank]) if k else "")
+        if len(t) != n:
+            raise ShardcError(f"einsum: subscript {t!r} has {len(t)} indices but the "
+                              f"operand has rank {n}")
+        expanded.append(t)
+    ell = "".join(free[:ell_rank])
+    if out is None:
+        counts = {}
+        for t in expanded:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    return expanded, out
+
+
+def _sum_unused(x, term, keep, pref):
+    """Sum away indices of one operand that appear nowhere else, as jax's einsum: in the
+    einsum's dtype `pref` when the operand's is narrower (bf16 accumulates in f32
+    beside an f32 operand), with OR for bools (bools stay bools)."""
+    drop = tuple(d for d, c in enumerate(term) if c not in keep)
+    if drop:
+        if result_type(x, _strong(pref))[0] != aval(x).dtype:
+            x = convert(x, pref)
+        p = red.reduce_or_p if aval(x).dtype == dtypes.bool_ else red.reduce_sum_p
+        x = p.bind(x, axes=drop)
+        term = "".join(c for c in term if c in keep)
+    return x, term
+
+
+def _strong(dtype):
+    return Lit(core._scalar(0, dtype), Aval((), dtype, False))
+
+
+def _einsum_dot(x, y, contracting, batch, pref):
+    """dot_general of two operands in their common dtype, giving `pref` (jax's
+    preferred_element_type) where that is wider."""
+    x, y = promote_dtypes(x, y)
+    dt = aval(x).dtype
+    extra = {} if pref == dt else {"preferred_element_type": pref}
+    return linalg.dot_general_p.bind(x, y, contracting=contracting, batch=batch, **extra)
+
+
+def einsum(subscripts, *operands, optimize=None, precision=None,
+           preferred_element_type=None):
+    """Einstein summation by pairwise dot_generals, left to right, with jax's dtypes:
+    everything in the operands' result type (or `preferred_element_type`)."""
+    if not isinstance(subscripts, str):
+        raise ShardcError("einsum needs a subscripts string first")
+    check_arraylike("einsum", *operands)
+    terms, out = _parse(subscripts, operands)
+    for t in terms:
+        if len(set(t)) != len(t):
+            raise ShardcError(f"einsum: repeated index within one operand ({t!r}, a "
+                              "diagonal) is not supported")
+    sizes = {}
+    for t, x in zip(terms, operands):
+        for c, n in zip(t, aval(x).shape):
+            if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
+                raise ShardcError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+    if preferred_element_type is None:
+        pref, weak = result_type(*operands)
+    else:
+        pref, weak = canonical_dtype(preferred_element_type), False
+    xs = list(operands)
+    x, t = xs[0], terms[0]
+    for k in range(1, len(xs)):
+        y, u = xs[k], terms[k]
+        later = set(out) | {c for tt in terms[k + 1:] for c in tt}
+        x, t = _sum_unused(x, t, later | set(u), pref)
+        y, u = _sum_unused(y, u, later | set(t), pref)
+        batch = [c for c in t if c in u and c in later]
+        contract = [c for c in t if c in u and c not in later]
+        dims = lambda term, cs: tuple(term.index(c) for c in cs)  # noqa: E731
+        x = _einsum_dot(x, y, (dims(t, contract), dims(u, contract)),
+                        (dims(t, batch), dims(u, batch)), pref)
+        t = "".join(batch) + "".join(c for c in t if c not in batch and c not in contract) + \
+            "".join(c for c in u if c not in batch and c not in contract)
+    x, t = _sum_unused(x, t, set(out), pref)
+    if sorted(t) != sorted(out):
+        raise ShardcError(f"einsum: output subscript {out!r} names indices not in the inputs")
+    return convert(transpose(x, [t.index(c) for c in out]), pref, weak)
+
+
+_ = broadcast_to

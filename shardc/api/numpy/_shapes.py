@@ -1,0 +1,324 @@
+"""Shape manipulation of shardc.numpy: reshape, transpose, concatenate, split, pad, ..."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import dtypes
+from ...errors import ShardcError
+from ...ops import shape as shp
+from ...ops.common import check_axis, norm_axes
+from ._util import aval, broadcast_shapes, check_arraylike, convert, promote_dtypes
+from ._util import broadcast_to as _broadcast_to
+
+
+def _ints(name, xs):
+    try:
+        return tuple(int(operator_index(x)) for x in xs)
+    except TypeError:
+        raise ShardcError(f"{name}: sizes must be static Python ints, got {xs}") from None
+
+
+def operator_index(x):
+    return _index(x)
+
+
+_index = __import__("operator").index
+
+
+def reshape(a, shape=None, order="C", *, newshape=None):
+    check_arraylike("reshape", a)
+    shape = newshape if shape is None else shape
+    if order != "C":
+        raise ShardcError("reshape supports only order='C'")
+    if isinstance(shape, int) or type(shape) not in (tuple, list) and np.ndim(shape) == 0:
+        shape = (shape,)
+    shape = list(_ints("reshape", shape))
+    x = aval(a)
+    if shape.count(-1) > 1:
+        raise ShardcError("reshape: can only specify one unknown dimension (-1)")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or x.size % known:
+            raise ShardcError(f"cannot reshape an array of shape {x.shape} into shape "
+                              f"{tuple(shape)}")
+        shape[shape.index(-1)] = x.size // known
+    shape = tuple(shape)
+    if shape == x.shape:
+        return a
+    return shp.reshape_p.bind(a, shape=shape)
+
+
+def ravel(a, order="C"):
+    return reshape(a, (-1,), order)
+
+
+def transpose(a, axes=None):
+    check_arraylike("transpose", a)
+    n = aval(a).ndim
+    if axes is None:
+        perm = tuple(range(n))[::-1]
+    else:
+        perm = tuple(check_axis("transpose", ax, n) for ax in axes)
+        if sorted(perm) != list(range(n)):
+            raise ShardcError(f"transpose: axes {tuple(axes)} are not a permutation of "
+                              f"the {n} axes")
+    if perm == tuple(range(n)):
+        return a
+    return shp.transpose_p.bind(a, permutation=perm)
+
+
+def permute_dims(a, axes=None):
+    return transpose(a, axes)
+
+
+def swapaxes(a, axis1, axis2):
+    n = aval(a).ndim
+    perm = list(range(n))
+    i, j = check_axis("swapaxes", axis1, n), check_axis("swapaxes", axis2, n)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(a, perm)
+
+
+def moveaxis(a, source, destination):
+    n = aval(a).ndim
+    src = norm_axes("moveaxis", source, n)
+    dst = norm_axes("moveaxis", destination, n)
+    if len(src) != len(dst):
+        raise ShardcError("moveaxis: source and destination need the same number of axes")
+    order = [d for d in range(n) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(a, order)
+
+
+def expand_dims(a, axis):
+    """Insert size-1 axes (a broadcast_in_dim, as lax.expand_dims)."""
+    check_arraylike("expand_dims", a)
+    x = aval(a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    n = x.ndim + len(axes)
+    axes = sorted(check_axis("expand_dims", ax, n) for ax in axes)
+    if len(set(axes)) != len(axes):
+        raise ShardcError(f"expand_dims: repeated axis in {axis}")
+    shape, it = [], iter(x.shape)
+    for d in range(n):
+        shape.append(1 if d in axes else next(it))
+    kept = tuple(d for d in range(n) if d not in axes)
+    return shp.broadcast_in_dim_p.bind(a, shape=tuple(shape), broadcast_dimensions=kept)
+
+
+def squeeze(a, axis=None):
+    check_arraylike("squeeze", a)
+    x = aval(a)
+    if axis is None:
+        axes = tuple(d for d, n in enumerate(x.shape) if n == 1)
+    else:
+        axes = norm_axes("squeeze", axis, x.ndim)
+        for d in axes:
+            if x.shape[d] != 1:
+                raise ShardcError(f"cannot select an axis to squeeze out which has size not "
+                                  f"equal to one (axis {d} of shape {x.shape})")
+    if not axes:
+        return a
+    return shp.reshape_p.bind(a, shape=tuple(n for d, n in enumerate(x.shape) if d not in axes))
+
+
+def broadcast_to(array, shape):
+    check_arraylike("broadcast_to", array)
+    if isinstance(shape, int):
+        shape = (shape,)
+    return _broadcast_to(array, _ints("broadcast_to", shape))
+
+
+def broadcast_arrays(*args):
+    shape = broadcast_shapes("broadcast_arrays", *(aval(a).shape for a in args))
+    return [_broadcast_to(a, shape) for a in args]
+
+
+def concatenate(arrays, axis=0, dtype=None):
+    arrays = list(arrays)
+    if not arrays:
+        raise ShardcError("need at least one array to concatenate")
+    check_arraylike("concatenate", *arrays)
+    if axis is None:
+        arrays = [ravel(a) for a in arrays]
+        axis = 0
+    arrays = promote_dtypes(*arrays)
+    if dtype is not None:
+        from ._util import canonical_dtype
+        arrays = [convert(a, canonical_dtype(dtype)) for a in arrays]
+    n = aval(arrays[0]).ndim
+    if n == 0:
+        raise ShardcError("zero-dimensional arrays cannot be concatenated")
+    ax = check_axis("concatenate", axis, n)
+    if len(arrays) == 1:
+        return arrays[0]
+    return shp.concatenate_p.bind(*arrays, dimension=ax)
+
+
+def stack(arrays, axis=0, dtype=None):
+    arrays = list(arrays)
+    if not arrays:
+        raise ShardcError("need at least one array to stack")
+    shapes = {aval(a).shape for a in arrays}
+    if len(shapes) > 1:
+        raise ShardcError(f"all input arrays must have the same shape, got {sorted(shapes)}")
+    n = aval(arrays[0]).ndim + 1
+    ax = check_axis("stack", axis, n)
+    return concatenate([expand_dims(a, ax) for a in arrays], ax, dtype)
+
+
+def vstack(tup):
+    return concatenate([a if aval(a).ndim >= 2 else reshape(a, (1, -1)) for a in tup], 0)
+
+
+def hstack(tup):
+    arrays = list(tup)
+    return concatenate(arrays, 0 if aval(arrays[0]).ndim == 1 else 1)
+
+
+def split(ary, indices_or_sections, axis=0):
+    """Split into pieces along `axis` (static sections or indices), with slices."""
+    check_arraylike("split", ary)
+    x = aval(ary)
+    ax = check_axis("split", axis, x.ndim)
+    n = x.shape[ax]
+    if isinstance(indices_or_sections, int):
+        if indices_or_sections <= 0 or n % indices_or_sections:
+            raise ShardcError(f"array split does not result in an equal division: axis of "
+                              f"size {n} into {indices_or_sections} sections")
+        step = n // indices_or_sections
+        cuts = [step * i for i in range(1, indices_or_sections)]
+    else:
+        cuts = list(_ints("split", indices_or_sections))
+    bounds = [0] + cuts + [n]
+    sizes = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
+    if any(k < 0 for k in sizes):
+        raise ShardcError(f"split: the indices {cuts} give negative piece sizes {sizes} for an "
+                          f"axis of size {n}; give increasing indices between 0 and {n} (as "
+                          "jax.numpy, negative indices are not counted from the end)")
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        start = [0] * x.ndim
+        limit = list(x.shape)
+        start[ax], limit[ax] = lo, hi
+        out.append(shp.slice_p.bind(ary, start_indices=tuple(start), limit_indices=tuple(limit)))
+    return out
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    x = aval(ary)
+    n = x.shape[check_axis("array_split", axis, x.ndim)]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        cuts = list(np.cumsum(sizes)[:-1])
+        return split(ary, [int(c) for c in cuts], axis)
+    return split(ary, indices_or_sections, axis)
+
+
+def pad(array, pad_width, mode="constant", constant_values=0):
+    """Pad with a constant (lax.pad), or by repeating edges, reflecting or wrapping."""
+    check_arraylike("pad", array)
+    x = aval(array)
+    widths = _pad_widths(pad_width, x.ndim)
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise ShardcError("pad: negative pad widths are not allowed")
+    if mode == "constant":
+        if np.ndim(constant_values) != 0:
+            raise ShardcError("pad: only a scalar constant_values is supported")
+        value = constant_values.item() if hasattr(constant_values, "item") else constant_values
+        pv = convert(value, x.dtype, x.weak)      # as jnp.pad: the array's weak type
+        return shp.pad_p.bind(array, pv, padding_config=tuple((lo, hi, 0) for lo, hi in widths))
+    if mode not in ("edge", "wrap", "reflect", "symmetric"):
+        raise ShardcError(f"pad: mode {mode!r} is not supported; use constant, edge, wrap, "
+                          "reflect or symmetric")
+    out = array
+    for d, (lo, hi) in enumerate(widths):
+        out = _pad_axis(out, d, lo, hi, mode)
+    return out
+
+
+def _pad_widths(pad_width, nd):
+    """Per-axis (before, after) from the shapes jnp.pad accepts: (nd, 2), (1, 2), (2,),
+    (1,) or ()."""
+    w = np.asarray(pad_width)
+    if w.dtype.kind not in "iu":
+        raise ShardcError(f"pad: pad_width must be static integers, got {pad_width!r}")
+    if w.shape == (nd, 2):
+        return w.tolist()
+    if w.shape in ((1, 2), (2,)):
+        return [w.reshape(2).tolist()] * nd
+    if w.shape in ((1,), ()):
+        return [[int(w.reshape(())), int(w.reshape(()))]] * nd
+    raise ShardcError(f"pad: pad_width of shape {w.shape} is not supported for an array of "
+                      f"rank {nd}; give ({nd}, 2), (1, 2), (2,), (1,) or () values")
+
+
+def _take_slice(a, d, lo, hi):
+    x = aval(a)
+    start, limit = [0] * x.ndim, list(x.shape)
+    start[d], limit[d] = lo, hi
+    return shp.slice_p.bind(a, start_indices=tuple(start), limit_indices=tuple(limit))
+
+
+def _flip_axis(a, d):
+    return shp.rev_p.bind(a, dimensions=(d,))
+
+
+def _pad_axis(a, d, lo, hi, mode):
+    n = aval(a).shape[d]
+    if lo == hi == 0:
+        return a
+    if n == 0:
+        raise ShardcError(f"pad: cannot pad an empty axis in mode {mode!r}")
+    parts = []
+
+    def piece(k, left):
+        if mode == "edge":
+            edge = _take_slice(a, d, 0, 1) if left else _take_slice(a, d, n - 1, n)
+            shape = list(aval(a).shape)
+            shape[d] = k
+            return _broadcast_to(edge, tuple(shape))
+        if mode == "wrap":
+            pieces = []
+            while k > 0:
+                m = min(k, n)
+                pieces.append(_take_slice(a, d, n - m, n) if left else _take_slice(a, d, 0, m))
+                k -= m
+            return concatenate(pieces[::-1] if left else pieces, d)
+        offset = 1 if mode == "reflect" else 0
+        if k > n - offset:
+            raise ShardcError(f"pad: a {mode} pad of {k} needs an axis longer than {k}; "
+                              f"this axis has size {n}")
+        src = _take_slice(a, d, offset, offset + k) if left else \
+            _take_slice(a, d, n - offset - k, n - offset)
+        return _flip_axis(src, d)
+    if lo:
+        parts.append(piece(lo, True))
+    parts.append(a)
+    if hi:
+        parts.append(piece(hi, False))
+    return concatenate(parts, d)
+
+
+def flip(m, axis=None):
+    check_arraylike("flip", m)
+    axes = norm_axes("flip", axis, aval(m).ndim)
+    if not axes:
+        return m
+    return shp.rev_p.bind(m, dimensions=tuple(sorted(axes)))
+
+
+def atleast_1d(x):
+    return x if aval(x).ndim >= 1 else reshape(x, (1,))
+
+
+def atleast_2d(x):
+    n = aval(x).ndim
+    return x if n >= 2 else reshape(x, (1,) * (2 - n) + aval(x).shape)
+
+
+_ = dtypes

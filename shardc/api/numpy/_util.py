@@ -1,0 +1,193 @@
+"""Argument handling shared by shardc.numpy: dtype promotion and NumPy broadcasting."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ...errors import ShardcError, ShardcTypeError
+from ...ir.program import Aval, Lit
+from ...ops import elementwise as ew
+from ...ops import shape as shp
+
+_PY_SCALARS = (bool, int, float)
+
+
+def is_py_scalar(x) -> bool:
+    return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
+
+
+_Tracer = core.Tracer
+
+
+def aval(x) -> Aval:
+    """x's abstract value; a Python bool is strongly typed (jax has no weak bool)."""
+    if type(x) is _Tracer:       # the common case while tracing
+        return x.value.aval
+    if isinstance(x, Lit):
+        return x.aval
+    if isinstance(x, bool):
+        return Aval((), dtypes.bool_, False)
+    return core.aval_of(x)
+
+
+def shape(x):
+    return aval(x).shape
+
+
+def ndim(x):
+    return len(aval(x).shape)
+
+
+def check_arraylike(name, *xs):
+    for x in xs:
+        if type(x) is _Tracer:
+            continue
+        if isinstance(x, (list, tuple)):
+            raise ShardcTypeError(f"{name} requires array arguments; got a "
+                                  f"{type(x).__name__}. Use shardc.numpy.asarray(...) first")
+        if isinstance(x, str) or x is None:
+            raise ShardcTypeError(f"{name} requires array arguments; got {x!r}")
+
+
+def convert(x, dtype, weak=False):
+    """x as `dtype` (a no-op if it already is)."""
+    a = aval(x)
+    if a.dtype == dtype and a.weak == weak:
+        return x
+    if isinstance(x, Lit) or is_py_scalar(x):
+        v = x.value if isinstance(x, Lit) else x
+        return Lit(core._scalar(v, dtype), Aval((), dtype, weak))
+    if a.dtype == dtype and not core.is_tracer(x) and not weak:
+        return x
+    return ew.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
+
+
+def as_lit(x):
+    """Python scalars become typed literals (weak, as JAX types them)."""
+    if is_py_scalar(x):
+        a = aval(x)
+        return Lit(core._scalar(x, a.dtype), a)
+    return x
+
+
+def result_type(*xs):
+    return dtypes.promote(*[(a.dtype, a.weak) for a in map(aval, xs)])
+
+
+def const_like(x, value):
+    """A strongly typed scalar of x's dtype (jnp's _constant_like)."""
+    dt = aval(x).dtype
+    return Lit(core._scalar(value, dt), Aval((), dt, False))
+
+
+def lax_const(x, value):
+    """lax._const: weak if x is a weakly typed scalar, else strongly typed."""
+    a = aval(x)
+    return Lit(core._scalar(value, a.dtype), Aval((), a.dtype, a.weak and a.ndim == 0))
+
+
+def zero_scalar(x):
+    """lax._zero: a rank-0 zero of x's dtype and weak type."""
+    a = aval(x)
+    return Lit(core._scalar(0, a.dtype), Aval((), a.dtype, a.weak))
+
+
+def promote_dtypes(*xs):
+    """Convert all arguments to their common (JAX-promoted) dtype."""
+    if len(xs) == 1:
+        return [as_lit(xs[0])]
+    if all(type(x) is _Tracer for x in xs):     # traced values already alike: as they are
+        a = xs[0].value.aval
+        # (weak bools are the exception: jax's result of several is a strong bool)
+        if all(x.value.aval.dtype == a.dtype and x.value.aval.weak == a.weak for x in xs) \
+                and not (a.weak and a.dtype == dtypes.bool_):
+            return list(xs)
+    dt, weak = result_type(*xs)
+    return [convert(as_lit(x), dt, weak) for x in xs]
+
+
+def promote_dtypes_inexact(*xs):
+    """As promote_dtypes, but integers and bools become the default float."""
+    dt, weak = result_type(*xs)
+    if not dtypes.is_float(dt):
+        dt = dtypes.default_float()
+    return [convert(as_lit(x), dt, weak) for x in xs]
+
+
+def promote_dtypes_numeric(*xs):
+    dt, weak = result_type(*xs)
+    if dt == dtypes.bool_:
+        dt, weak = dtypes.default_int(), weak
+    return [convert(as_lit(x), dt, weak) for x in xs]
+
+
+def broadcast_shapes(name, *shapes):
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise ShardcError(f"{name}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+                              "cannot be broadcast together")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def broadcast_to(x, target):
+    """x broadcast (NumPy rules) to `target` with one broadcast_in_dim."""
+    s = shape(x)
+    target = tuple(target)
+    if s == target:
+        return x
+    if len(s) > len(target):
+        raise ShardcError(f"cannot broadcast shape {s} to {target}")
+    lead = len(target) - len(s)
+    for i, n in enumerate(s):
+        if n not in (1, target[lead + i]):
+            raise ShardcError(f"cannot broadcast shape {s} to {target}")
+    if isinstance(x, Lit) or is_py_scalar(x):
+        x = as_lit(x)
+    return shp.broadcast_in_dim_p.bind(x, shape=target,
+                                       broadcast_dimensions=tuple(range(lead, len(target))))
+
+
+def promote_shapes(name, *xs):
+    """Broadcast non-scalar arguments to one shape; rank-0 ones stay scalars (as jnp)."""
+    shapes = [aval(x).shape for x in xs]
+    nonscalar = [s for s in shapes if s]
+    if not nonscalar or all(s == nonscalar[0] for s in nonscalar):
+        return list(xs)
+    target = broadcast_shapes(name, *shapes)
+    return [x if not s else broadcast_to(x, target) for x, s in zip(xs, shapes)]
+
+
+def promote_args(name, *xs):
+    check_arraylike(name, *xs)
+    return promote_shapes(name, *promote_dtypes(*xs))
+
+
+def promote_args_inexact(name, *xs):
+    check_arraylike(name, *xs)
+    return promote_shapes(name, *promote_dtypes_inexact(*xs))
+
+
+def promote_args_numeric(name, *xs):
+    check_arraylike(name, *xs)
+    return promote_shapes(name, *promote_dtypes_numeric(*xs))
+
+
+def canonical_dtype(dtype):
+    if dtype is None:
+        return None
+    if dtype is float:
+        return dtypes.default_float()
+    if dtype is int:
+        return dtypes.default_int()
+    if dtype is bool:
+        return dtypes.bool_
+    try:
+        return dtypes.canonicalize(np.dtype(dtype))
+    except TypeError as e:
+        raise ShardcError(str(e)) from None

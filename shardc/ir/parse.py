@@ -1,0 +1,325 @@
+"""Parser for the IR text that ir.print_program writes; they round-trip."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import dtypes
+from .primitive import PRIMITIVES
+from ..errors import UNKNOWN, Loc, ShardcError
+from .program import Aval, Lit, Op, Program, Value
+from .sharding import MeshShape, parse_sharding
+
+_TYPE = r"~?[a-z]+\d*\[[\d,]*\]"
+_TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
+_LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
+
+
+class ParseError(ShardcError):
+    pass
+
+
+def _err(msg, lineno, col=1):
+    """A ParseError at IR line `lineno`, column `col` (1-based): 'line 3:5: ...'."""
+    e = ParseError(f"line {lineno}:{col}: {msg}", UNKNOWN)
+    e.line, e.col = lineno, col
+    return e
+
+
+def _col(raw, token):
+    """The 1-based column of `token` in the line `raw` (of its text if not found)."""
+    i = raw.find(token) if token else -1
+    return i + 1 if i >= 0 else len(raw) - len(raw.lstrip()) + 1
+
+
+def _malformed(e, lineno, raw):
+    """A ParseError for an exception from a malformed line (a bad number, a missing
+    ':' or '='...), at that line: never a bare KeyError or ValueError."""
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+    return _err(f"malformed line {raw.strip()!r}: {msg}", lineno, _col(raw, None))
+
+
+def parse_type(text: str) -> Aval:
+    text = text.strip()
+    weak = text.startswith("~")
+    text = text.lstrip("~")
+    name, sep, dims = text.partition("[")
+    if not sep or not text.endswith("]"):
+        raise ValueError(f"bad type {text!r}: expected e.g. f32[4,8]")
+    shape = tuple(int(d) for d in dims[:-1].split(",") if d)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"bad type {text!r}: negative dimension")
+    try:
+        dtype = dtypes.from_short_name(name)
+    except KeyError:
+        raise ValueError(f"unknown element type {name!r} in {text!r}") from None
+    return Aval(shape, dtype, weak)
+
+
+def _split_top(s: str, sep=","):
+    """Split on `sep` outside brackets/quotes."""
+    out, depth, cur, quote = [], 0, [], None
+    for ch in s:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _match(s: str, i: int) -> int:
+    """Index just past the bracket group opening at s[i]."""
+    depth, quote = 0, None
+    for j in range(i, len(s)):
+        ch = s[j]
+        if quote:
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    raise ValueError(f"unbalanced brackets in {s!r} (is the text cut short?)")
+
+
+def _typed_decl(text):
+    """'%x: f32[2] [{a}]' -> (name, aval, sharding|None)"""
+    name, rest = text.split(":", 1)
+    m = _TYPE_RE.match(rest.strip())
+    if not m:
+        raise ValueError(f"bad type {rest.strip()!r}")
+    sh = m.group(2)
+    if sh and _match(sh, 0) != len(sh):
+        raise ValueError(f"unbalanced brackets in {sh!r}")
+    sh = parse_sharding(sh) if sh else None
+    return name.strip()[1:], parse_type(m.group(1)), sh
+
+
+def parse_value(s: str):
+    """A printed parameter value (see ir.fmt_param)."""
+    s = s.strip()
+    if s.startswith("(") and s.endswith(")"):
+        return tuple(parse_value(x) for x in _split_top(s[1:-1]))
+    if s.startswith("["):
+        return parse_sharding(s)
+    if s.startswith("array("):
+        ty, body = _split_top(s[len("array("):-1])
+        aval = parse_type(ty)
+        if body.startswith("0x"):
+            return np.frombuffer(bytes.fromhex(body[2:]), aval.dtype).reshape(aval.shape).copy()
+        vals = [parse_value(x) for x in _split_top(body[1:-1])]
+        return np.array(vals, dtype=aval.dtype).reshape(aval.shape)
+    if s.startswith("<") and s.endswith(">"):
+        if s == "<callback>":
+            return None
+        return MeshShape(tuple((k.strip(), int(v)) for k, v in
+                               (x.split("=") for x in _split_top(s[1:-1]))))
+    if s[0] in "'\"":
+        return s[1:-1]
+    words = {"True": True, "False": False, "None": None, "true": True, "false": False,
+             "inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+    if s in words:
+        return words[s]
+    try:
+        return dtypes.from_short_name(s)
+    except KeyError:
+        pass
+    try:
+        return int(s)
+    except ValueError:
+        return float(s)
+
+
+def _parse_params(s: str) -> dict:
+    out = {}
+    for item in _split_top(s):
+        k, v = item.split("=", 1)
+        out[k.strip()] = parse_value(v)
+    return out
+
+
+def _operand(text, env, lineno, raw=""):
+    text = text.strip()
+    if text.startswith("%"):
+        if text[1:] not in env:
+            raise _err(f"use of undefined value {text}", lineno, _col(raw, text))
+        return env[text[1:]]
+    val, ty = text.rsplit(":", 1)
+    aval = parse_type(ty + ("[]" if not ty.endswith("]") else ""))
+    v = parse_value(val)
+    return Lit(dtypes_cast(v, aval.dtype), aval)
+
+
+def dtypes_cast(v, dtype):
+    if dtype == dtypes.bool_:
+        return bool(v)
+    return int(v) if dtypes.is_int(dtype) else float(v)
+
+
+def parse_program(text: str) -> Program:
+    """Parse IR text into a Program (shardings and locations included). Any mistake in
+    the text is a ParseError naming its line and column. The IR line of each op is in
+    `program.meta["ir_lines"]` (op -> line), for errors found later (the verifier's)."""
+    lines = [(i + 1, ln.split("//")[0].rstrip()) for i, ln in enumerate(text.splitlines())]
+    lines = [(n, ln) for n, ln in lines if ln.strip()]
+    cur = [lines[0] if lines else (1, "")]      # the line being parsed, for errors
+    try:
+        return _parse_program(lines, cur)
+    except ParseError:
+        raise
+    except ShardcError as e:     # a bad sharding, say
+        raise _err(e.message, cur[0][0], _col(cur[0][1], None)) from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise _malformed(e, *cur[0]) from None
+
+
+def _parse_program(lines, cur) -> Program:
+    mesh = None
+    pos = 0
+    if lines and lines[0][1].startswith("mesh "):
+        body = lines[0][1][len("mesh "):].strip()
+        mesh = parse_value(body)
+        if not isinstance(mesh, MeshShape):
+            raise _err("expected a mesh like 'mesh <x=2, y=4>'", lines[0][0])
+        if any(n < 1 for _, n in mesh.axes) or len(set(mesh.names)) != len(mesh.names):
+            raise _err(f"bad mesh {mesh}: axis sizes must be positive, names distinct",
+                       lines[0][0], _col(lines[0][1], "<"))
+        pos = 1
+    if pos >= len(lines):
+        raise _err("expected 'func @name(...) -> (...) {'", lines[-1][0] if lines else 1)
+    lineno, head = cur[0] = lines[pos]
+    m = re.match(r"^func @([\w.]+)\((.*)\) -> \((.*)\) \{$", head.strip())
+    if not m:
+        raise _err("expected 'func @name(...) -> (...) {'", lineno, _col(head, None))
+    prog = Program(m.group(1), mesh=mesh)
+    prog.meta["ir_lines"] = {}
+    env: dict[str, Value] = {}
+    for decl in _split_top(m.group(2)):
+        name, aval, sh = _typed_decl(decl)
+        _define(env, name, lineno, head)
+        v = Value(aval, sh, name=name)
+        env[name] = v
+        prog.inputs.append(v)
+    out_decls = _split_top(m.group(3))
+    pos = _parse_body(prog, lines, pos + 1, env, cur, prog.meta["ir_lines"])
+    if pos != len(lines):
+        raise _err("text after the end of the function", lines[pos][0])
+    cur[0] = (lineno, head)
+    prog.out_shardings = []
+    for d in out_decls:
+        mm = _TYPE_RE.match(d)
+        if not mm:
+            raise _err(f"bad result type {d!r}", lineno, _col(head, d))
+        parse_type(mm.group(1))
+        _, _, sh = _typed_decl(f"%r: {d}")
+        prog.out_shardings.append(sh)
+    if len(prog.out_shardings) != len(prog.outputs):
+        raise _err(f"the function declares {len(prog.out_shardings)} results but returns "
+                   f"{len(prog.outputs)}", lineno, _col(head, "->"))
+    return prog
+
+
+def _define(env, name, lineno, raw):
+    if name in env:
+        raise _err(f"value %{name} defined twice (each value is assigned once)", lineno,
+                   _col(raw, f"%{name}"))
+
+
+def _parse_body(prog, lines, pos, env, cur, ir_lines):
+    """Parse ops until the closing '}' of this block; returns the position after it."""
+    while pos < len(lines):
+        lineno, raw = cur[0] = lines[pos]
+        line = raw.strip()
+        pos += 1
+        if line == "}":
+            return pos
+        if line.startswith("^("):
+            return pos - 1   # next region of the enclosing op
+        if line.startswith("return"):
+            names = line[len("return"):].strip()
+            prog.outputs = [_operand(x, env, lineno, raw) for x in _split_top(names)] \
+                if names else []
+            continue
+        pos = _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines)
+    raise _err("missing '}' (is the text cut short?)", lines[-1][0] if lines else 1,
+               len(lines[-1][1]) + 1 if lines else 1)
+
+
+def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines):
+    raw = lines[pos - 1][1]
+    opens_region = line.endswith("{") and not line.endswith("{}")
+    if opens_region:
+        line = line[:-1].rstrip()
+    results = []
+    if line.startswith("%"):
+        lhs, eq, line = line.partition(" = ")
+        if not eq:
+            raise _err("expected '%name: type = op(...)'", lineno, _col(raw, None))
+        results = [_typed_decl(d) for d in _split_top(lhs)]
+        for name, _, _ in results:
+            _define(env, name, lineno, raw)
+    loc = UNKNOWN
+    lm = _LOC_RE.search(line)
+    if lm:
+        loc = Loc(lm.group(1), int(lm.group(2)))
+        line = line[:lm.start()]
+    paren = line.find("(")
+    if paren < 0:
+        raise _err("expected an op like 'exp(%a)'", lineno, _col(raw, line.strip()))
+    prim_name = line[:paren].strip()
+    if prim_name not in PRIMITIVES:
+        raise _err(f"unknown op {prim_name!r}", lineno, _col(raw, prim_name))
+    end = _match(line, paren)
+    operands = [_operand(x, env, lineno, raw) for x in _split_top(line[paren + 1:end - 1])]
+    rest = line[end:].strip()
+    params = _parse_params(rest[1:-1]) if rest.startswith("{") else {}
+    outs = [Value(aval, sh) for _, aval, sh in results]
+    regions = []
+    while opens_region:
+        if pos >= len(lines):
+            raise _err(f"missing '}}' closing the op {prim_name} (is the text cut short?)",
+                       lineno, _col(raw, prim_name))
+        lineno2, rline = cur[0] = lines[pos]
+        rline = rline.strip()
+        if rline == "}":
+            pos += 1
+            break
+        if not rline.startswith("^("):
+            raise _err("expected a region '^(...):'", lineno2)
+        region = Program(f"{prim_name}_region")
+        for decl in _split_top(rline[2:rline.rindex(")")]):
+            name, aval, sh = _typed_decl(decl)
+            _define(env, name, lineno2, rline)
+            v = Value(aval, sh, name=name)
+            env[name] = v
+            region.inputs.append(v)
+        pos = _parse_body(region, lines, pos + 1, env, cur, ir_lines)
+        regions.append(region)
+        if pos < len(lines) and lines[pos - 1][1].strip() == "}":
+            break
+    op = Op(PRIMITIVES[prim_name], operands, outs, params, loc, regions)
+    prog.ops.append(op)
+    ir_lines[op] = lineno
+    for (name, _, _), v in zip(results, outs):
+        env[name] = v
+    return pos

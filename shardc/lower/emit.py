@@ -1,0 +1,447 @@
+"""Lowering: a propagated Program -> StableHLO text with Shardy (`sdy`) shardings.
+
+Ops are written in MLIR's generic form, one line each, straight from strings: no
+MLIR objects are built, which keeps lowering fast. Every function argument, op
+result and function result carries a closed `sdy.sharding`; `runtime.pretty()`
+gives the pretty-printed, verified form for people.
+
+Each primitive's `lower(ctx, *operands, **params)` returns its result names; it
+emits ops with `ctx.op(...)`, which attaches the op's decided shardings.
+"""
+from __future__ import annotations
+
+import operator
+import re
+
+import numpy as np
+
+from ..ir import dtypes
+from ..errors import ShardcError
+from ..ir.program import Aval, Lit, Program
+from ..ir.sharding import Sharding
+
+MESH = "@mesh"
+
+
+_TYPES: dict = {}
+
+
+def tensor_type(aval: Aval) -> str:
+    t = _TYPES.get(aval)
+    if t is None:
+        dims = "".join(f"{d}x" for d in aval.shape)
+        t = f"tensor<{dims}{dtypes.mlir_name(aval.dtype)}>"
+        if len(_TYPES) < 4096:
+            _TYPES[aval] = t
+    return t
+
+
+def dim_text(d, open_=False) -> str:
+    items = [f'"{a}"' if type(a) is str else f'"{a.name}":({a.pre}){a.size}' for a in d]
+    if open_:
+        items.append("?")
+    return "{" + ", ".join(items) + "}"
+
+
+def sharding_body(sh: Sharding) -> str:
+    opens = sh.open or (False,) * sh.rank
+    return f"{MESH}, [" + ", ".join(dim_text(d, o) for d, o in zip(sh.dims, opens)) + "]"
+
+
+def sharding_attr(sh: Sharding) -> str:
+    return f"#sdy.sharding<{sharding_body(sh)}>"
+
+
+_PER_VALUE: dict = {}
+
+
+def sharding_per_value(shs) -> str:
+    key = tuple(shs)
+    t = _PER_VALUE.get(key)
+    if t is None:
+        t = "#sdy.sharding_per_value<[" + ", ".join(f"<{sharding_body(s)}>" for s in shs) + "]>"
+        if len(_PER_VALUE) < 4096:
+            _PER_VALUE[key] = t
+    return t
+
+
+_LOCS: dict = {}
+
+
+def _loc(op_name, loc) -> str:
+    if loc is None or not loc.line:
+        return ""
+    key = (op_name, loc)
+    t = _LOCS.get(key)
+    if t is None:
+        f = loc.file.replace("\\", "\\\\").replace('"', '\\"')
+        t = f' loc("{op_name}"("{f}":{loc.line}:0))'
+        if len(_LOCS) < 4096:
+            _LOCS[key] = t
+    return t
+
+
+_DENSE: dict = {}
+
+
+def dense(value, aval: Aval) -> str:
+    """A typed `dense<...>` literal; floats as exact bit patterns."""
+    tv = type(value)
+    if tv is int or tv is bool or tv is float and value == value:   # scalars: memoized
+        key = (tv, value.hex() if tv is float else value, aval)    # (-0.0 is not 0.0)
+        t = _DENSE.get(key)
+        if t is None:
+            t = f"{_dense(value, aval)} : {tensor_type(aval)}"
+            if len(_DENSE) < 4096:
+                _DENSE[key] = t
+        return t
+    return f"{_dense(value, aval)} : {tensor_type(aval)}"
+
+
+def _dense(value, aval: Aval) -> str:
+    arr = np.asarray(value, dtype=aval.dtype)
+    if arr.dtype == dtypes.bool_:
+        if arr.ndim == 0 or (arr == arr.flat[0]).all():
+            return f"dense<{'true' if arr.flat[0] else 'false'}>"
+        return 'dense<"0x' + arr.astype(np.uint8).tobytes().hex().upper() + '">'
+    if arr.size and (arr == arr.flat[0]).all() and not (dtypes.is_float(arr.dtype)
+                                                       and np.isnan(arr).any()):
+        x = arr.flat[0]
+        if dtypes.is_int(arr.dtype):
+            return f"dense<{int(x)}>"
+        bits = arr.flat[0:1].view(np.dtype(f"u{arr.itemsize}"))[0]
+        return f"dense<0x{int(bits):0{2 * arr.itemsize}X}>"
+    if dtypes.is_float(arr.dtype) and arr.size and np.isnan(arr).all():
+        bits = arr.flat[0:1].view(np.dtype(f"u{arr.itemsize}"))[0]
+        return f"dense<0x{int(bits):0{2 * arr.itemsize}X}>"
+    return 'dense<"0x' + np.ascontiguousarray(arr).tobytes().hex().upper() + '">'
+
+
+class LowerCtx:
+    """What a lowering rule sees: its op's types and shardings, and an emitter."""
+    __slots__ = ("lowering", "ir_op", "in_avals", "out_avals", "out_shardings", "in_shardings",
+                 "mesh", "lines", "indent")
+
+    def __init__(self, lowering, op, lines, indent):
+        self.lowering = lowering
+        self.ir_op = op
+        self.in_avals = [v.aval for v in op.inputs]
+        self.out_avals = [v.aval for v in op.outputs]
+        self.in_shardings = [v.sharding for v in op.inputs]
+        self.out_shardings = [v.sharding for v in op.outputs]
+        self.mesh = lowering.program.mesh
+        self.lines = lines
+        self.indent = indent
+
+    def fresh(self) -> str:
+        return self.lowering.fresh()
+
+    def op(self, name, operands, in_types, out_types, props=None, sharding=None,
+           regions=None, attrs=None) -> list[str]:
+        """Emit one generic-form op; returns its result names.
+
+        `sharding` is a Sharding per result (default: this IR op's result shardings,
+        when the result types match), or False for ops inside reduction bodies."""
+        low = self.lowering
+        n = low.n
+        low.n = n + len(out_types)
+        res = [f"%{i}" for i in range(n, n + len(out_types))]
+        if sharding is None:
+            sharding = self.out_shardings if len(out_types) == len(self.out_shardings) else None
+            if sharding is None:
+                raise ShardcError(f"internal: lowering of {self.ir_op.prim.name} must give the "
+                                  f"sharding of its helper op {name}")
+        parts = [self.indent]
+        if res:
+            parts.append(f"{', '.join(res)} = ")
+        parts.append(f'"{name}"({", ".join(operands)})')
+        if props:
+            parts.append(" <{" + ", ".join([f"{k} = {v}" for k, v in props.items()]) + "}>")
+        if regions:
+            parts.append(" (" + ", ".join(regions) + ")")
+        shard = sharding is not False and out_types and not low.sources_only
+        if attrs:
+            extra = dict(attrs)
+            if shard:
+                extra["sdy.sharding"] = sharding_per_value(sharding)
+            parts.append(" {" + ", ".join([f"{k} = {v}" for k, v in extra.items()]) + "}")
+        elif shard:
+            parts.append(" {sdy.sharding = " + sharding_per_value(sharding) + "}")
+        if len(out_types) == 1:
+            outs = out_types[0]
+        else:
+            outs = f"({', '.join(out_types)})" if out_types else "()"
+        parts.append(f" : ({', '.join(in_types)}) -> {outs}")
+        op = self.ir_op
+        parts.append(_loc(op.prim.name, op.loc))
+        self.lines.append("".join(parts))
+        types = low.types
+        for r, t in zip(res, out_types):
+            types[r] = t
+        return res
+
+    def op1(self, name, operands, props=None, sharding=None, out_aval=None, attrs=None):
+        """A single-result op on this IR op's operand types (by name lookup)."""
+        types = [self.lowering.types[o] for o in operands]
+        out = tensor_type(out_aval or self.out_avals[0])
+        (r,) = self.op(name, operands, types, [out], props, sharding, attrs=attrs)
+        self.lowering.types[r] = out
+        return r
+
+    def constant(self, value, aval: Aval, sharding=None) -> str:
+        t = tensor_type(aval)
+        sh = [sharding or Sharding.replicated(aval.ndim)]
+        (r,) = self.op("stablehlo.constant", [], [], [t], {"value": dense(value, aval)}, sh)
+        self.lowering.types[r] = t
+        return r
+
+    def region(self, args_avals, body) -> str:
+        """A region `^bb0(args): ... stablehlo.return` built by body(ctx, *arg_names)."""
+        names = [self.fresh() for _ in args_avals]
+        head = ", ".join(f"{n}: {tensor_type(a)}" for n, a in zip(names, args_avals))
+        for n, a in zip(names, args_avals):
+            self.lowering.types[n] = tensor_type(a)
+        saved_lines, saved_indent = self.lines, self.indent
+        inner = []
+        self.lines, self.indent = inner, saved_indent + "    "
+        try:
+            rets = body(self, *names)
+        finally:
+            self.lines, self.indent = saved_lines, saved_indent
+        types = [self.lowering.types[r] for r in rets]
+        inner.append(f'{saved_indent}    "stablehlo.return"({", ".join(rets)}) : '
+                     f'({", ".join(types)}) -> ()')
+        return "{\n" + f"{saved_indent}  ^bb0({head}):\n" + "\n".join(inner) + \
+            f"\n{saved_indent}}}"
+
+
+class Lowering:
+    def __init__(self, program: Program, sources_only=False):
+        self.program = program
+        self.n = 0
+        self.types: dict[str, str] = {}
+        # sources_only: annotate only arguments, constraints and fixed results, leaving
+        # every other decision to XLA's own Shardy (used to test propagation against it)
+        self.sources_only = sources_only
+        self.channels = 0
+        self.templates: dict = {}    # see body()
+
+    def next_channel(self) -> int:
+        self.channels += 1
+        return self.channels
+
+    def fresh(self) -> str:
+        self.n += 1
+        return f"%{self.n - 1}"
+
+    def body(self, p: Program, names: dict, indent: str) -> list[str]:
+        """The lines of `p`'s ops. An op's text is a function of its signature (Op.sig:
+        primitive, params, operand types), its literal operands, the shardings of its
+        operands and results, its location and the indent -- up to the SSA names -- so
+        the first op of each kind is lowered by its rule and recorded as a template,
+        and the ops like it are written by filling in their names (_Template)."""
+        lines = []
+        templates = self.templates
+        types = self.types
+        for op in p.ops:
+            key = _template_key(op, indent)
+            if key is not None:
+                tpl = templates.get(key)
+                if tpl is not None:
+                    if tpl is not _NO_TEMPLATE:
+                        tpl.apply(self, op, names, lines)
+                        continue
+                    key = None
+            start, n0, ch0 = len(lines), self.n, self.channels
+            ctx = LowerCtx(self, op, lines, indent)
+            operands = []
+            for v in op.inputs:
+                if isinstance(v, Lit):
+                    operands.append(ctx.constant(v.value, v.aval))
+                else:
+                    operands.append(names[id(v)])
+            rule = op.prim.lower
+            if rule is None:
+                raise ShardcError(f"op {op.prim.name} has no lowering", op.loc)
+            res = rule(ctx, *operands, **op.params)
+            if isinstance(res, str):
+                res = [res]
+            for v, r in zip(op.outputs, res):
+                names[id(v)] = r
+                types.setdefault(r, tensor_type(v.aval))
+            if key is not None:
+                tpl = None
+                if self.channels == ch0:       # channel ids must be unique
+                    tpl = _Template.record(
+                        self, op, [names[id(v)] for v in op.inputs if type(v) is not Lit],
+                        lines[start:], n0, res)
+                templates[key] = tpl if tpl is not None else _NO_TEMPLATE
+        return lines
+
+    def module(self, name="main") -> str:
+        p = self.program
+        names = {}
+        args = []
+        donate = p.meta.get("donate") or [False] * len(p.inputs)
+        for i, v in enumerate(p.inputs):
+            n = f"%arg{i}"
+            names[id(v)] = n
+            self.types[n] = tensor_type(v.aval)
+            attrs = f"sdy.sharding = {sharding_attr(v.sharding)}"
+            if donate[i]:
+                attrs += ", jax.buffer_donor = true"
+            args.append(f"{n}: {tensor_type(v.aval)} {{{attrs}}}")
+        body = self.body(p, names, "    ")
+        rets, ret_types = [], []
+        fixed = p.meta.get("fixed_out") or [True] * len(p.outputs)
+        for i, v in enumerate(p.outputs):
+            sh = p.out_shardings[i]
+            t = tensor_type(v.aval)
+            rets.append(names[id(v)])
+            if self.sources_only and (not fixed[i] or sh is None):
+                ret_types.append(t)
+            else:
+                ret_types.append(f"{t} {{sdy.sharding = {sharding_attr(sh)}}}")
+        mesh = p.mesh
+        mesh_axes = ", ".join(f'"{n}"={s}' for n, s in mesh.axes)
+        out = [
+            f"module @{_sym(p.name)} attributes {{mhlo.num_partitions = {mesh.size} : i32, "
+            f"mhlo.num_replicas = 1 : i32}} {{",
+            f"  sdy.mesh {MESH} = <[{mesh_axes}]>",
+            f"  func.func public @{name}({', '.join(args)}) -> ({', '.join(ret_types)}) {{",
+            *body,
+            f'    "func.return"({", ".join(rets)}) : '
+            f'({", ".join(tensor_type(v.aval) for v in p.outputs)}) -> ()',
+            "  }",
+            "}",
+        ]
+        return "\n".join(out) + "\n"
+
+
+_NAME = re.compile(r"%(?:arg)?\d+")
+_NO_TEMPLATE = object()
+
+
+def _lit_key(x):
+    t = type(x)
+    if t is float:
+        return (t, x.hex()) if x == x else _NO_TEMPLATE     # -0.0 is not 0.0; NaNs vary
+    if t is int or t is bool:
+        return (t, x)
+    return _NO_TEMPLATE
+
+
+def _template_key(op, indent):
+    """What an op's text depends on besides SSA names (see Lowering.body), or None."""
+    sig = op.sig
+    if sig is None or op.regions:
+        return None
+    ins = op.inputs
+    for v in ins:
+        if type(v) is Lit:
+            break
+    else:
+        return (sig, indent, op.loc, *[v.sharding for v in ins],
+                *[v.sharding for v in op.outputs])
+    key = [sig, indent, op.loc]
+    for v in ins:
+        if type(v) is Lit:
+            k = _lit_key(v.value)
+            if k is _NO_TEMPLATE:
+                return None
+            key.append(k)
+        else:
+            key.append(v.sharding)
+    for v in op.outputs:
+        key.append(v.sharding)
+    return tuple(key)
+
+
+class _Template:
+    """The text of one lowered op with its SSA names as fields (`%s`, filled in the
+    order `pick` takes them from the op's names: first its operands', then the names
+    it made, numbered from the first fresh one)."""
+    __slots__ = ("fmt", "pick", "n_fresh", "types", "results")
+
+    @classmethod
+    def record(cls, low, op, operand_names, lines, n0, res):
+        n_fresh = low.n - n0
+        pos = {}
+        for j, nm in enumerate(operand_names):
+            if nm in pos or "{" in nm:
+                return None           # an operand used twice: its fields would merge
+            pos[nm] = j
+        file = op.loc[0] if op.loc is not None else ""
+        if "%" in file:
+            return None
+        results = []
+        for r in res:
+            if r in pos:
+                results.append(pos[r])
+            else:
+                k = _fresh_index(r, n0, n_fresh)
+                if k is None:
+                    return None
+                results.append(len(pos) + k)
+        parts, order, last = [], [], 0
+        text = "\n".join(lines)
+        for m in _NAME.finditer(text):
+            tok = m.group()
+            field = pos.get(tok)
+            if field is None:
+                k = _fresh_index(tok, n0, n_fresh)
+                if k is None:
+                    continue
+                field = len(pos) + k
+            parts.append(text[last:m.start()].replace("%", "%%"))
+            parts.append("%s")
+            order.append(field)
+            last = m.end()
+        parts.append(text[last:].replace("%", "%%"))
+        t = cls()
+        t.fmt = "".join(parts) if lines else None
+        if len(order) > 1:
+            t.pick = operator.itemgetter(*order)
+        elif order:
+            i = order[0]
+            t.pick = lambda fields: (fields[i],)
+        else:
+            t.pick = lambda fields: ()
+        t.n_fresh = n_fresh
+        t.types = [(k, low.types[f"%{n0 + k}"]) for k in range(n_fresh)
+                   if f"%{n0 + k}" in low.types]
+        t.results = results
+        return t
+
+    def apply(self, low, op, names, lines):
+        fields = [names[id(v)] for v in op.inputs if type(v) is not Lit]
+        n0 = low.n
+        if self.n_fresh:
+            low.n = n0 + self.n_fresh
+            fields += [f"%{n0 + k}" for k in range(self.n_fresh)]
+        if self.fmt is not None:
+            lines.append(self.fmt % self.pick(fields))
+        types = low.types
+        for k, t in self.types:
+            types[f"%{n0 + k}"] = t
+        for v, f in zip(op.outputs, self.results):
+            r = fields[f]
+            names[id(v)] = r
+            types.setdefault(r, tensor_type(v.aval))
+
+
+def _fresh_index(name, n0, n_fresh):
+    if name[1] == "a":
+        return None
+    k = int(name[1:]) - n0
+    return k if 0 <= k < n_fresh else None
+
+
+def _sym(name: str) -> str:
+    s = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return ("jit_" + s) if s else "jit"
+
+
+def lower(program: Program, sources_only=False) -> str:
+    """StableHLO text for a propagated program."""
+    return Lowering(program, sources_only).module()

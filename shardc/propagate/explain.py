@@ -1,0 +1,67 @@
+"""Why each value is sharded the way it is: provenance chains, printed beside the IR."""
+from __future__ import annotations
+
+from ..ir.program import Program, print_program
+from .engine import Source, Why
+
+
+def chain(v, dim, limit=6):
+    """[(op, loc) hops..., origin] for one dim of one value; origin is a Source or None."""
+    hops = []
+    seen = set()
+    why = v.why[dim] if v.why else None
+    while isinstance(why, Why) and len(hops) < 64:
+        key = (id(why.op), id(why.src), why.src_dim)
+        if key in seen:
+            break
+        seen.add(key)
+        hops.append(why.op)
+        if why.src is None or why.src_dim is None or not why.src.why:
+            return hops, None
+        why = why.src.why[why.src_dim]
+    return hops, why if isinstance(why, Source) else None
+
+
+def _op_text(op):
+    loc = getattr(op, "loc", None)
+    where = f"@{loc.short()}" if loc is not None and getattr(loc, "line", 0) else ""
+    return f"{op.prim.name}{where}"
+
+
+def explain_value(v, limit=4) -> str:
+    """One line: for each sharded dim, the origin and the ops it came through."""
+    if v.sharding is None or not v.why:
+        return ""
+    parts = []
+    for d, axes in enumerate(v.sharding.dims):
+        if not axes:
+            continue
+        hops, origin = chain(v, d)
+        axes_txt = "{" + ", ".join(map(str, axes)) + "}"
+        src = str(origin) if origin is not None else "propagation"
+        if hops:
+            path = " <- ".join(_op_text(op) for op in hops[:limit])
+            if len(hops) > limit:
+                path += f" <- ... ({len(hops) - limit} more)"
+            parts.append(f"dim {d} {axes_txt} from {src} via {path}")
+        else:
+            parts.append(f"dim {d} {axes_txt} from {src}")
+    return "; ".join(parts) if parts else "replicated: no sharding reached it"
+
+
+def explain_program(p: Program) -> str:
+    """The IR with a `//` provenance comment under every value, then the conflicts."""
+    text = print_program(p, explain=explain_value)
+    lines = []
+    for c in p.meta.get("conflicts", []):
+        lines.append(
+            f"// conflict at {_op_text(c.op)}: dim {c.dim} of a {c.value.aval} wanted "
+            f"{_axes(c.wanted)} but kept {_axes(c.kept)}: {c.reason}")
+    return text + ("\n".join(lines) + "\n" if lines else "")
+
+
+def _axes(refs):
+    out = []
+    for r in refs:
+        out.append(r[0] if r[1] == 1 else f"{r[0]}:({r[1]}){r[2]}")
+    return "{" + ", ".join(out) + "}"

@@ -1,0 +1,257 @@
+"""IR-to-IR passes around propagation: clean-up before it, export after it.
+
+prepare():   dead-code elimination, size-1 mesh axes dropped, constants split per
+             use, fully closed constraints copied onto the constrained value
+             (Shardy's import passes, so shardc decides as XLA/JAX would).
+propagate(): the engine (propagate.py), then the export rules for results.
+The verifier (verify.py) runs after each (after propagate() it checks shardings and
+SSA form: propagation changes nothing else).
+"""
+from __future__ import annotations
+
+from . import axes as ax
+from ..ir.program import Lit, Op, Program, Value
+from .engine import Source
+from .engine import propagate as run_engine
+from ..ir.sharding import Sharding, axis_name
+from ..ir.verify import verify
+
+
+def dce(p: Program) -> None:
+    """Drop ops whose results nobody uses (unless they have effects)."""
+    live = set(p.outputs)        # values (and literals) hash by identity
+    kept = []
+    effectful = {}
+    for op in reversed(p.ops):
+        prim = op.prim
+        eff = effectful.get(prim)
+        if eff is None:
+            eff = effectful[prim] = bool(getattr(prim, "effectful", False))
+        if not eff:
+            for v in op.outputs:
+                if v in live:
+                    break
+            else:
+                continue
+        kept.append(op)
+        live.update(op.inputs)
+        for r in op.regions:
+            dce(r)
+    kept.reverse()
+    p.ops = kept
+
+
+def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
+    if sh is None:
+        return None
+    ones = {n for n, s in mesh.axes if s == 1}
+    if not ones or not any(axis_name(a) in ones for d in sh.dims for a in d):
+        return sh
+    return Sharding([[a for a in d if axis_name(a) not in ones] for d in sh.dims],
+                    sh.open)
+
+
+def _is_scalar_expansion(op) -> bool:
+    return op.prim.name == "broadcast_in_dim" and op.inputs[0].aval.ndim == 0
+
+
+def _preserves_constants(op) -> bool:
+    return op.prim.prop_kind == "elementwise" and op.prim.name != "inspect_sharding" or \
+        op.prim.name in ("broadcast_in_dim", "reshape", "slice")
+
+
+def split_constants(p: Program) -> None:
+    """Give every user of a constant (or scalar broadcast) chain a private copy of it."""
+    producer = {}
+    const = set()
+    kinds = {}      # prim -> (makes a constant, preserves constants, is a broadcast)
+    for op in p.ops:
+        for v in op.outputs:
+            producer[id(v)] = op
+        if op.regions:
+            continue
+        prim = op.prim
+        kind = kinds.get(prim)
+        if kind is None:
+            kind = kinds[prim] = (
+                bool(getattr(prim, "is_constant", False)) or prim.name == "iota",
+                _preserves_constants(op), prim.name == "broadcast_in_dim")
+        if kind[0]:
+            is_const = True
+        elif kind[1]:
+            for v in op.inputs:
+                if type(v) is not Lit and id(v) not in const:
+                    is_const = False
+                    break
+            else:
+                is_const = True
+        else:
+            is_const = False
+        if is_const or kind[2] and op.inputs[0].aval.ndim == 0:
+            for v in op.outputs:
+                const.add(id(v))
+    if not const:
+        return
+    new_ops = []
+    groups: dict = {}       # sharding groups follow each clone (as in Shardy)
+    group_op = None
+    for op in p.ops:
+        if op.prim.name == "sharding_group":
+            group_op = op.prim
+            groups.setdefault(id(op.inputs[0]), []).append(op.params["group_id"])
+
+    def clone(v, mapping):
+        if isinstance(v, Lit) or v.aval.ndim == 0 or id(v) not in const:
+            return v
+        if id(v) in mapping:
+            return mapping[id(v)]
+        op = producer[id(v)]
+        ins = [clone(u, mapping) for u in op.inputs]
+        outs = [Value(o.aval, o.sharding) for o in op.outputs]
+        new_ops.append(Op(op.prim, ins, outs, op.params, op.loc, op.regions))
+        for o, n in zip(op.outputs, outs):
+            mapping[id(o)] = n
+            for gid in groups.get(id(o), ()):
+                new_ops.append(Op(group_op, [n], [], {"group_id": gid}, op.loc))
+        return mapping[id(v)]
+
+    def fix(v):
+        return clone(v, {}) if not isinstance(v, Lit) and id(v) in const else v
+
+    for op in p.ops:
+        if op.outputs and all(id(v) in const for v in op.outputs):
+            new_ops.append(op)
+            continue
+        if op.prim.name == "sharding_group" and id(op.inputs[0]) in const:
+            continue
+        for v in op.inputs:
+            if id(v) in const and type(v) is not Lit:
+                op.inputs = [fix(v) for v in op.inputs]
+                break
+        new_ops.append(op)
+    p.outputs = [fix(v) for v in p.outputs]
+    p.ops = new_ops
+    dce(p)
+
+
+def _constraints_of(op):
+    """(operand, required sharding, source) pairs an op imposes on its operands:
+    sharding constraints, and shard_map's in_specs."""
+    if op.prim.name == "sharding_constraint":
+        return [(op.inputs[0], op.outputs[0].sharding, None)]
+    if op.prim.name == "shard_map":
+        src = Source("shard_map", "shard_map in_specs", op.loc)
+        full = len(op.params["manual_axes"]) == len(op.params["mesh"].names)
+        return [(v, s if full else Sharding(s.dims, [True] * s.rank), src)
+                for v, s in zip(op.inputs, op.params["in_specs"])]
+    return []
+
+
+def apply_constraints(p: Program, sources: dict) -> None:
+    """A fully closed constraint on an unsharded value shards the value itself
+    (Shardy's apply-sharding-constraints, including shard_map operands)."""
+    wanted: dict = {}
+    for op in p.ops:
+        for v, s, _ in _constraints_of(op):
+            if not isinstance(v, Lit):
+                wanted.setdefault(id(v), []).append(s)
+    for op in p.ops:
+        for v, s, src in _constraints_of(op):
+            if isinstance(v, Lit) or v.sharding is not None or s.open is not None or \
+                    not v.aval.ndim:
+                continue
+            if any(o != s for o in wanted[id(v)]):
+                continue
+            v.sharding = s
+            sources[v] = src or sources[op.outputs[0]]
+
+
+def prepare(p: Program) -> Program:
+    """Shardy's import passes on a traced program; records each source's origin."""
+    mesh = p.mesh
+    sources = p.meta.setdefault("sources", {})
+    for i, v in enumerate(p.inputs):
+        v.sharding = _drop_size_one_axes(v.sharding, mesh)
+        if v.sharding is not None:
+            sources[v] = Source("arg", f"argument {v.name or i}")
+    p.out_shardings = [_drop_size_one_axes(s, mesh) for s in p.out_shardings]
+    dce(p)
+    split_constants(p)
+    source_of = {}
+    for op in p.walk():
+        prim = op.prim
+        src = source_of.get(prim, source_of)
+        if src is source_of:
+            src = source_of[prim] = getattr(prim, "source_of", None)
+        if src is not None:
+            for v in op.outputs:
+                v.sharding = _drop_size_one_axes(v.sharding, mesh)
+                sources[v] = src(op)
+    apply_constraints(p, sources)
+    verify(p)
+    return p
+
+
+def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
+    """Shardy's export of result shardings: keep only axes that divide each dim evenly,
+    and drop sub-axes from dims propagation chose (open dims)."""
+    dims = []
+    for d, (n, axes) in enumerate(zip(shape, sh.dims)):
+        refs = [ax.to_ref(a, mesh) for a in axes]
+        if n % ax.total_size(refs):
+            rem, kept = n, []
+            for r in refs:
+                from math import gcd
+                g = gcd(r[2], rem)
+                if g == 1:
+                    break
+                if g == r[2]:
+                    kept.append(r)
+                    rem //= g
+                else:
+                    kept.append((r[0], r[1], g))
+                    break
+            refs = kept
+        if open_dims[d]:
+            cut = next((k for k, r in enumerate(refs) if ax.from_ref(r, mesh) != r[0]), None)
+            if cut is not None:
+                refs = refs[:cut]
+        dims.append([ax.from_ref(r, mesh) for r in refs])
+    return Sharding(dims)
+
+
+def propagate(p: Program) -> Program:
+    """Propagate, then export the result shardings as XLA would; verifies the result."""
+    fixed = list(p.out_shardings)
+    p.meta["fixed_out"] = [s is not None for s in fixed]
+    run_engine(p)
+    out = []
+    for i, (v, s) in enumerate(zip(p.outputs, p.out_shardings)):
+        open_dims = [fixed[i] is None] * v.aval.ndim
+        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
+    p.out_shardings = out
+    # propagation only assigns shardings: check them (and SSA form); the types were
+    # verified after prepare()
+    verify(p, propagated=True, types=False)
+    return p
+
+
+def run_callbacks(p: Program, mesh) -> None:
+    """Call inspect_array_sharding callbacks with the decided shardings."""
+    for op in p.walk():
+        if op.prim.name == "inspect_sharding" and op.params.get("callback") is not None:
+            op.params["callback"](mesh.named(op.outputs[0].sharding))
+
+
+def propagate_text(text: str, explain=False) -> str:
+    """IR text in, propagated IR text out (with provenance comments if `explain`)."""
+    from .explain import explain_program
+    from ..ir.program import print_program
+    from ..ir.parse import parse_program
+    p = parse_program(text)
+    if p.mesh is None:
+        from ..errors import ShardcError
+        raise ShardcError("the IR has no `mesh <...>` line; propagation needs a mesh")
+    prepare(p)
+    propagate(p)
+    return explain_program(p) if explain else print_program(p)

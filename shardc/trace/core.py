@@ -1,0 +1,280 @@
+"""Abstract values, primitives and the tracer that records user code into IR.
+
+`bind(prim, *args, **params)` is the one entry point for every operation: inside a
+trace it appends an `Op` to the innermost active `Builder`; outside any trace it runs
+the primitive at once (eager mode) and returns a `jax.Array`.
+"""
+from __future__ import annotations
+
+
+import threading
+
+import numpy as np
+
+from ..ir import dtypes
+from ..errors import TRACING, ShardcError, TracerError, forget_frames, user_loc
+from ..ir.primitive import (PRIMITIVES, X64, Primitive, _shape_sig,  # noqa: F401
+                            abstract_eval, set_binder)
+from ..ir.program import Aval, Lit, Op, Program, Value
+
+# ---------------------------------------------------------------- tracing
+
+
+class Tracer:
+    """A value being traced: stands for an IR `Value` of one `Builder`."""
+    __slots__ = ("builder", "value")
+    __array_priority__ = 1000
+
+    def __init__(self, builder, value):
+        self.builder = builder
+        self.value = value
+
+    aval = property(lambda self: self.value.aval)
+    shape = property(lambda self: self.value.aval.shape)
+    dtype = property(lambda self: self.value.aval.dtype)
+    ndim = property(lambda self: len(self.value.aval.shape))
+    size = property(lambda self: self.value.aval.size)
+    weak_type = property(lambda self: self.value.aval.weak)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized (rank-0) traced array")
+        return self.shape[0]
+
+    def _concrete_error(self, what, instead):
+        return TracerError(
+            f"{what} needs a concrete value, but this is a traced array "
+            f"{self.aval} inside a traced function, whose value is not known until it "
+            f"runs. {instead}")
+
+    def __bool__(self):
+        raise self._concrete_error(
+            "Python `if`/`while`/`bool()` on an array",
+            "Use shardc.numpy.where(cond, x, y) to choose between values, or pass the "
+            "value as a static argument (static_argnums) if it decides the program's shape.")
+
+    def __int__(self):
+        raise self._concrete_error("int()", "Keep it an array (e.g. x.astype(jnp.int32)), "
+                                   "or mark the argument static with static_argnums.")
+
+    def __float__(self):
+        raise self._concrete_error("float()", "Keep it an array, or mark the argument "
+                                   "static with static_argnums.")
+
+    def __index__(self):
+        raise self._concrete_error("Using an array as a Python index or size",
+                                   "Index with arrays directly (x[idx]) or mark it static.")
+
+    __complex__ = __float__
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a rank-0 traced array")
+        return iter([self[i] for i in range(self.shape[0])])
+
+    def __hash__(self):
+        raise TypeError("traced arrays are not hashable")
+
+    def __repr__(self):
+        return f"Traced<{self.aval}>"
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._concrete_error(
+            "Converting to a NumPy array (np.asarray)",
+            "Use shardc.numpy (or plain NumPy functions, which are traced) on it instead.")
+
+
+class Builder:
+    """Records ops into a Program. One per active trace; they nest (regions, grad)."""
+
+    def __init__(self, name="fun", parent=None, meshes=None):
+        self.program = Program(name)
+        self.parent = parent
+        # the mesh the program runs on, shared with nested builders (meshes.MeshSlot)
+        self.meshes = meshes if meshes is not None else (parent.meshes if parent else None)
+        self.manual = None    # shard_map.ManualCtx while tracing a shard_map body
+        self.custom_regions = None   # id(op) -> ad._CustomRegion, for custom_vjp calls
+        self.captured: dict[int, tuple] = {}   # id(outer tracer) -> (outer tracer, inner Value)
+        self.alive = True
+
+    def new_input(self, aval: Aval, name: str | None = None) -> Tracer:
+        v = Value(aval, name=name)
+        self.program.inputs.append(v)
+        return Tracer(self, v)
+
+    def to_value(self, x):
+        """An operand for an op of this builder: a Value, or a Lit for scalars."""
+        if type(x) is Tracer:
+            if x.builder is self:
+                return x.value
+            return self._capture(x)
+        if type(x) is Lit:
+            return x
+        return constant_value(self, x)
+
+    def _capture(self, t):
+        if not t.builder.alive or t.builder not in _tls.builders:
+            raise ShardcError(
+                f"a traced value {t.aval} escaped the function that traced it (a "
+                "'leaked tracer'): it was stored in a global or closure during tracing "
+                "and used after. Return it from the function instead.")
+        entry = self.captured.get(id(t))
+        if entry is None:
+            v = Value(t.aval)
+            self.captured[id(t)] = entry = (t, v)
+        return entry[1]
+
+    def add(self, prim, in_vals, params, out_avals, loc, regions=()):
+        outs = [Value(a) for a in out_avals]
+        self.program.ops.append(Op(prim, in_vals, outs, params, loc, regions))
+        return outs
+
+
+class _ThreadState(threading.local):
+    """The active traces of this thread (another thread's eager ops are not traced)."""
+
+    def __init__(self):
+        self.builders: list[Builder] = []
+
+
+_tls = _ThreadState()
+
+
+class trace_context:
+    """`with trace_context(builder):` makes `builder` the innermost trace."""
+
+    def __init__(self, builder):
+        self.builder = builder
+
+    def __enter__(self):
+        _tls.builders.append(self.builder)
+        TRACING[0] += 1
+        return self.builder
+
+    def __exit__(self, *exc):
+        _tls.builders.pop()
+        TRACING[0] -= 1
+        self.builder.alive = False
+        if not _tls.builders:
+            forget_frames()
+
+
+def current_builder():
+    bs = _tls.builders
+    return bs[-1] if bs else None
+
+
+def is_tracer(x) -> bool:
+    return type(x) is Tracer
+
+
+def bind(prim: Primitive, args, params):
+    bs = _tls.builders
+    if bs:
+        return _bind_traced(bs[-1], prim, args, params)
+    for a in args:
+        if type(a) is Tracer:
+            Builder()._capture(a)   # raises: a tracer outside its trace leaked
+    from ..runtime import eager
+    return eager.apply(prim, args, params)
+
+
+set_binder(bind)
+
+
+def _bind_traced(b: Builder, prim, args, params):
+    loc = user_loc(3)       # above this frame and bind()'s, both internal
+    in_vals = [a.value if type(a) is Tracer and a.builder is b else b.to_value(a)
+               for a in args]
+    out_avals, sig = _shape_sig(prim, [v.aval for v in in_vals], params, loc)
+    if prim.multiple_results:
+        outs = b.add(prim, in_vals, params, out_avals, loc)
+        b.program.ops[-1].sig = sig
+        if b.manual is not None:
+            b.manual.record(prim, in_vals, outs, params)
+        return [Tracer(b, v) for v in outs]
+    out = Value(out_avals)
+    op = Op(prim, in_vals, (out,), params, loc)
+    op.sig = sig
+    b.program.ops.append(op)
+    if b.manual is not None:
+        b.manual.record(prim, in_vals, [out], params)
+    return Tracer(b, out)
+
+
+# ---------------------------------------------------------------- constants
+
+
+_PY_AVALS: dict = {}    # (type, x64) -> Aval of a Python scalar of that type
+
+
+def aval_of(x) -> Aval:
+    """The abstract value of a concrete input (Python scalar, NumPy or jax array)."""
+    t = type(x)
+    if t is Tracer:
+        return x.value.aval
+    if t is Lit:
+        return x.aval
+    if t is float or t is int or t is bool:
+        key = (t, X64.value)
+        a = _PY_AVALS.get(key)
+        if a is None:
+            # JAX types Python ints and floats weakly, bools strongly
+            a = _PY_AVALS[key] = Aval((), dtypes.python_scalar_dtype(x), t is not bool)
+        return a
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        # JAX types Python ints and floats weakly, bools strongly
+        return Aval((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
+    if isinstance(x, complex):
+        raise ShardcError("shardc does not support complex numbers")
+    shape = getattr(x, "shape", None)
+    dt = getattr(x, "dtype", None)
+    if shape is None or dt is None:
+        try:
+            arr = np.asarray(x)
+        except Exception:
+            arr = None
+        if arr is None or arr.dtype == object:
+            raise ShardcError(f"expected an array or a number, got {type(x).__name__}")
+        shape, dt = arr.shape, arr.dtype
+    weak = bool(getattr(x, "weak_type", False))
+    return Aval(tuple(shape), dtypes.canonicalize(dt), weak)
+
+
+def constant_value(b: Builder, x):
+    """A concrete value used inside a trace: a literal if scalar, else a constant op."""
+    aval = aval_of(x)
+    if aval.shape == ():
+        return Lit(_scalar(x, aval.dtype), aval)
+    arr = np.asarray(x).astype(aval.dtype, copy=False)
+    (v,) = b.add(PRIMITIVES["constant"], [], {"value": arr}, [aval], user_loc())
+    return v
+
+
+def _scalar(x, dtype):
+    """A Python scalar as `dtype`. As in jax, a Python int must fit the default int
+    type (int32; int64 with x64), or the wider `dtype`, and then wraps into a narrower
+    integer dtype (uint8 + -1 is uint8 + 255)."""
+    if type(x) is int and dtypes.is_int(dtype):
+        info, wide = np.iinfo(dtype), np.iinfo(dtypes.default_int())
+        if not (wide.min <= x <= wide.max or info.min <= x <= info.max):
+            raise ShardcError(f"Python int {x} is too large for {dtype} (the range is "
+                              f"{info.min}..{info.max}); use a smaller value or a wider "
+                              "dtype (64-bit needs jax_enable_x64)")
+        return int(np.asarray(x, np.int64).astype(dtype))
+    return np.asarray(x).astype(dtype).item() if dtype != dtypes.bfloat16 else \
+        float(np.asarray(x).astype(dtype))
+
+
+def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):
+    """Trace `fun` on abstract inputs; returns (builder, raw outputs of `fun`).
+
+    The program's outputs are left for the caller to set (it owns the pytree)."""
+    if meshes is None and parent is None:
+        from ..runtime.meshes import MeshInfo, MeshSlot
+        meshes = MeshSlot(MeshInfo(None))
+    b = Builder(name, parent, meshes)
+    tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
+    with trace_context(b):
+        out = fun(*tracers)
+    return b, out

@@ -1,0 +1,1 @@
+"""IR-to-IR transforms (autodiff), written against the ops' primitives."""
