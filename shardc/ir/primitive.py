@@ -3,14 +3,64 @@
 The IR names ops by primitive; the parser and verifier look them up here. Binding a
 primitive to arguments is the tracer's job (shardc.trace), which installs itself with
 `set_binder`, so this module needs nothing above the IR.
+
+Every trait a pass reads is declared here, typed, and stated by each primitive where it
+is registered: passes ask traits, never op names (tests/ir/test_rule_completeness.py).
 """
 from __future__ import annotations
 
+import enum
 import itertools
+from typing import NamedTuple
 
 import jax
 
 from ..errors import Loc, ShardcError
+from .rules import no_rule
+
+# ---------------------------------------------------------------- traits
+
+
+class PropKind(str, enum.Enum):
+    """How Shardy's op-priority schedule treats the op in its first rounds (the later
+    rounds propagate through every op by its factor rule). A str, so rules may compare
+    with the plain names."""
+    NONE = "none"                    # only in the later rounds
+    ELEMENTWISE = "elementwise"
+    RESHAPE = "reshape"              # reshape, transpose
+    BROADCAST = "broadcast"
+    DYNAMIC_SLICE = "dynamic_slice"
+
+    def __str__(self):
+        return self.value
+
+
+class Trait(enum.Flag):
+    """Facts about an op that passes act on (a primitive may have several)."""
+    NONE = 0
+    CONSTANT = enum.auto()        # makes a constant from no operands (split per use)
+    KEEPS_CONSTANT = enum.auto()  # constant operands give a constant result (Shardy's
+    #                               constant splitting follows chains of these); implied
+    #                               by PropKind.ELEMENTWISE unless EFFECTFUL, as in Shardy
+    EFFECTFUL = enum.auto()       # kept by dead-code elimination though nothing uses it
+    SHARDING_GROUP = enum.auto()  # ties its operand's sharding to all others of its group_id
+
+
+# The explicit sharding rule of ops that pass no sharding between operands and
+# results (constants, iota, sharding groups, region ops whose body carries it).
+NO_FACTOR_RULE = no_rule
+
+
+class RegionType(NamedTuple):
+    """The types of one region of an op: its block arguments and what it yields."""
+    args: tuple
+    results: tuple
+
+
+def once(**params):
+    """The default operand_uses: the lowering uses each operand once."""
+    return 1
+
 
 # ---------------------------------------------------------------- primitives
 
@@ -18,33 +68,59 @@ from ..errors import Loc, ShardcError
 class Primitive:
     """An operation and every rule about it, registered together in its family file.
 
-    shape_rule(*in_avals, **params) -> Aval | tuple[Aval]   (raise ShardcError if bad)
-    sharding_rule(in_avals, out_avals, **params) -> rules.Rule
+    shape_rule(*in_avals, **params) -> Aval | tuple[Aval]   (raise ShardcError if bad);
+        an op with regions also gets `regions=` the RegionTypes of its regions and must
+        check them against the operands (the verifier re-derives every type this way)
+    sharding_rule(in_avals, out_avals, **params) -> rules.Rule, or NO_FACTOR_RULE
     lower(ctx, *operand_names, **params) -> result name(s)
-    vjp(ctx, cts, *primals, **params): set by the gradient issue's rules
+    prop_kind: a PropKind, PropKind.NONE included: always stated
+    traits: a Trait flag set (Trait.NONE: none)
+    num_regions: how many regions each op owns (0: a plain op)
+    operand_uses(**params) -> int: how many times the lowering uses each operand
+        (Shardy counts uses of the lowered module: square is multiply(x, x))
+    vjp(ctx, cts, *primals, **params): the gradient rule, or the not-differentiable
+        marker; None only until the family's gradient rules are registered
+    source_of(op) -> Source: for ops whose results are sharding sources, their origin
+    operand_constraints(op) -> [(operand, sharding, Source | None)]: shardings the op
+        requires of its operands (constraints, shard_map in_specs)
+    after_propagation(op, mesh): run once the shardings are decided (inspection)
+    nargs: the operand count, for shape rules that take *avals
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
-                 "prop_kind", "operand_uses", "vjp", "has_regions",
-                 "__dict__")
+                 "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
+                 "operand_constraints", "after_propagation", "nargs", "__dict__")
 
-    def __init__(self, name, *, shape_rule=None, sharding_rule=None, lower=None,
-                 multiple_results=False, has_regions=False, prop_kind=None):
+    def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
+                 multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
+                 nargs=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name} registered twice")
+        for what, rule in (("shape_rule", shape_rule), ("sharding_rule", sharding_rule),
+                           ("lower", lower)):
+            if not callable(rule):
+                raise TypeError(f"primitive {name}: {what} must be a function "
+                                "(NO_FACTOR_RULE for ops without a factor rule)")
         self.name = name
         self.multiple_results = multiple_results
         self.shape_rule = shape_rule
         self.sharding_rule = sharding_rule
         self.lower = lower
-        # how Shardy's op-priority schedule treats the op: "elementwise", "reshape"
-        # (reshape, transpose), "broadcast", "dynamic_slice" or None.
-        self.prop_kind = prop_kind
-        # how many times the lowering uses each operand (Shardy counts uses of the
-        # lowered module: square is multiply(x, x)); None: once
-        self.operand_uses = None
+        self.prop_kind = PropKind(prop_kind)
+        self.traits = Trait(traits)
+        if self.prop_kind is PropKind.ELEMENTWISE and not self.traits & Trait.EFFECTFUL:
+            self.traits |= Trait.KEEPS_CONSTANT
+        self.num_regions = num_regions
+        self.operand_uses = operand_uses
+        self.nargs = nargs
         self.vjp = None
-        self.has_regions = has_regions
+        self.source_of = None
+        self.operand_constraints = None
+        self.after_propagation = None
         PRIMITIVES[name] = self
+
+    @property
+    def has_regions(self) -> bool:
+        return self.num_regions > 0
 
     def bind(self, *args, **params):
         return _binder[0](self, args, params)

@@ -1,9 +1,13 @@
-"""The IR verifier: SSA well-formedness, types re-derived from shape rules, shardings."""
+"""The IR verifier: SSA well-formedness, types re-derived from shape rules, shardings.
+
+Regions are checked as any op: each one's block arguments and yields are typed, and the
+op's shape rule, given those types (`regions=`), checks them against the operands and
+gives the result types; then the region's own ops are verified in its scope."""
 from __future__ import annotations
 
 import inspect
 
-from .primitive import abstract_eval
+from .primitive import RegionType, abstract_eval
 from ..errors import ShardcError
 from .program import Lit, Program, Value
 from .sharding import axis_name
@@ -24,7 +28,8 @@ _SIGS: dict = {}    # primitive -> (min, max operands (None: any), required, all
 def signature(prim):
     """What `prim` takes, from its shape rule's parameters: how many operands (positional
     parameters; elementwise ops say so in `prim.nargs`, their rule takes *avals) and
-    which params (keyword-only ones; allowed None: any)."""
+    which params (keyword-only ones but `regions`, which the verifier passes to ops
+    with regions; allowed None: any)."""
     out = _SIGS.get(prim)
     if out is None:
         try:
@@ -36,11 +41,12 @@ def signature(prim):
         else:
             P = inspect.Parameter
             pos = [p for p in ps if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-            kw = [p for p in ps if p.kind == P.KEYWORD_ONLY]
+            kw = [p for p in ps if p.kind == P.KEYWORD_ONLY and
+                  not (prim.has_regions and p.name == "regions")]
             lo, hi = sum(p.default is p.empty for p in pos), len(pos)
             if any(p.kind == P.VAR_POSITIONAL for p in ps):
                 lo, hi = 0, None
-            n = getattr(prim, "nargs", None)
+            n = prim.nargs
             if n is not None:
                 lo = hi = n
             allowed = None if any(p.kind == P.VAR_KEYWORD for p in ps) else \
@@ -113,14 +119,24 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
                                   op)
         if types and op.sig is None:    # (a traced op's shape rule took these operands)
             _check_signature(op)
-        if types and not prim.has_regions:
-            # a constraint is a source of propagation: its result carries the sharding
-            if op.outputs and op.outputs[0].sharding is None and \
-                    prim.name == "sharding_constraint":
-                raise VerifyError("op sharding_constraint: its result needs a sharding (the "
-                                  f"constraint's, {op.params.get('sharding')})", op.loc, op)
+        if len(op.regions) != prim.num_regions:
+            raise VerifyError(f"op {prim.name} owns {prim.num_regions} region(s), got "
+                              f"{len(op.regions)}", op.loc, op)
+        if types:
+            # an op whose results are sources of propagation carries their shardings
+            if prim.source_of is not None and any(v.sharding is None for v in op.outputs):
+                given = op.params.get("sharding")
+                raise VerifyError(f"op {prim.name}: its result needs a sharding (it is a "
+                                  "source of propagation" +
+                                  (f": the constraint's, {given})" if given else ")"),
+                                  op.loc, op)
+            params = op.params
+            if op.regions:
+                params = {**params, "regions": tuple(
+                    RegionType(tuple(v.aval for v in r.inputs),
+                               tuple(v.aval for v in r.outputs)) for r in op.regions)}
             try:
-                avals = abstract_eval(prim, [v.aval for v in op.inputs], op.params, op.loc)
+                avals = abstract_eval(prim, [v.aval for v in op.inputs], params, op.loc)
             except VerifyError:
                 raise
             except ShardcError as e:

@@ -9,6 +9,7 @@ from functools import partial
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..ir.primitive import PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -49,8 +50,7 @@ def elementwise(name, hlo, kind, nargs, out_dtype=None, sharding_rule=pointwise,
     shape_rule = partial(_shape, name, kind, out_dtype=out_dtype)
     prim = Primitive(name, shape_rule=lambda *a, **p: shape_rule(*a[:nargs], **p),
                      sharding_rule=sharding_rule, lower=lower or partial(_lower, hlo),
-                     prop_kind="elementwise")
-    prim.nargs = nargs     # the verifier checks operand counts (the rule takes *a)
+                     prop_kind=PropKind.ELEMENTWISE, nargs=nargs)   # (the rule takes *a)
     return prim
 
 
@@ -129,7 +129,7 @@ def _lower_pow(ctx, x, y):
 
 
 pow_p = Primitive("pow", shape_rule=_pow_shape, sharding_rule=pointwise, lower=_lower_pow,
-                  prop_kind="elementwise")
+                  prop_kind=PropKind.ELEMENTWISE)
 max_p = elementwise("max", "stablehlo.maximum", "any", 2)
 min_p = elementwise("min", "stablehlo.minimum", "any", 2)
 atan2_p = elementwise("atan2", "stablehlo.atan2", "float", 2)
@@ -162,7 +162,8 @@ def _lower_compare(direction, ctx, a, b):
 def comparison(name, direction):
     shape_rule = partial(_shape, name, "any", out_dtype=dtypes.bool_)
     return Primitive(name, shape_rule=lambda a, b: shape_rule(a, b), sharding_rule=pointwise,
-                     lower=partial(_lower_compare, direction), prop_kind="elementwise")
+                     lower=partial(_lower_compare, direction),
+                     prop_kind=PropKind.ELEMENTWISE)
 
 
 eq_p = comparison("eq", "EQ")
@@ -191,7 +192,7 @@ def _lower_select(ctx, p, t, f):
 
 
 select_p = Primitive("select", shape_rule=_select_shape, sharding_rule=pointwise,
-                     lower=_lower_select, prop_kind="elementwise")
+                     lower=_lower_select, prop_kind=PropKind.ELEMENTWISE)
 
 
 # convert_element_type
@@ -218,7 +219,7 @@ def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
 
 convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_shape,
                                    sharding_rule=pointwise, lower=_lower_convert,
-                                   prop_kind="elementwise")
+                                   prop_kind=PropKind.ELEMENTWISE)
 
 
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)
@@ -259,8 +260,8 @@ def _ipow_rule(in_avals, out_avals, *, y):
 
 
 integer_pow_p = Primitive("integer_pow", shape_rule=_ipow_shape, sharding_rule=_ipow_rule,
-                          lower=_lower_ipow, prop_kind="elementwise")
-integer_pow_p.operand_uses = lambda y: 1 if abs(y) <= 1 else 2
+                          lower=_lower_ipow, prop_kind=PropKind.ELEMENTWISE,
+                          operand_uses=lambda y: 1 if abs(y) <= 1 else 2)
 
 
 def _lower_square(ctx, x):
@@ -269,8 +270,8 @@ def _lower_square(ctx, x):
 
 
 square_p = Primitive("square", shape_rule=lambda x: (check_dtype("square", x, "numeric"), x)[1],
-                     sharding_rule=pointwise, lower=_lower_square, prop_kind="elementwise")
-square_p.operand_uses = lambda: 2
+                     sharding_rule=pointwise, lower=_lower_square,
+                     prop_kind=PropKind.ELEMENTWISE, operand_uses=lambda: 2)
 
 
 # ---------------------------------------------------------------- gradients

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..ir.primitive import PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import sharding_attr, tensor_type
@@ -73,7 +74,7 @@ def _lower_gather(ctx, x, idx, *, offset_dims, collapsed_slice_dims, start_index
 
 
 gather_p = Primitive("gather", shape_rule=_gather_shape, sharding_rule=_gather_rule,
-                     lower=_lower_gather)
+                     lower=_lower_gather, prop_kind=PropKind.NONE)
 
 
 # ---------------------------------------------------------------- scatter_add
@@ -152,7 +153,7 @@ def _even(ctx, name, i, batch_dims):
 
 
 scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rule=_scatter_rule,
-                          lower=_lower_scatter)
+                          lower=_lower_scatter, prop_kind=PropKind.NONE)
 
 
 def _vjps():

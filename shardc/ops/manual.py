@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import sharding_per_value, tensor_type
@@ -54,8 +55,33 @@ def local_shape(shape, spec: Sharding, sizes: dict, what=""):
     return tuple(out)
 
 
-def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma):
-    raise ShardcError("internal: shard_map's result types come from its region")
+def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, regions):
+    """The body takes each operand's per-device block (operands past in_specs are values
+    the body closed over, replicated) and yields per-device blocks of the results."""
+    (body,) = regions
+    if len(body.args) != len(avals) or len(in_specs) > len(avals):
+        raise ShardcError(f"shard_map: {len(avals)} operands, {len(in_specs)} in_specs and "
+                          f"{len(body.args)} block arguments do not match")
+    for i, (a, arg) in enumerate(zip(avals, body.args)):
+        spec = in_specs[i] if i < len(in_specs) else Sharding.replicated(a.ndim)
+        if spec.rank != a.ndim:
+            raise ShardcError(f"shard_map: in_spec {spec} of operand {i} ({a}) has rank "
+                              f"{spec.rank}")
+        want = a.update(shape=local_shape(a.shape, spec, mesh.sizes, f"shard_map operand {i}"))
+        if arg != want:
+            raise ShardcError(f"shard_map: block argument {i} is {arg}, but operand {i} ({a}) "
+                              f"with in_spec {spec} is {want} per device")
+    if len(body.results) != len(out_specs):
+        raise ShardcError(f"shard_map: the body yields {len(body.results)} values for "
+                          f"{len(out_specs)} out_specs")
+    outs = []
+    for i, (r, spec) in enumerate(zip(body.results, out_specs)):
+        if spec.rank != r.ndim:
+            raise ShardcError(f"shard_map: out_spec {spec} of result {i} ({r}) has rank "
+                              f"{spec.rank}")
+        outs.append(r.update(shape=tuple(n * prod(mesh.sizes[a] for a in axes)
+                                         for n, axes in zip(r.shape, spec.dims))))
+    return tuple(outs)
 
 
 def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, check_vma):
@@ -104,9 +130,21 @@ def _shard_map_source(op):
     return Source("shard_map", "shard_map out_specs", op.loc)
 
 
+def _shard_map_constraints(op):
+    """shard_map's in_specs constrain its operands (free axes left open, unless all
+    axes are manual)."""
+    from ..propagate.engine import Source
+    src = Source("shard_map", "shard_map in_specs", op.loc)
+    full = len(op.params["manual_axes"]) == len(op.params["mesh"].names)
+    return [(v, s if full else Sharding(s.dims, [True] * s.rank), src)
+            for v, s in zip(op.inputs, op.params["in_specs"])]
+
+
 shard_map_p = Primitive("shard_map", shape_rule=_shard_map_shape, lower=_shard_map_lower,
-                        multiple_results=True, has_regions=True)
+                        sharding_rule=NO_FACTOR_RULE, prop_kind=PropKind.NONE,
+                        multiple_results=True, num_regions=1)
 shard_map_p.source_of = _shard_map_source
+shard_map_p.operand_constraints = _shard_map_constraints
 
 
 # ---------------------------------------------------------------- collectives
@@ -123,7 +161,7 @@ def _all_reduce_lower(kind, ctx, x, *, axes, sizes):
 
 def _collective(name, shape_rule, lower, rule=pointwise, vma="keep"):
     p = Primitive(name, shape_rule=shape_rule, sharding_rule=rule, lower=lower,
-                  prop_kind="elementwise" if rule is pointwise else None)
+                  prop_kind=PropKind.ELEMENTWISE if rule is pointwise else PropKind.NONE)
     p.vma = vma
     return p
 

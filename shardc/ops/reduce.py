@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..ir.primitive import PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -88,7 +89,8 @@ def _lower(kind, ctx, x, *, axes):
 
 def reduction(name, kind, dtype_kind):
     return Primitive(name, shape_rule=partial(_reduce_shape, name, dtype_kind),
-                     sharding_rule=reduce_rule, lower=partial(_lower, kind))
+                     sharding_rule=reduce_rule, lower=partial(_lower, kind),
+                     prop_kind=PropKind.NONE)
 
 
 reduce_sum_p = reduction("reduce_sum", "add", "numeric")
@@ -154,9 +156,11 @@ def _lower_arg(direction, ctx, x, *, axis, index_dtype):
 
 
 argmax_p = Primitive("argmax", shape_rule=partial(_arg_shape, "argmax"),
-                     sharding_rule=_arg_rule, lower=partial(_lower_arg, "GT"))
+                     sharding_rule=_arg_rule, lower=partial(_lower_arg, "GT"),
+                     prop_kind=PropKind.NONE)
 argmin_p = Primitive("argmin", shape_rule=partial(_arg_shape, "argmin"),
-                     sharding_rule=_arg_rule, lower=partial(_lower_arg, "LT"))
+                     sharding_rule=_arg_rule, lower=partial(_lower_arg, "LT"),
+                     prop_kind=PropKind.NONE)
 
 
 # cumulative reductions: reduce_window with a window spanning the whole axis
@@ -199,7 +203,7 @@ def _lower_cum(kind, ctx, x, *, axis, reverse=False):
 
 def cumulative(name, kind):
     return Primitive(name, shape_rule=partial(_cum_shape, name), sharding_rule=_cum_rule,
-                     lower=partial(_lower_cum, kind))
+                     lower=partial(_lower_cum, kind), prop_kind=PropKind.NONE)
 
 
 cumsum_p = cumulative("cumsum", "add")

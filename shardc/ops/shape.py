@@ -5,6 +5,7 @@ from math import gcd, prod
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -53,7 +54,7 @@ def _lower_bcast(ctx, x, *, shape, broadcast_dimensions):
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_bcast_shape,
                                sharding_rule=_bcast_rule, lower=_lower_bcast,
-                               prop_kind="broadcast")
+                               prop_kind=PropKind.BROADCAST, traits=Trait.KEEPS_CONSTANT)
 broadcast_in_dim_p.kind_of = lambda op: "reshape" if op.inputs[0].aval.size == \
     op.outputs[0].aval.size else "broadcast"
 
@@ -125,7 +126,8 @@ def _lower_reshape(ctx, x, *, shape):
 
 
 reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshape_rule,
-                      lower=_lower_reshape, prop_kind="reshape")
+                      lower=_lower_reshape, prop_kind=PropKind.RESHAPE,
+                      traits=Trait.KEEPS_CONSTANT)
 
 
 # ---------------------------------------------------------------- transpose
@@ -149,7 +151,7 @@ def _lower_transpose(ctx, x, *, permutation):
 
 
 transpose_p = Primitive("transpose", shape_rule=_transpose_shape, sharding_rule=_transpose_rule,
-                        lower=_lower_transpose, prop_kind="reshape")
+                        lower=_lower_transpose, prop_kind=PropKind.RESHAPE)
 
 
 # ---------------------------------------------------------------- concatenate
@@ -180,7 +182,7 @@ def _lower_concat(ctx, *xs, dimension):
 
 
 concatenate_p = Primitive("concatenate", shape_rule=_concat_shape, sharding_rule=_concat_rule,
-                          lower=_lower_concat)
+                          lower=_lower_concat, prop_kind=PropKind.NONE)
 
 
 # ---------------------------------------------------------------- pad / slice / rev
@@ -235,7 +237,8 @@ def _lower_pad(ctx, x, pv, *, padding_config):
         "strides": i64_array([1] * out.ndim)})
 
 
-pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad)
+pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad,
+                  prop_kind=PropKind.NONE)
 
 
 def _slice_shape(x, *, start_indices, limit_indices, strides=None):
@@ -271,7 +274,7 @@ def _lower_slice(ctx, x, *, start_indices, limit_indices, strides=None):
 
 
 slice_p = Primitive("slice", shape_rule=_slice_shape, sharding_rule=_slice_rule,
-                    lower=_lower_slice)
+                    lower=_lower_slice, prop_kind=PropKind.NONE, traits=Trait.KEEPS_CONSTANT)
 
 
 def _rev_shape(x, *, dimensions):
@@ -290,7 +293,8 @@ def _lower_rev(ctx, x, *, dimensions):
     return ctx.op1("stablehlo.reverse", [x], {"dimensions": i64_array(dimensions)})
 
 
-rev_p = Primitive("rev", shape_rule=_rev_shape, sharding_rule=_rev_rule, lower=_lower_rev)
+rev_p = Primitive("rev", shape_rule=_rev_shape, sharding_rule=_rev_rule, lower=_lower_rev,
+                  prop_kind=PropKind.NONE)
 
 
 # ---------------------------------------------------------------- iota
@@ -308,7 +312,8 @@ def _lower_iota(ctx, *, dtype, shape, dimension):
                   {"iota_dimension": f"{dimension} : i64"})
 
 
-iota_p = Primitive("iota", shape_rule=_iota_shape, sharding_rule=no_rule, lower=_lower_iota)
+iota_p = Primitive("iota", shape_rule=_iota_shape, sharding_rule=no_rule, lower=_lower_iota,
+                   prop_kind=PropKind.NONE, traits=Trait.CONSTANT)
 
 
 # ---------------------------------------------------------------- gradients

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.core import Primitive
+from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import dense, sharding_attr, tensor_type
@@ -21,8 +22,7 @@ def _lower_const(ctx, *, value, weak_type=False):
 
 
 constant_p = Primitive("constant", shape_rule=_const_shape, sharding_rule=no_rule,
-                       lower=_lower_const)
-constant_p.is_constant = True
+                       lower=_lower_const, prop_kind=PropKind.NONE, traits=Trait.CONSTANT)
 
 
 # with_sharding_constraint: the result's sharding is fixed to `sharding` (open dims, `?`,
@@ -49,8 +49,10 @@ def _constraint_source(op):
 
 sharding_constraint_p = Primitive("sharding_constraint", shape_rule=_constraint_shape,
                                   sharding_rule=pointwise, lower=_lower_constraint,
-                                  prop_kind="elementwise")
+                                  prop_kind=PropKind.ELEMENTWISE)
 sharding_constraint_p.source_of = _constraint_source
+sharding_constraint_p.operand_constraints = \
+    lambda op: [(op.inputs[0], op.outputs[0].sharding, None)]
 
 
 # inspect_sharding: identity whose callback gets the decided sharding after propagation.
@@ -65,8 +67,15 @@ def _lower_inspect(ctx, x, *, callback):
 
 inspect_sharding_p = Primitive("inspect_sharding", shape_rule=lambda x, *, callback: x,
                                sharding_rule=pointwise, lower=_lower_inspect,
-                               prop_kind="elementwise")
-inspect_sharding_p.effectful = True
+                               prop_kind=PropKind.ELEMENTWISE, traits=Trait.EFFECTFUL)
+
+
+def _inspect_callback(op, mesh):
+    if op.params.get("callback") is not None:
+        op.params["callback"](mesh.named(op.outputs[0].sharding))
+
+
+inspect_sharding_p.after_propagation = _inspect_callback
 _ = np
 
 
@@ -95,6 +104,7 @@ def _group_shape(x, *, group_id):
 
 
 sharding_group_p = Primitive("sharding_group", shape_rule=_group_shape, sharding_rule=no_rule,
-                             lower=lambda ctx, x, *, group_id: [], multiple_results=True)
-sharding_group_p.effectful = True
+                             lower=lambda ctx, x, *, group_id: [], multiple_results=True,
+                             prop_kind=PropKind.NONE,
+                             traits=Trait.EFFECTFUL | Trait.SHARDING_GROUP)
 sharding_group_p.vjp = lambda ctx, cts, x, *, group_id: [None]

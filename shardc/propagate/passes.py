@@ -10,6 +10,7 @@ SSA form: propagation changes nothing else).
 from __future__ import annotations
 
 from . import axes as ax
+from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit, Op, Program, Value
 from .engine import Source
 from .engine import propagate as run_engine
@@ -21,13 +22,8 @@ def dce(p: Program) -> None:
     """Drop ops whose results nobody uses (unless they have effects)."""
     live = set(p.outputs)        # values (and literals) hash by identity
     kept = []
-    effectful = {}
     for op in reversed(p.ops):
-        prim = op.prim
-        eff = effectful.get(prim)
-        if eff is None:
-            eff = effectful[prim] = bool(getattr(prim, "effectful", False))
-        if not eff:
+        if not op.prim.traits & Trait.EFFECTFUL:
             for v in op.outputs:
                 if v in live:
                     break
@@ -51,34 +47,20 @@ def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
                     sh.open)
 
 
-def _is_scalar_expansion(op) -> bool:
-    return op.prim.name == "broadcast_in_dim" and op.inputs[0].aval.ndim == 0
-
-
-def _preserves_constants(op) -> bool:
-    return op.prim.prop_kind == "elementwise" and op.prim.name != "inspect_sharding" or \
-        op.prim.name in ("broadcast_in_dim", "reshape", "slice")
-
-
 def split_constants(p: Program) -> None:
     """Give every user of a constant (or scalar broadcast) chain a private copy of it."""
     producer = {}
     const = set()
-    kinds = {}      # prim -> (makes a constant, preserves constants, is a broadcast)
     for op in p.ops:
         for v in op.outputs:
             producer[id(v)] = op
         if op.regions:
             continue
         prim = op.prim
-        kind = kinds.get(prim)
-        if kind is None:
-            kind = kinds[prim] = (
-                bool(getattr(prim, "is_constant", False)) or prim.name == "iota",
-                _preserves_constants(op), prim.name == "broadcast_in_dim")
-        if kind[0]:
+        traits = prim.traits
+        if traits & Trait.CONSTANT:
             is_const = True
-        elif kind[1]:
+        elif traits & Trait.KEEPS_CONSTANT:
             for v in op.inputs:
                 if type(v) is not Lit and id(v) not in const:
                     is_const = False
@@ -87,7 +69,8 @@ def split_constants(p: Program) -> None:
                 is_const = True
         else:
             is_const = False
-        if is_const or kind[2] and op.inputs[0].aval.ndim == 0:
+        # a scalar's broadcast is split too, as Shardy's
+        if is_const or prim.prop_kind is PropKind.BROADCAST and op.inputs[0].aval.ndim == 0:
             for v in op.outputs:
                 const.add(id(v))
     if not const:
@@ -96,7 +79,7 @@ def split_constants(p: Program) -> None:
     groups: dict = {}       # sharding groups follow each clone (as in Shardy)
     group_op = None
     for op in p.ops:
-        if op.prim.name == "sharding_group":
+        if op.prim.traits & Trait.SHARDING_GROUP:
             group_op = op.prim
             groups.setdefault(id(op.inputs[0]), []).append(op.params["group_id"])
 
@@ -122,7 +105,7 @@ def split_constants(p: Program) -> None:
         if op.outputs and all(id(v) in const for v in op.outputs):
             new_ops.append(op)
             continue
-        if op.prim.name == "sharding_group" and id(op.inputs[0]) in const:
+        if op.prim.traits & Trait.SHARDING_GROUP and id(op.inputs[0]) in const:
             continue
         for v in op.inputs:
             if id(v) in const and type(v) is not Lit:
@@ -135,16 +118,10 @@ def split_constants(p: Program) -> None:
 
 
 def _constraints_of(op):
-    """(operand, required sharding, source) pairs an op imposes on its operands:
-    sharding constraints, and shard_map's in_specs."""
-    if op.prim.name == "sharding_constraint":
-        return [(op.inputs[0], op.outputs[0].sharding, None)]
-    if op.prim.name == "shard_map":
-        src = Source("shard_map", "shard_map in_specs", op.loc)
-        full = len(op.params["manual_axes"]) == len(op.params["mesh"].names)
-        return [(v, s if full else Sharding(s.dims, [True] * s.rank), src)
-                for v, s in zip(op.inputs, op.params["in_specs"])]
-    return []
+    """(operand, required sharding, source) pairs an op imposes on its operands
+    (sharding constraints, shard_map's in_specs): the op's operand_constraints."""
+    rule = op.prim.operand_constraints
+    return rule(op) if rule is not None else []
 
 
 def apply_constraints(p: Program, sources: dict) -> None:
@@ -177,12 +154,8 @@ def prepare(p: Program) -> Program:
     p.out_shardings = [_drop_size_one_axes(s, mesh) for s in p.out_shardings]
     dce(p)
     split_constants(p)
-    source_of = {}
     for op in p.walk():
-        prim = op.prim
-        src = source_of.get(prim, source_of)
-        if src is source_of:
-            src = source_of[prim] = getattr(prim, "source_of", None)
+        src = op.prim.source_of
         if src is not None:
             for v in op.outputs:
                 v.sharding = _drop_size_one_axes(v.sharding, mesh)
@@ -237,10 +210,12 @@ def propagate(p: Program) -> Program:
 
 
 def run_callbacks(p: Program, mesh) -> None:
-    """Call inspect_array_sharding callbacks with the decided shardings."""
+    """Run the ops' after-propagation hooks (inspect_array_sharding's callbacks) with
+    the decided shardings."""
     for op in p.walk():
-        if op.prim.name == "inspect_sharding" and op.params.get("callback") is not None:
-            op.params["callback"](mesh.named(op.outputs[0].sharding))
+        hook = op.prim.after_propagation
+        if hook is not None:
+            hook(op, mesh)
 
 
 def propagate_text(text: str, explain=False) -> str:
