@@ -5,9 +5,7 @@ Stages mirror jax: `f.trace(*a)` -> Traced (.ir, .lower()), `f.lower(*a)` -> Low
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import inspect
 import operator
 
@@ -17,12 +15,12 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..trace import core
 from ..ir import dtypes
-from ..propagate import passes
 from ..runtime import backend as runtime
 from .argcheck import check_static, summary
+from .stages import _ARRAY, _X64, Lowered, Traced, _fun_name, gc_paused
+from .stages import Compiled  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
-from ..ir.program import Aval, Lit, Program, Snapshot, print_program
-from ..lower.emit import lower as lower_program
+from ..ir.program import Aval, Lit
 from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
 from ..ir.sharding import Sharding, from_spec
 
@@ -323,7 +321,7 @@ class Jitted:
 
         avals = [s.aval for s in specs]
         slot = MeshSlot(mesh)
-        b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot)
+        b, outs = core.full_trace(flat_fun, avals, slot, names, name=_fun_name(fun))
         mesh = slot.info
         program = b.program
         program.mesh = mesh.shape
@@ -387,30 +385,6 @@ class Jitted:
         return out
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """No cyclic garbage collection while a program is traced, propagated and lowered:
-    the IR is many small objects that live until the stage ends, and each full
-    collection would walk all of them again (a cost that grows with the program).
-    At the end the objects made meanwhile go straight to the oldest generation
-    (freeze, then unfreeze): the IR lives as long as its cache entry, so the young
-    collection that would otherwise run at the next allocation and walk every one of
-    them (tens of ms at 10k ops) finds nothing to do; cycles among them are still
-    collected, by the next full collection. (Not while a user has frozen objects of
-    their own: unfreeze would release those too.)"""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
-
-
 def _broadcast_prefix(prefix, tree, what):
     """Expand a pytree prefix of shardings to one entry per leaf of `tree`."""
     is_leaf = lambda x: x is None or isinstance(x, (NamedSharding, PartitionSpec, Sharding))  # noqa
@@ -454,10 +428,6 @@ def _path_name(path, pos_names):
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def _fun_name(fun):
-    return getattr(fun, "__name__", "fun").replace("<", "").replace(">", "") or "fun"
-
-
 def _as_value(b, x):
     if core.is_tracer(x):
         return b.to_value(x)
@@ -470,167 +440,6 @@ def _as_value(b, x):
         (v2,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)], user_loc())
         return v2
     return v
-
-
-class Traced:
-    """A traced and propagated program. `.ir` is its text with every sharding."""
-
-    def __init__(self, program: Program, mesh: MeshInfo, out_tree, jitted=None):
-        self._traced = Snapshot(program)     # printed on demand: .traced_ir
-        passes.prepare(program)
-        self.program = passes.propagate(program)
-        self.mesh = mesh
-        self.out_tree = out_tree
-        self.jitted = jitted
-
-    @property
-    def traced_ir(self) -> str:
-        """The IR as traced, before propagation (only the sources have shardings)."""
-        return self._traced.text()
-
-    @property
-    def ir(self) -> str:
-        return print_program(self.program)
-
-    def explain(self) -> str:
-        from ..propagate.explain import explain_program
-        return explain_program(self.program)
-
-    @property
-    def out_info(self):
-        return _tree.tree_unflatten(self.out_tree, [
-            jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype,
-                                 sharding=self.mesh.named(s))
-            for v, s in zip(self.program.outputs, self.program.out_shardings)])
-
-    def lower(self) -> "Lowered":
-        return Lowered(self)
-
-    def __repr__(self):
-        return self.ir
-
-
-class Lowered:
-    """StableHLO text with Shardy shardings, ready to compile."""
-
-    def __init__(self, traced: Traced):
-        self.traced = traced
-        with gc_paused():
-            self.text = lower_program(traced.program)
-
-    def as_text(self, debug_info=False) -> str:
-        return runtime.pretty(self.text, debug_info)
-
-    def compile(self) -> "Compiled":
-        return Compiled(self)
-
-    def __repr__(self):
-        return self.as_text()
-
-
-_X64 = runtime.X64
-_ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
-#                              shardc.distributed.initialize() must come before any)
-
-
-class _Entry:
-    """What a cached call needs: argument placement, the executable, the output tree."""
-    __slots__ = ("exe", "in_shardings", "out_tree", "n")
-
-    def __init__(self, exe, in_shardings, out_tree):
-        self.exe, self.out_tree = exe, out_tree
-        self.in_shardings = list(in_shardings)
-        self.n = len(in_shardings)
-
-    def adopt(self, leaves):
-        """Expect the callers' own sharding objects where they are equivalent to ours,
-        so the cached call's check is a cheap equality."""
-        for i, x in enumerate(leaves):
-            if isinstance(x, jax.Array):
-                s = self.in_shardings[i]
-                if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
-                    self.in_shardings[i] = x.sharding
-
-    def run(self, leaves):
-        if len(leaves) != self.n:
-            raise ShardcError(f"expected {self.n} array arguments, got {len(leaves)}")
-        arrays = [x if type(x) is _ARRAY and x.sharding == s and not x.is_deleted()
-                  else self._arg(i, x) for i, (x, s) in enumerate(zip(leaves, self.in_shardings))]
-        return _tree.tree_unflatten(self.out_tree, self.exe(arrays))
-
-    def _arg(self, i, x):
-        """Leaf `i` placed for the program: an array whose sharding is equivalent to
-        ours (P('x', None) and P('x',), say) is used as it is, and its sharding object
-        adopted so the next call's check is a cheap equality again; others are moved."""
-        s = self.in_shardings[i]
-        if type(x) is _ARRAY and not x.is_deleted() and x.sharding.is_equivalent_to(s, x.ndim):
-            self.in_shardings[i] = x.sharding
-            return x
-        return _place(i, x, s)
-
-
-def _place(i, x, s):
-    if isinstance(x, jax.Array) and x.is_deleted():
-        raise ShardcError(f"argument {i} has been deleted (donated to an earlier call, or "
-                          "deleted explicitly); pass a live array")
-    return runtime.place(x, s)
-
-
-class Compiled:
-    """An executable for one argument signature; call it like the function."""
-
-    def __init__(self, lowered: Lowered):
-        t = lowered.traced
-        self.lowered = lowered
-        p = t.program
-        mesh = t.mesh
-        self.input_shardings = [mesh.named(v.sharding) for v in p.inputs]
-        self.output_shardings = [mesh.named(s) for s in p.out_shardings]
-        self._in_avals = [v.aval for v in p.inputs]
-        exe = runtime.compile(lowered.text, mesh.devices)
-        passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
-        self._exe = runtime.Executable(exe, self.input_shardings,
-                                       [v.aval for v in p.outputs], self.output_shardings,
-                                       mesh.devices, p.meta.get("committed", True),
-                                       [i for i, d in enumerate(p.meta.get("donate") or ())
-                                        if d])
-        self._entry = _Entry(self._exe, self.input_shardings, t.out_tree)
-        self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
-
-    __call__ = property(operator.attrgetter("_dispatch"))   # as Jitted's
-
-    def _cache_miss(self, *args, **kwargs):
-        try:
-            out = self._call(args, kwargs)
-        except Exception as e:
-            cleaned(e)
-            raise
-        outs, tree = runtime.flatten(out)
-        return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
-
-    def _call(self, args, kwargs):
-        leaves = _tree.tree_leaves((args, kwargs))
-        if len(leaves) != len(self._in_avals):
-            raise ShardcError(f"this compiled program takes {len(self._in_avals)} array "
-                              f"arguments, got {len(leaves)}")
-        for i, (x, want) in enumerate(zip(leaves, self._in_avals)):
-            if type(x) is _ARRAY and x.shape == want.shape and x.dtype == want.dtype:
-                continue
-            got = core.aval_of(x)
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise ShardcError(f"argument {i} is {got} but the program was compiled for "
-                                  f"{want}; call the jitted function instead (it compiles for "
-                                  "new types) or lower again")
-        return self._entry.run(leaves)
-
-    def as_text(self) -> str:
-        return self._exe.hlo_text()
-
-    def cost_analysis(self):
-        return self._exe.cost_analysis()
-
-    def memory_analysis(self):
-        return self._exe.memory_analysis()
 
 
 @api_boundary
@@ -646,3 +455,8 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
 
 
 _ = (dtypes, from_spec)
+
+
+from ..runtime import distributed as _distributed  # noqa: E402
+
+_distributed.install_jit(jit)   # its gathers are shardc programs

@@ -195,6 +195,11 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
 
 
 _gather_fns: dict = {}
+_jit = [None]   # shardc.jit, installed by shardc.api.jit at import (it is above runtime)
+
+
+def install_jit(jit):
+    _jit[0] = jit
 
 
 def _replicate(x):
@@ -202,9 +207,8 @@ def _replicate(x):
     mesh = x.sharding.mesh
     f = _gather_fns.get(mesh)
     if f is None:
-        from ..api.jit import jit
-        f = _gather_fns[mesh] = jit(lambda a: a, out_shardings=NamedSharding(mesh,
-                                                                            PartitionSpec()))
+        f = _gather_fns[mesh] = _jit[0](lambda a: a, out_shardings=NamedSharding(
+            mesh, PartitionSpec()))
     return f(x)
 
 

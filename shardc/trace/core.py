@@ -175,11 +175,24 @@ def bind(prim: Primitive, args, params):
     for a in args:
         if type(a) is Tracer:
             Builder()._capture(a)   # raises: a tracer outside its trace leaked
-    from ..runtime import eager
-    return eager.apply(prim, args, params)
+    return _eager[0](prim, args, params)
 
 
 set_binder(bind)
+
+
+def _no_eager(prim, args, params):
+    raise ShardcError(f"internal: {prim.name} applied outside a trace before shardc's "
+                      "runtime was imported (import shardc)")
+
+
+_eager = [_no_eager]   # set by shardc.runtime.eager: apply(prim, args, params)
+
+
+def set_eager(fn):
+    """Install how ops run outside any trace (the runtime's eager mode): this stage
+    records ops; running them is the runtime's, which installs itself at import."""
+    _eager[0] = fn
 
 
 def _bind_traced(b: Builder, prim, args, params):
@@ -266,13 +279,12 @@ def _scalar(x, dtype):
         float(np.asarray(x).astype(dtype))
 
 
-def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):
+def full_trace(fun, in_avals, meshes, names=None, name="fun", parent=None):
     """Trace `fun` on abstract inputs; returns (builder, raw outputs of `fun`).
 
-    The program's outputs are left for the caller to set (it owns the pytree)."""
-    if meshes is None and parent is None:
-        from ..runtime.meshes import MeshInfo, MeshSlot
-        meshes = MeshSlot(MeshInfo(None))
+    `meshes` is the trace's mesh slot (runtime.meshes.MeshSlot, shared with nested
+    traces): the caller, which knows the mesh, makes it. The program's outputs are
+    left for the caller to set (it owns the pytree)."""
     b = Builder(name, parent, meshes)
     tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
     with trace_context(b):
