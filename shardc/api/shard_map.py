@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..trace import core
 from ..errors import ShardcError, api_boundary, user_loc
+from ..ir.primitive import Vma
 from ..ir.program import Aval, Lit, Program
 from ..ops.manual import local_shape, shard_map_p
 from ..ir.sharding import MeshShape, Sharding, from_spec
@@ -38,10 +39,10 @@ class ManualCtx:
     def record(self, prim, in_vals, outs, params):
         """Variance of an op's results (the hook core.bind calls inside bodies)."""
         ins = frozenset().union(*(self.vma_of(v) for v in in_vals)) if in_vals else frozenset()
-        kind = getattr(prim, "vma", "keep")
-        if kind == "remove":
+        kind = prim.vma
+        if kind is Vma.REMOVE:
             out = ins - set(params["axes"])
-        elif kind == "axes":
+        elif kind is Vma.AXES:
             out = ins | set(params["axes"])
         else:
             out = ins

@@ -35,6 +35,17 @@ class PropKind(str, enum.Enum):
         return self.value
 
 
+class Vma(str, enum.Enum):
+    """Over which manual axes an op's results vary, inside a shard_map body (jax's
+    varying-manual-axes types), given its operands' and its `axes` param."""
+    KEEP = "keep"          # as the operands (every op that is not a collective)
+    REMOVE = "remove"      # the operands' but `axes` (all-reduces: psum, pmax, pmin)
+    AXES = "axes"          # the operands' and `axes` (jax's collectives pvary first)
+
+    def __str__(self):
+        return self.value
+
+
 class Trait(enum.Flag):
     """Facts about an op that passes act on (a primitive may have several)."""
     NONE = 0
@@ -85,14 +96,15 @@ class Primitive:
         requires of its operands (constraints, shard_map in_specs)
     after_propagation(op, mesh): run once the shardings are decided (inspection)
     nargs: the operand count, for shape rules that take *avals
+    vma: a Vma: how results vary over a shard_map's manual axes
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
-                 "operand_constraints", "after_propagation", "nargs", "__dict__")
+                 "operand_constraints", "after_propagation", "nargs", "vma", "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
-                 nargs=None):
+                 nargs=None, vma=Vma.KEEP):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name} registered twice")
         for what, rule in (("shape_rule", shape_rule), ("sharding_rule", sharding_rule),
@@ -112,6 +124,7 @@ class Primitive:
         self.num_regions = num_regions
         self.operand_uses = operand_uses
         self.nargs = nargs
+        self.vma = Vma(vma)
         self.vjp = None
         self.source_of = None
         self.operand_constraints = None

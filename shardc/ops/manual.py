@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..trace.core import Primitive
-from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Vma
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import sharding_per_value, tensor_type
@@ -159,11 +159,11 @@ def _all_reduce_lower(kind, ctx, x, *, axes, sizes):
                    "use_global_device_ids": "unit"}, regions=[region])
 
 
-def _collective(name, shape_rule, lower, rule=pointwise, vma="keep"):
-    p = Primitive(name, shape_rule=shape_rule, sharding_rule=rule, lower=lower,
-                  prop_kind=PropKind.ELEMENTWISE if rule is pointwise else PropKind.NONE)
-    p.vma = vma
-    return p
+# jax's collectives over axes a value does not vary on first make it varying (pvary):
+# their results vary over the axes (Vma.AXES), so a psum after them sums, not scales
+def _collective(name, shape_rule, lower, rule, vma):
+    return Primitive(name, shape_rule=shape_rule, sharding_rule=rule, lower=lower, vma=vma,
+                     prop_kind=PropKind.ELEMENTWISE if rule is pointwise else PropKind.NONE)
 
 
 def _reduce_shape(x, *, axes, sizes):
@@ -172,7 +172,8 @@ def _reduce_shape(x, *, axes, sizes):
 
 
 def _all_reduce(name, kind):
-    return _collective(name, _reduce_shape, partial(_all_reduce_lower, kind), vma="remove")
+    return _collective(name, _reduce_shape, partial(_all_reduce_lower, kind), pointwise,
+                       Vma.REMOVE)
 
 
 psum_p = _all_reduce("psum", "add")
@@ -226,7 +227,7 @@ def _ag_lower(ctx, x, *, axes, sizes, axis, tiled):
                    "replica_groups": _groups_attr(groups), "use_global_device_ids": "unit"})
 
 
-all_gather_p = _collective("all_gather", _ag_shape, _ag_lower, _ag_rule)
+all_gather_p = _collective("all_gather", _ag_shape, _ag_lower, _ag_rule, Vma.AXES)
 
 
 # psum_scatter: a reduce-scatter along scatter_dimension
@@ -281,7 +282,7 @@ def _ps_lower(ctx, x, *, axes, sizes, scatter_dimension, tiled):
     return r
 
 
-psum_scatter_p = _collective("psum_scatter", _ps_shape, _ps_lower, _ps_rule)
+psum_scatter_p = _collective("psum_scatter", _ps_shape, _ps_lower, _ps_rule, Vma.AXES)
 
 
 # all_to_all (tiled form; the untiled form is built from it with reshapes)
@@ -321,7 +322,7 @@ def _a2a_lower(ctx, x, *, axes, sizes, split_axis, concat_axis):
                    "split_dimension": f"{split_axis} : i64"})
 
 
-all_to_all_p = _collective("all_to_all", _a2a_shape, _a2a_lower, _a2a_rule)
+all_to_all_p = _collective("all_to_all", _a2a_shape, _a2a_lower, _a2a_rule, Vma.AXES)
 
 
 # ppermute: send the block at axis index src to axis index dst
@@ -347,7 +348,7 @@ def _pp_lower(ctx, x, *, axes, sizes, perm):
                   {"channel_handle": _channel(ctx), "source_target_pairs": attr})
 
 
-ppermute_p = _collective("ppermute", _pp_shape, _pp_lower)
+ppermute_p = _collective("ppermute", _pp_shape, _pp_lower, pointwise, Vma.AXES)
 
 
 # axis_index: this device's position along the named axes
@@ -401,15 +402,7 @@ def _ai_index(ctx, axes):
                   sharding=rep)
 
 
-def _no_rule(*a, **k):
-    return None
-
-
-axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, _no_rule, vma="axes")
-# jax's collectives over axes a value does not vary on first make it varying (pvary):
-# their results vary over the axes, so a psum after them sums, not scales
-psum_scatter_p.vma = "axes"
-all_to_all_p.vma = all_gather_p.vma = ppermute_p.vma = "axes"
+axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, NO_FACTOR_RULE, Vma.AXES)
 
 
 # ---------------------------------------------------------------- gradients

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 import shardc  # noqa: F401  (registers every primitive)
-from shardc.ir.primitive import NO_FACTOR_RULE, PRIMITIVES, Primitive, PropKind, Trait
+from shardc.ir.primitive import NO_FACTOR_RULE, PRIMITIVES, Primitive, PropKind, Trait, Vma
 
 SHARDC = pathlib.Path(shardc.__file__).resolve().parent
 
@@ -30,6 +30,8 @@ def missing_rules(prim) -> list[str]:
         out.append("prop_kind")
     if not isinstance(prim.traits, Trait):
         out.append("traits")
+    if not isinstance(prim.vma, Vma):
+        out.append("vma")
     if prim.has_regions:
         try:
             params = inspect.signature(prim.shape_rule).parameters
