@@ -321,7 +321,7 @@ class Jitted:
 
         avals = [s.aval for s in specs]
         slot = MeshSlot(mesh)
-        b, outs = core.full_trace(flat_fun, avals, slot, names, name=_fun_name(fun))
+        b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot)
         mesh = slot.info
         program = b.program
         program.mesh = mesh.shape

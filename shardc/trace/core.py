@@ -279,12 +279,14 @@ def _scalar(x, dtype):
         float(np.asarray(x).astype(dtype))
 
 
-def full_trace(fun, in_avals, meshes, names=None, name="fun", parent=None):
+def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):
     """Trace `fun` on abstract inputs; returns (builder, raw outputs of `fun`).
 
-    `meshes` is the trace's mesh slot (runtime.meshes.MeshSlot, shared with nested
-    traces): the caller, which knows the mesh, makes it. The program's outputs are
-    left for the caller to set (it owns the pytree)."""
+    `meshes` is a top-level trace's mesh slot (runtime.meshes.MeshSlot; nested traces
+    share their parent's): the caller, which knows the mesh, makes it. The program's
+    outputs are left for the caller to set (it owns the pytree)."""
+    if meshes is None and parent is None:
+        raise ShardcError("internal: a top-level trace needs its mesh slot (meshes=)")
     b = Builder(name, parent, meshes)
     tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
     with trace_context(b):
