@@ -55,6 +55,8 @@ class Trait(enum.Flag):
     #                               by PropKind.ELEMENTWISE unless EFFECTFUL, as in Shardy
     EFFECTFUL = enum.auto()       # kept by dead-code elimination though nothing uses it
     SHARDING_GROUP = enum.auto()  # ties its operand's sharding to all others of its group_id
+    SHARDED_RESULTS = enum.auto()  # its results must carry a sharding in the IR (constraints:
+    #                                propagation takes it as a source)
 
 
 # The explicit sharding rule of ops that pass no sharding between operands and

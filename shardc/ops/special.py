@@ -49,7 +49,7 @@ def _constraint_source(op):
 
 sharding_constraint_p = Primitive("sharding_constraint", shape_rule=_constraint_shape,
                                   sharding_rule=pointwise, lower=_lower_constraint,
-                                  prop_kind=PropKind.ELEMENTWISE)
+                                  prop_kind=PropKind.ELEMENTWISE, traits=Trait.SHARDED_RESULTS)
 sharding_constraint_p.source_of = _constraint_source
 sharding_constraint_p.operand_constraints = \
     lambda op: [(op.inputs[0], op.outputs[0].sharding, None)]

@@ -60,3 +60,12 @@ def test_an_op_owns_as_many_regions_as_it_declares():
     op.regions = (op.regions + (parse_program(GOOD).ops[0].regions[0],)) * 2
     with pytest.raises(VerifyError, match="owns 1 region"):
         verify(p)
+
+
+def test_region_op_results_need_no_sharding_in_text():
+    """shard_map's result shardings follow from out_specs: the text may leave them out
+    (only a constraint's result must carry its sharding)."""
+    p = parse_program(GOOD.replace("%0: f32[4,16] [{}, {y}] = shard_map", "%0: f32[4,16] = "
+                                   "shard_map"))
+    assert p.ops[0].outputs[0].sharding is None
+    verify(p)
