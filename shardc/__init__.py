@@ -23,7 +23,8 @@ from .runtime.meshes import make_mesh, set_mesh  # noqa: E402
 from .api.device import device_put  # noqa: E402
 from .api.shard_map import shard_map  # noqa: E402
 from .api.pmap import pmap  # noqa: E402
-from .transforms.ad import custom_vjp, grad, jvp, shard_alike, value_and_grad, vjp  # noqa: E402
+from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
+from .api.grad import grad, jvp, value_and_grad, vjp  # noqa: E402
 from . import distributed  # noqa: E402
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,

@@ -98,3 +98,12 @@ def test_closure_grad_sharded():
     want = jax.jit(lambda x: jax.grad(lambda p: jnp.sum(p * x * x))(x))(x)
     _close(got, want)
     assert got.sharding.is_equivalent_to(want.sharding, 1)
+
+
+def test_grad_at_a_concrete_jax_array_inside_jit():
+    """A primal that is a jax.Array (not a traced value) becomes a constant of the trace;
+    it raised AttributeError ('ArrayImpl' has no 'value') before."""
+    c = jnp.arange(4.0)
+    got = shardc.jit(lambda: shardc.grad(lambda x: snp.sum(snp.sin(x)))(c))()
+    want = jax.jit(lambda: jax.grad(lambda x: jnp.sum(jnp.sin(x)))(c))()
+    _close(got, want)

@@ -14,56 +14,13 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..trace import core
 from ..errors import ShardcError, api_boundary, user_loc
-from ..ir.primitive import Vma
-from ..ir.program import Aval, Lit, Program
+from ..ir.program import Program
 from ..ops.manual import local_shape, shard_map_p
-from ..ir.sharding import MeshShape, Sharding, from_spec
+from ..ops.manual_region import (ManualCtx, body_value as _body_value,  # noqa: F401
+                                 manual_ctx, open_free as _open_free)
+from ..ir.sharding import Sharding, from_spec
 
 _tree = jax.tree_util
-
-
-class ManualCtx:
-    """What a shard_map body knows: its mesh, manual axes, and each value's variance."""
-
-    def __init__(self, mesh: MeshShape, axes: tuple, check_vma: bool):
-        self.mesh = mesh
-        self.axes = axes
-        self.check_vma = check_vma
-        self.vma: dict = {}        # id(Value) -> frozenset of manual axes it varies over
-
-    def vma_of(self, v) -> frozenset:
-        if isinstance(v, Lit):
-            return frozenset()
-        return self.vma.get(id(v), frozenset())
-
-    def record(self, prim, in_vals, outs, params):
-        """Variance of an op's results (the hook core.bind calls inside bodies)."""
-        ins = frozenset().union(*(self.vma_of(v) for v in in_vals)) if in_vals else frozenset()
-        kind = prim.vma
-        if kind is Vma.REMOVE:
-            out = ins - set(params["axes"])
-        elif kind is Vma.AXES:
-            out = ins | set(params["axes"])
-        else:
-            out = ins
-        for v in outs:
-            self.vma[id(v)] = out
-
-    def check_axes(self, name, axes):
-        for a in axes:
-            if a not in self.axes:
-                raise ShardcError(
-                    f"{name}: unknown axis name {a!r}; the enclosing shard_map's manual axes "
-                    f"are {list(self.axes)}")
-
-
-def manual_ctx():
-    b = core.current_builder()
-    while b is not None:
-        if getattr(b, "manual", None) is not None:
-            return b.manual
-        b = b.parent
-    return None
 
 
 def _specs_for(specs, tree_obj, what):
@@ -184,25 +141,6 @@ def _prod(xs):
     for x in xs:
         n *= x
     return n
-
-
-def _open_free(sh: Sharding, manual, mesh) -> Sharding | None:
-    """A result's sharding before propagation: manual axes fixed, free axes left open."""
-    if set(manual) == set(mesh.names):
-        return sh
-    return Sharding(sh.dims, [True] * sh.rank)
-
-
-def _body_value(b, x):
-    if core.is_tracer(x) and x.builder is b:
-        return x.value
-    v = core.constant_value(b, x) if not core.is_tracer(x) else b.to_value(x)
-    if isinstance(v, Lit):
-        from ..ops.special import constant_p
-        import numpy as np
-        (v,) = b.add(constant_p, [], {"value": np.asarray(v.value, v.aval.dtype)},
-                     [Aval((), v.aval.dtype)], user_loc())
-    return v
 
 
 _ = (NamedSharding, Program)

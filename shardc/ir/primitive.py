@@ -147,6 +147,12 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+def nondiff(ctx, cts, *primals, **params):
+    """The vjp of ops whose outputs carry no gradient (comparisons, integer ops, ...):
+    the backward pass recognizes it and skips the op."""
+    return [None] * len(primals)
+
+
 _binder = [None]   # set by shardc.trace.core: bind(prim, args, params)
 
 

@@ -278,15 +278,11 @@ square_p = Primitive("square", shape_rule=lambda x: (check_dtype("square", x, "n
 # Each rule gets the output cotangent and the primal inputs (ctx.out is the primal
 # output) and returns one cotangent per input; rank-0 operands get theirs summed.
 
-def _snp():
-    from ..api import numpy as snp
-    return snp
-
-
 def _unbroadcast(ct, aval):
     if ct is None or aval.ndim or not getattr(ct, "ndim", 0):
         return ct
-    return _snp().sum(ct)
+    from . import lax as L
+    return L.sum_all(ct)
 
 
 def defvjp(prim, fn):
@@ -297,83 +293,87 @@ def defvjp(prim, fn):
     prim.vjp = rule
 
 
+_SQRT_PI = 3.141592653589793 ** 0.5
+
+
 def _vjps():
-    from ..transforms.ad import nondiff
-    n = _snp()
-    mul, div, add, sub, neg = n.multiply, n.divide, n.add, n.subtract, n.negative
+    from ..ir.primitive import nondiff
+    from . import lax as L      # looked up when a rule runs (lax imports this module)
     for p in (sign_p, floor_p, ceil_p, round_p, round_afz_p, not_p, is_finite_p, and_p, or_p,
               xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, shift_right_logical_p,
               shift_right_arithmetic_p, shift_left_p):
         p.vjp = nondiff
-    defvjp(neg_p, lambda c, g, x: (neg(g),))
-    defvjp(abs_p, lambda c, g, x: (n.where(n.greater_equal(x, 0), g, neg(g)),))
-    defvjp(exp_p, lambda c, g, x: (mul(g, c.out),))
-    defvjp(log_p, lambda c, g, x: (div(g, x),))
-    defvjp(log1p_p, lambda c, g, x: (div(g, add(1, x)),))
-    defvjp(expm1_p, lambda c, g, x: (mul(g, add(c.out, 1)),))
-    defvjp(sqrt_p, lambda c, g, x: (mul(g, div(0.5, c.out)),))
-    defvjp(rsqrt_p, lambda c, g, x: (mul(g, mul(-0.5, div(c.out, x))),))
-    defvjp(sin_p, lambda c, g, x: (mul(g, n.cos(x)),))
-    defvjp(cos_p, lambda c, g, x: (neg(mul(g, n.sin(x))),))
-    defvjp(tan_p, lambda c, g, x: (mul(g, add(1, n.square(c.out))),))
-    defvjp(tanh_p, lambda c, g, x: (mul(add(g, mul(g, c.out)), sub(1, c.out)),))
-    defvjp(logistic_p, lambda c, g, x: (mul(g, mul(c.out, sub(1, c.out))),))
-    defvjp(asin_p, lambda c, g, x: (mul(g, n.rsqrt(sub(1, n.square(x)))),))
-    defvjp(acos_p, lambda c, g, x: (neg(mul(g, n.rsqrt(sub(1, n.square(x))))),))
-    defvjp(atan_p, lambda c, g, x: (div(g, add(1, n.square(x))),))
-    defvjp(sinh_p, lambda c, g, x: (mul(g, n.cosh(x)),))
-    defvjp(cosh_p, lambda c, g, x: (mul(g, n.sinh(x)),))
-    defvjp(erf_p, lambda c, g, x: (mul(g, mul(2 / 3.141592653589793 ** 0.5,
-                                              n.exp(neg(n.square(x))))),))
-    defvjp(erfc_p, lambda c, g, x: (mul(g, mul(-2 / 3.141592653589793 ** 0.5,
-                                               n.exp(neg(n.square(x))))),))
+    defvjp(neg_p, lambda c, g, x: (L.neg(g),))
+    defvjp(abs_p, lambda c, g, x: (L.select(L.ge(x, 0), g, L.neg(g)),))
+    defvjp(exp_p, lambda c, g, x: (L.mul(g, c.out),))
+    defvjp(log_p, lambda c, g, x: (L.div(g, x),))
+    defvjp(log1p_p, lambda c, g, x: (L.div(g, L.add(1, x)),))
+    defvjp(expm1_p, lambda c, g, x: (L.mul(g, L.add(c.out, 1)),))
+    defvjp(sqrt_p, lambda c, g, x: (L.mul(g, L.div(0.5, c.out)),))
+    defvjp(rsqrt_p, lambda c, g, x: (L.mul(g, L.mul(-0.5, L.div(c.out, x))),))
+    defvjp(sin_p, lambda c, g, x: (L.mul(g, L.cos(x)),))
+    defvjp(cos_p, lambda c, g, x: (L.neg(L.mul(g, L.sin(x))),))
+    defvjp(tan_p, lambda c, g, x: (L.mul(g, L.add(1, L.square(c.out))),))
+    defvjp(tanh_p, lambda c, g, x: (L.mul(L.add(g, L.mul(g, c.out)), L.sub(1, c.out)),))
+    defvjp(logistic_p, lambda c, g, x: (L.mul(g, L.mul(c.out, L.sub(1, c.out))),))
+    defvjp(asin_p, lambda c, g, x: (L.mul(g, L.rsqrt(L.sub(1, L.square(x)))),))
+    defvjp(acos_p, lambda c, g, x: (L.neg(L.mul(g, L.rsqrt(L.sub(1, L.square(x))))),))
+    defvjp(atan_p, lambda c, g, x: (L.div(g, L.add(1, L.square(x))),))
+    defvjp(sinh_p, lambda c, g, x: (L.mul(g, L.cosh(x)),))
+    defvjp(cosh_p, lambda c, g, x: (L.mul(g, L.sinh(x)),))
+    defvjp(erf_p, lambda c, g, x: (L.mul(g, L.mul(2 / _SQRT_PI,
+                                                  L.exp(L.neg(L.square(x))))),))
+    defvjp(erfc_p, lambda c, g, x: (L.mul(g, L.mul(-2 / _SQRT_PI,
+                                                   L.exp(L.neg(L.square(x))))),))
     defvjp(add_p, lambda c, g, x, y: (g, g))
-    defvjp(sub_p, lambda c, g, x, y: (g, neg(g)))
-    defvjp(mul_p, lambda c, g, x, y: (mul(g, y), mul(x, g)))
-    defvjp(div_p, lambda c, g, x, y: (div(g, y), mul(mul(neg(g), x), n.power(y, -2))))
+    defvjp(sub_p, lambda c, g, x, y: (g, L.neg(g)))
+    defvjp(mul_p, lambda c, g, x, y: (L.mul(g, y), L.mul(x, g)))
+    defvjp(div_p, lambda c, g, x, y: (L.div(g, y),
+                                      L.mul(L.mul(L.neg(g), x), L.integer_pow(y, -2))))
 
     def trunc(v):
-        return mul(n.sign(v), n.floor(n.abs(v)))
-    defvjp(rem_p, lambda c, g, x, y: (g, mul(neg(g), trunc(div(x, y)))))
+        return L.mul(L.sign(v), L.floor(L.abs(v)))
+    defvjp(rem_p, lambda c, g, x, y: (g, L.mul(L.neg(g), trunc(L.div(x, y)))))
 
     def pow_vjp(c, g, x, y):
-        dx = n.where(n.equal(y, 0), n.zeros_like(c.out), mul(y, n.power(x, sub(y, 1))))
-        safe = n.where(n.equal(x, 0), n.ones_like(x), x)
-        return mul(g, dx), mul(g, mul(n.log(safe), c.out))
+        xa = L.aval(x)
+        # an integer exponent takes part in x's dtype (as jnp's promotion did)
+        yf = L.convert_element_type(y, xa.dtype, L.aval(y).weak and xa.weak)
+        dx = L.select(L.eq(y, 0), L.zeros_like(c.out), L.mul(yf, L.pow(x, L.sub(y, 1))))
+        safe = L.select(L.eq(x, 0), L.ones_like(x), x)
+        return L.mul(g, dx), L.mul(g, L.mul(L.log(safe), c.out))
     defvjp(pow_p, pow_vjp)
 
     def balanced(x, z, y):
         """1 where x is the max/min, 0.5 where x and y tie for it, else 0 (as JAX)."""
-        return n.where(n.equal(x, z), n.where(n.equal(y, z), 0.5, 1.0), 0.0).astype(
-            c_dtype(z))
-
-    def c_dtype(z):
-        return z.dtype
+        like = Aval((), L.aval(z).dtype)
+        one, half, zero = (L.lit(v, like) for v in (1.0, 0.5, 0.0))
+        return L.select(L.eq(x, z), L.select(L.eq(y, z), half, one), zero)
 
     def chooser(c, g, x, y):
-        return mul(g, balanced(x, c.out, y)), mul(g, balanced(y, c.out, x))
+        return L.mul(g, balanced(x, c.out, y)), L.mul(g, balanced(y, c.out, x))
     defvjp(max_p, chooser)
     defvjp(min_p, chooser)
 
     def atan2_vjp(c, g, x, y):
-        den = add(n.square(x), n.square(y))
-        return mul(g, div(y, den)), mul(g, div(neg(x), den))
+        den = L.add(L.square(x), L.square(y))
+        return L.mul(g, L.div(y, den)), L.mul(g, L.div(L.neg(x), den))
     defvjp(atan2_p, atan2_vjp)
 
     def select_vjp(c, g, p, t, f):
-        z = n.zeros_like(g)
-        return None, n.where(p, g, z), n.where(p, z, g)
+        z = L.zeros_like(g)
+        return None, L.select(p, g, z), L.select(p, z, g)
     defvjp(select_p, select_vjp)
 
     def convert_vjp(c, g, x, *, new_dtype, weak_type=False):
         a = c.in_avals[0]
         if not dtypes.is_float(a.dtype) or not dtypes.is_float(new_dtype):
             return (None,)
-        return (n.astype(g, a.dtype),)
+        return (L.convert_element_type(g, a.dtype),)
     defvjp(convert_element_type_p, convert_vjp)
     defvjp(integer_pow_p, lambda c, g, x, *, y: (
-        n.zeros_like(x) if y == 0 else mul(g, mul(float(y), n.power(x, y - 1))),))
-    defvjp(square_p, lambda c, g, x: (mul(g, mul(2.0, x)),))
+        L.zeros_like(x) if y == 0 else L.mul(g, L.mul(float(y), L.integer_pow(x, y - 1))),))
+    defvjp(square_p, lambda c, g, x: (L.mul(g, L.mul(2.0, x)),))
 
 
 _vjps()

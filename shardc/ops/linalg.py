@@ -105,11 +105,11 @@ def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False):
 
 
 def _dot_vjp(ctx, cts, x, y, *, contracting, batch, preferred_element_type=None):
-    from ..api import numpy as snp
+    from .lax import convert_element_type
     g = cts[0]
     xa, ya = ctx.in_avals
     if preferred_element_type is not None and g.dtype != xa.dtype:
-        g = snp.astype(g, xa.dtype)
+        g = convert_element_type(g, xa.dtype)
     (xc, yc), (xb, yb) = contracting, batch
     dx = _transpose_lhs(g, y, xa, ya, contracting, batch)
     dy = _transpose_lhs(g, x, ya, xa, (yc, xc), (yb, xb), swap_ans=True)

@@ -410,16 +410,16 @@ axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, NO_FACTOR_RULE, V
 # body's VJP (the forward is recomputed inside it).
 
 def _vjps():
-    from ..transforms.ad import nondiff
-    from ..api import numpy as snp
+    from ..ir.primitive import nondiff
+    from . import lax as L      # looked up when a rule runs
 
     psum_p.vjp = lambda ctx, cts, x, *, axes, sizes: [cts[0]]
 
     def chooser(ctx, cts, x, *, axes, sizes):
         """The gradient goes to the devices holding the max (or min), split on ties."""
-        loc = snp.astype(snp.equal(x, ctx.out), cts[0].dtype)
+        loc = L.convert_element_type(L.eq(x, ctx.out), cts[0].dtype)
         count = psum_p.bind(loc, axes=axes, sizes=sizes)
-        return [snp.multiply(cts[0], snp.divide(loc, count))]
+        return [L.mul(cts[0], L.div(loc, count))]
     pmax_p.vjp = chooser
     pmin_p.vjp = chooser
     all_gather_p.vjp = lambda ctx, cts, x, *, axes, sizes, axis, tiled: [
@@ -436,45 +436,10 @@ def _vjps():
     shard_map_p.vjp = _shard_map_vjp
 
 
-def _shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check_vma):
-    from ..api import numpy as snp
-    from ..transforms.ad import _traced_vjp, eval_ops
-    from ..api.collectives import psum
-    from ..api.shard_map import manual_ctx, shard_map
-    region = ctx.op.regions[0]
-    jmesh = ctx.builder.meshes.info.mesh
-    n = len(args)
-    floats = [dtypes.is_float(a.dtype) for a in ctx.in_avals]
-    out_float = [dtypes.is_float(v.aval.dtype) for v in region.outputs]
-
-    def bwd(*blocks):
-        prims, cts_in = blocks[:n], list(blocks[n:])
-        it = iter(cts_in)
-        cts_full = tuple(next(it) if f else snp.zeros(v.aval.shape, v.aval.dtype)
-                         for f, v in zip(out_float, region.outputs))
-        diff = [i for i in range(n) if floats[i]]
-
-        def fwd(*ws):
-            full = list(prims)
-            for i, w in zip(diff, ws):
-                full[i] = w
-            return tuple(eval_ops(region, full))
-        _, _, fn = _traced_vjp(fwd, tuple(prims[i] for i in diff))
-        grads = fn(cts_full)
-        mc = manual_ctx()
-        out = []
-        for i, g in zip(diff, grads):
-            named = {a for d in in_specs[i].dims for a in d}
-            vary = sorted(mc.vma_of(g.value) - named) if check_vma else []
-            out.append(psum(g, tuple(vary)) if vary else g)
-        return tuple(out)
-    specs = tuple(s.to_spec() for s in in_specs) + \
-        tuple(s.to_spec() for s, f in zip(out_specs, out_float) if f)
-    diff_specs = tuple(s.to_spec() for s, f in zip(in_specs, floats) if f)
-    sm = shard_map(bwd, mesh=jmesh, in_specs=specs, out_specs=diff_specs,
-                   axis_names=set(manual_axes), check_vma=check_vma)
-    grads = iter(sm(*args, *[c for c, f in zip(cts, out_float) if f]))
-    return [next(grads) if f else None for f in floats]
+def _shard_map_vjp(ctx, cts, *args, **params):
+    """A shard_map of the body's VJP (manual_region, which imports this module)."""
+    from .manual_region import shard_map_vjp
+    return shard_map_vjp(ctx, cts, *args, **params)
 
 
 _vjps()

@@ -212,9 +212,10 @@ cumsum_p = cumulative("cumsum", "add")
 # ---------------------------------------------------------------- gradients
 
 def _vjps():
-    from ..transforms.ad import nondiff
+    from ..ir.primitive import nondiff
     from .elementwise import defvjp
     from .shape import broadcast_in_dim_p
+    from . import lax as L      # looked up when a rule runs
 
     def back(g, x_aval, axes):
         kept = tuple(d for d in range(x_aval.ndim) if d not in axes)
@@ -224,28 +225,26 @@ def _vjps():
 
     def chooser(c, g, x, *, axes):
         """Ties share the gradient equally (as JAX's reduce_max/min)."""
-        from ..api import numpy as snp
         xa = c.in_avals[0]
-        loc = snp.astype(snp.equal(x, back(c.out, xa, axes)), g.dtype)
+        loc = L.convert_element_type(L.eq(x, back(c.out, xa, axes)), g.dtype)
         counts = reduce_sum_p.bind(loc, axes=axes)
-        return (snp.multiply(loc, back(snp.divide(g, counts), xa, axes)),)
+        return (L.mul(loc, back(L.div(g, counts), xa, axes)),)
     defvjp(reduce_max_p, chooser)
     defvjp(reduce_min_p, chooser)
 
     def prod_vjp(c, g, x, *, axes):
         """d prod / d x_i = product of the others, exact when some x are zero."""
-        from ..api import numpy as snp
         xa = c.in_avals[0]
-        is_zero = snp.equal(x, 0)
-        nonzero_prod = reduce_prod_p.bind(snp.where(is_zero, snp.ones_like(x), x), axes=axes)
-        zeros = reduce_sum_p.bind(snp.astype(is_zero, g.dtype), axes=axes)
-        safe_x = snp.where(is_zero, snp.ones_like(x), x)
-        no_zero = snp.divide(back(c.out, xa, axes), safe_x)
-        one_zero = snp.where(is_zero, back(nonzero_prod, xa, axes), snp.zeros_like(x))
+        is_zero = L.eq(x, 0)
+        nonzero_prod = reduce_prod_p.bind(L.select(is_zero, L.ones_like(x), x), axes=axes)
+        zeros = reduce_sum_p.bind(L.convert_element_type(is_zero, g.dtype), axes=axes)
+        safe_x = L.select(is_zero, L.ones_like(x), x)
+        no_zero = L.div(back(c.out, xa, axes), safe_x)
+        one_zero = L.select(is_zero, back(nonzero_prod, xa, axes), L.zeros_like(x))
         z = back(zeros, xa, axes)
-        d = snp.where(snp.equal(z, 0), no_zero,
-                      snp.where(snp.equal(z, 1), one_zero, snp.zeros_like(x)))
-        return (snp.multiply(back(g, xa, axes), d),)
+        d = L.select(L.eq(z, 0), no_zero,
+                     L.select(L.eq(z, 1), one_zero, L.zeros_like(x)))
+        return (L.mul(back(g, xa, axes), d),)
     defvjp(reduce_prod_p, prod_vjp)
     for p in (reduce_and_p, reduce_or_p, argmax_p, argmin_p):
         p.vjp = nondiff

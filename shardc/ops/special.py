@@ -82,7 +82,7 @@ _ = np
 # ---------------------------------------------------------------- gradients
 
 def _vjps():
-    from ..transforms.ad import nondiff
+    from ..ir.primitive import nondiff
     constant_p.vjp = nondiff
 
     def constraint_vjp(ctx, cts, x, *, sharding):

@@ -1,11 +1,10 @@
-"""Reverse-mode differentiation as an IR transform: vjp, grad, value_and_grad, jvp.
+"""Reverse-mode differentiation as an IR transform: the backward pass, custom_vjp.
 
 `f` is traced into the current program as usual; its ops are then walked backwards
 and each primitive's `vjp` rule (registered beside the op) binds the ops of the
 backward pass into the same program. The backward ops are ordinary IR, so they are
-propagated, lowered and differentiated again (grad of grad) like any other.
-Forward mode (`jvp`) transposes the reverse pass (the VJP of a VJP is the JVP).
-Outside a trace, each transform compiles itself with shardc.jit.
+propagated, lowered and differentiated again (grad of grad) like any other. The
+user-facing grad, value_and_grad, vjp and jvp are in shardc.api.grad.
 """
 from __future__ import annotations
 
@@ -16,16 +15,13 @@ import numpy as np
 
 from ..trace import core
 from ..ir import dtypes
+from ..ir.primitive import nondiff  # noqa: F401  (re-exported)
 from ..trace.core import Primitive, Tracer
-from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Aval, Lit
+from ..ops import lax as L
 
 _tree = jax.tree_util
-
-
-def nondiff(ctx, cts, *primals, **params):
-    """The vjp of ops whose outputs carry no gradient (comparisons, integer ops, ...)."""
-    return [None] * len(primals)
 
 
 class VjpCtx:
@@ -43,6 +39,13 @@ class VjpCtx:
     def out(self):
         return self.outs[0]
 
+    # what rules of ops with regions (shard_map) need of the transform itself
+    def trace_vjp(self, f, primals, has_aux=False):
+        return _traced_vjp(f, primals, has_aux)
+
+    def eval_ops(self, program, args):
+        return eval_ops(program, args)
+
 
 def _is_float(aval):
     return dtypes.is_float(aval.dtype)
@@ -53,8 +56,7 @@ def _as_tracer(b, v):
 
 
 def zeros_like_aval(aval):
-    from ..api import numpy as snp
-    return snp.zeros(aval.shape, aval.dtype)
+    return L.zeros(aval.shape, aval.dtype)
 
 
 _NOT_TRACED = Lit(0.0, Aval((), dtypes.float32))
@@ -83,7 +85,6 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
     """Cotangents of `wrt_vals` given cotangents of `out_vals`, by walking `ops` backwards.
 
     Values are IR Values of `builder`; cotangents are tracers (or None for zero)."""
-    from ..api import numpy as snp
     ct: dict = {}
 
     def add(v, c):
@@ -91,7 +92,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             return
         c = _fit(c, v.aval)
         prev = ct.get(id(v))
-        ct[id(v)] = c if prev is None else snp.add(prev, c)
+        ct[id(v)] = c if prev is None else L.add(prev, c)
 
     for v, c in zip(out_vals, out_cts):
         add(v, c)
@@ -135,11 +136,10 @@ def _zeros_for_none(cts, vals):
 
 def _fit(c, aval):
     """A cotangent with the primal's dtype (rules may produce a promoted one)."""
-    from ..api.numpy._util import aval as aval_of, convert
-    if aval_of(c).dtype != aval.dtype:
-        c = convert(c, aval.dtype)
-    if aval_of(c).shape != aval.shape:
-        raise ShardcError(f"internal: cotangent of shape {aval_of(c).shape} for a value of "
+    if L.aval(c).dtype != aval.dtype:
+        c = L.convert_element_type(c, aval.dtype)
+    if L.aval(c).shape != aval.shape:
+        raise ShardcError(f"internal: cotangent of shape {L.aval(c).shape} for a value of "
                           f"shape {aval.shape}")
     return c
 
@@ -151,6 +151,13 @@ def _check_diff_input(x, what):
     if not _is_float(a):
         raise ShardcTypeError(f"{what} requires floating-point inputs, but got an input of dtype "
                           f"{a.dtype}; differentiate with respect to float arguments only")
+
+
+def _constant(x):
+    """A concrete primal as a constant of the trace (as shardc.numpy.asarray)."""
+    from ..ops.special import constant_p
+    arr = np.asarray(x)
+    return constant_p.bind(value=arr.astype(dtypes.canonicalize(arr.dtype), copy=False))
 
 
 def _traced_vjp(f, primals, has_aux=False):
@@ -167,8 +174,7 @@ def _traced_vjp(f, primals, has_aux=False):
             x = x if x.builder is b else Tracer(b, b.to_value(x))
             t = copy_p.bind(x)
         else:
-            from ..api import numpy as snp
-            x = t = snp.asarray(x)
+            x = t = _constant(x)
         xs.append(t)
         origs.append(x.value)
     start = len(b.program.ops)
@@ -199,136 +205,6 @@ def _traced_vjp(f, primals, has_aux=False):
             shard_alike(Tracer(b, w), r)
         return _tree.tree_unflatten(tree, res)
     return out, aux, vjp_fn
-
-
-def _is_arraylike(x):
-    return isinstance(x, (bool, int, float, np.generic, np.ndarray, jax.Array))
-
-
-def _eager(fn):
-    """Run `fn` under shardc.jit when called outside a trace, compiled once per signature;
-    arguments with no array leaves (flags, functions) are static, as jax.grad allows."""
-    jitted = {}
-
-    @functools.wraps(fn)
-    @api_boundary
-    def wrapper(*args, **kwargs):
-        if core.current_builder() is not None:
-            return fn(*args, **kwargs)
-        static = tuple(i for i, a in enumerate(args)
-                       if not all(map(_is_arraylike, _tree.tree_leaves(a))))
-        j = jitted.get(static)
-        if j is None:
-            from ..api.jit import jit
-            j = jitted[static] = jit(fn, static_argnums=static)
-        return j(*args, **kwargs)
-    return wrapper
-
-
-def _argnums(argnums, n):
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
-    if not all(isinstance(i, int) for i in nums):
-        raise ShardcTypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
-    for i in nums:
-        if not -n <= i < n:
-            raise ShardcError(f"argnums {argnums} is out of range for {n} positional arguments")
-    return single, tuple(i % n for i in nums)
-
-
-@api_boundary
-def value_and_grad(fun, argnums=0, has_aux=False):
-    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad."""
-    if not callable(fun):
-        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
-    @_eager
-    @api_boundary
-    def vg(*args, **kwargs):
-        single, nums = _argnums(argnums, len(args))
-        wrt = tuple(args[i] for i in nums)
-
-        def f_of(*ws):
-            full = list(args)
-            for i, w in zip(nums, ws):
-                full[i] = w
-            return fun(*full, **kwargs)
-        out, aux, vjp_fn = _traced_vjp(f_of, wrt, has_aux)
-        oa = core.aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
-        if oa is None or oa.shape != ():
-            raise ShardcError("grad requires a function with a scalar output, got "
-                              f"{oa if oa is not None else type(out).__name__}")
-        if not _is_float(oa):
-            raise ShardcError(f"grad requires a floating-point output, got {oa}")
-        from ..api import numpy as snp
-        g = vjp_fn(snp.ones((), oa.dtype))
-        g = g[0] if single else g
-        return ((out, aux), g) if has_aux else (out, g)
-    return vg
-
-
-@api_boundary
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of a scalar-valued f, as jax.grad."""
-    vg = value_and_grad(fun, argnums, has_aux)
-
-    @functools.wraps(fun)
-    @api_boundary
-    def g(*args, **kwargs):
-        res = vg(*args, **kwargs)
-        if has_aux:
-            (_, aux), gr = res
-            return gr, aux
-        return res[1]
-    return g
-
-
-_eager_vjps: dict = {}
-
-
-def _eager_vjp(fun, has_aux):
-    """The compiled forward and backward of vjp outside a trace, made once per function."""
-    key = (fun, has_aux)
-    got = _eager_vjps.get(key)
-    if got is None:
-        from ..api.jit import jit
-        got = _eager_vjps[key] = (
-            jit(lambda *p: fun(*p)),
-            jit(lambda p, c: _traced_vjp(lambda *q: fun(*q), p, has_aux)[2](c)))
-    return got
-
-
-@api_boundary
-def vjp(fun, *primals, has_aux=False):
-    """(f(*primals), vjp_fn) where vjp_fn(ct) gives the cotangents of the primals."""
-    if core.current_builder() is None:
-        fwd_j, back = _eager_vjp(fun, has_aux)
-        out = fwd_j(*primals)
-        if has_aux:
-            out, aux = out
-            return out, (lambda ct: back(primals, ct)), aux
-        return out, (lambda ct: back(primals, ct))
-    out, aux, fn = _traced_vjp(fun, primals, has_aux)
-    return (out, fn, aux) if has_aux else (out, fn)
-
-
-@api_boundary
-def jvp(fun, primals, tangents):
-    """(f(*primals), J·tangents): forward mode, as the transpose of the reverse pass."""
-    primals, tangents = tuple(primals), tuple(tangents)
-    if _tree.tree_structure(primals) != _tree.tree_structure(tangents):
-        raise ShardcError("jvp: primals and tangents must have the same structure")
-    if core.current_builder() is None:
-        from ..api.jit import jit
-        return jit(lambda p, t: jvp(fun, p, t))(primals, tangents)
-    out, _, vjp_fn = _traced_vjp(fun, primals)
-    from ..api import numpy as snp
-    ct0 = _tree.tree_map(lambda o: snp.zeros_like(o), out)
-    _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
-    (t_out,) = transpose(tangents)
-    from ..api.numpy._util import aval as aval_of, convert
-    t_out = _tree.tree_map(lambda t, o: convert(t, aval_of(o).dtype, aval_of(o).weak),
-                           t_out, out)
-    return out, t_out
 
 
 # ---------------------------------------------------------------- stop_gradient

@@ -12,24 +12,7 @@ PUBLIC = {"", "numpy", "lax", "nn", "debug", "distributed", "report", "launch", 
 
 # Known back-edges being removed by the redesign (issue 14); each entry is
 # "importer -> imported". The list only ever shrinks.
-ALLOWED: set[str] = {
-    "shardc.ops.elementwise -> shardc.api.numpy",
-    "shardc.ops.elementwise -> shardc.transforms.ad",
-    "shardc.ops.indexing -> shardc.api.numpy",
-    "shardc.ops.linalg -> shardc.api.numpy",
-    "shardc.ops.manual -> shardc.api.collectives",
-    "shardc.ops.manual -> shardc.api.numpy",
-    "shardc.ops.manual -> shardc.api.shard_map",
-    "shardc.ops.manual -> shardc.transforms.ad",
-    "shardc.ops.reduce -> shardc.api.numpy",
-    "shardc.ops.reduce -> shardc.transforms.ad",
-    "shardc.ops.shape -> shardc.api.numpy",
-    "shardc.ops.shape -> shardc.transforms.ad",
-    "shardc.ops.special -> shardc.transforms.ad",
-    "shardc.transforms.ad -> shardc.api.jit",
-    "shardc.transforms.ad -> shardc.api.numpy",
-    "shardc.transforms.ad -> shardc.api.numpy._util",
-}
+ALLOWED: set[str] = set()
 
 
 def stage_of(module: str) -> str:

@@ -1,0 +1,148 @@
+"""grad, value_and_grad, vjp, jvp: the user-facing wrappers of the backward pass.
+
+Inside a trace they differentiate in place (shardc.transforms.ad); called outside any
+trace, each compiles itself with shardc.jit. Forward mode (`jvp`) transposes the
+reverse pass (the VJP of a VJP is the JVP).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..trace import core
+from ..transforms.ad import _is_float, _traced_vjp
+
+_tree = jax.tree_util
+
+
+def _is_arraylike(x):
+    return isinstance(x, (bool, int, float, np.generic, np.ndarray, jax.Array))
+
+
+def _eager(fn):
+    """Run `fn` under shardc.jit when called outside a trace, compiled once per signature;
+    arguments with no array leaves (flags, functions) are static, as jax.grad allows."""
+    jitted = {}
+
+    @functools.wraps(fn)
+    @api_boundary
+    def wrapper(*args, **kwargs):
+        if core.current_builder() is not None:
+            return fn(*args, **kwargs)
+        static = tuple(i for i, a in enumerate(args)
+                       if not all(map(_is_arraylike, _tree.tree_leaves(a))))
+        j = jitted.get(static)
+        if j is None:
+            from .jit import jit
+            j = jitted[static] = jit(fn, static_argnums=static)
+        return j(*args, **kwargs)
+    return wrapper
+
+
+def _argnums(argnums, n):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not all(isinstance(i, int) for i in nums):
+        raise ShardcTypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    for i in nums:
+        if not -n <= i < n:
+            raise ShardcError(f"argnums {argnums} is out of range for {n} positional arguments")
+    return single, tuple(i % n for i in nums)
+
+
+@api_boundary
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad."""
+    if not callable(fun):
+        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
+    @_eager
+    @api_boundary
+    def vg(*args, **kwargs):
+        single, nums = _argnums(argnums, len(args))
+        wrt = tuple(args[i] for i in nums)
+
+        def f_of(*ws):
+            full = list(args)
+            for i, w in zip(nums, ws):
+                full[i] = w
+            return fun(*full, **kwargs)
+        out, aux, vjp_fn = _traced_vjp(f_of, wrt, has_aux)
+        oa = core.aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
+        if oa is None or oa.shape != ():
+            raise ShardcError("grad requires a function with a scalar output, got "
+                              f"{oa if oa is not None else type(out).__name__}")
+        if not _is_float(oa):
+            raise ShardcError(f"grad requires a floating-point output, got {oa}")
+        from . import numpy as snp
+        g = vjp_fn(snp.ones((), oa.dtype))
+        g = g[0] if single else g
+        return ((out, aux), g) if has_aux else (out, g)
+    return vg
+
+
+@api_boundary
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of a scalar-valued f, as jax.grad."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def g(*args, **kwargs):
+        res = vg(*args, **kwargs)
+        if has_aux:
+            (_, aux), gr = res
+            return gr, aux
+        return res[1]
+    return g
+
+
+_eager_vjps: dict = {}
+
+
+def _eager_vjp(fun, has_aux):
+    """The compiled forward and backward of vjp outside a trace, made once per function."""
+    key = (fun, has_aux)
+    got = _eager_vjps.get(key)
+    if got is None:
+        from .jit import jit
+        got = _eager_vjps[key] = (
+            jit(lambda *p: fun(*p)),
+            jit(lambda p, c: _traced_vjp(lambda *q: fun(*q), p, has_aux)[2](c)))
+    return got
+
+
+@api_boundary
+def vjp(fun, *primals, has_aux=False):
+    """(f(*primals), vjp_fn) where vjp_fn(ct) gives the cotangents of the primals."""
+    if core.current_builder() is None:
+        fwd_j, back = _eager_vjp(fun, has_aux)
+        out = fwd_j(*primals)
+        if has_aux:
+            out, aux = out
+            return out, (lambda ct: back(primals, ct)), aux
+        return out, (lambda ct: back(primals, ct))
+    out, aux, fn = _traced_vjp(fun, primals, has_aux)
+    return (out, fn, aux) if has_aux else (out, fn)
+
+
+@api_boundary
+def jvp(fun, primals, tangents):
+    """(f(*primals), J·tangents): forward mode, as the transpose of the reverse pass."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if _tree.tree_structure(primals) != _tree.tree_structure(tangents):
+        raise ShardcError("jvp: primals and tangents must have the same structure")
+    if core.current_builder() is None:
+        from .jit import jit
+        return jit(lambda p, t: jvp(fun, p, t))(primals, tangents)
+    out, _, vjp_fn = _traced_vjp(fun, primals)
+    from . import numpy as snp
+    ct0 = _tree.tree_map(lambda o: snp.zeros_like(o), out)
+    _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
+    (t_out,) = transpose(tangents)
+    from .numpy._util import aval as aval_of, convert
+    t_out = _tree.tree_map(lambda t, o: convert(t, aval_of(o).dtype, aval_of(o).weak),
+                           t_out, out)
+    return out, t_out

@@ -1,0 +1,165 @@
+"""Tracing shard_map bodies: what a body knows (ManualCtx), and shard_map's gradient.
+
+shardc.shard_map (api) and the VJP of the shard_map op both trace a function into the
+region of one `shard_map` op; the pieces they share live here, below the frontend.
+"""
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from ..errors import ShardcError, user_loc
+from ..ir import dtypes
+from ..ir.primitive import Vma
+from ..ir.program import Aval, Lit
+from ..ir.sharding import MeshShape, Sharding, from_spec
+from ..trace import core
+from .manual import local_shape, psum_p, shard_map_p
+
+
+class ManualCtx:
+    """What a shard_map body knows: its mesh, manual axes, and each value's variance."""
+
+    def __init__(self, mesh: MeshShape, axes: tuple, check_vma: bool):
+        self.mesh = mesh
+        self.axes = axes
+        self.check_vma = check_vma
+        self.vma: dict = {}        # id(Value) -> frozenset of manual axes it varies over
+
+    def vma_of(self, v) -> frozenset:
+        if isinstance(v, Lit):
+            return frozenset()
+        return self.vma.get(id(v), frozenset())
+
+    def record(self, prim, in_vals, outs, params):
+        """Variance of an op's results (the hook core.bind calls inside bodies)."""
+        ins = frozenset().union(*(self.vma_of(v) for v in in_vals)) if in_vals else frozenset()
+        kind = prim.vma
+        if kind is Vma.REMOVE:
+            out = ins - set(params["axes"])
+        elif kind is Vma.AXES:
+            out = ins | set(params["axes"])
+        else:
+            out = ins
+        for v in outs:
+            self.vma[id(v)] = out
+
+    def check_axes(self, name, axes):
+        for a in axes:
+            if a not in self.axes:
+                raise ShardcError(
+                    f"{name}: unknown axis name {a!r}; the enclosing shard_map's manual axes "
+                    f"are {list(self.axes)}")
+
+
+def manual_ctx():
+    b = core.current_builder()
+    while b is not None:
+        if getattr(b, "manual", None) is not None:
+            return b.manual
+        b = b.parent
+    return None
+
+
+def open_free(sh: Sharding, manual, mesh) -> Sharding | None:
+    """A result's sharding before propagation: manual axes fixed, free axes left open."""
+    if set(manual) == set(mesh.names):
+        return sh
+    return Sharding(sh.dims, [True] * sh.rank)
+
+
+def body_value(b, x):
+    """A body result as a Value of the body (a scalar constant gets a constant op)."""
+    if core.is_tracer(x) and x.builder is b:
+        return x.value
+    v = core.constant_value(b, x) if not core.is_tracer(x) else b.to_value(x)
+    if isinstance(v, Lit):
+        from .special import constant_p
+        (v,) = b.add(constant_p, [], {"value": np.asarray(v.value, v.aval.dtype)},
+                     [Aval((), v.aval.dtype)], user_loc())
+    return v
+
+
+def global_aval(aval: Aval, sh: Sharding, sizes) -> Aval:
+    return aval.update(shape=tuple(n * prod(sizes[a] for a in axes)
+                                   for n, axes in zip(aval.shape, sh.dims)))
+
+
+def bind_shard_map(f, args, in_sh, out_sh, manual, mesh: MeshShape, check_vma, name="body"):
+    """Trace f on the device-local blocks of `args` (tracers) into a shard_map op of the
+    current trace with boundary shardings in_sh/out_sh; f returns a flat sequence."""
+    outer = core.current_builder()
+    sizes = mesh.sizes
+    body = core.Builder(name, parent=outer)
+    ctx = body.manual = ManualCtx(mesh, manual, check_vma)
+    tracers = []
+    for x, sh in zip(args, in_sh):
+        a = core.aval_of(x)
+        t = body.new_input(a.update(shape=local_shape(a.shape, sh, sizes, "shard_map"),
+                                    weak=a.weak))
+        ctx.vma[id(t.value)] = frozenset(ax for d in sh.dims for ax in d)
+        tracers.append(t)
+    with core.trace_context(body):
+        outs = f(*tracers)
+    region = body.program
+    region.outputs = [body_value(body, x) for x in outs]
+    out_avals = [global_aval(v.aval, sh, sizes) for v, sh in zip(region.outputs, out_sh)]
+    in_vals, in_sh = list(args), list(in_sh)
+    for t, v in body.captured.values():     # closed-over values: replicated operands
+        region.inputs.append(v)
+        in_vals.append(t)
+        in_sh.append(Sharding.replicated(v.aval.ndim))
+    operands = [outer.to_value(x) for x in in_vals]
+    params = {"in_specs": tuple(in_sh), "out_specs": tuple(out_sh), "manual_axes": manual,
+              "mesh": mesh, "check_vma": check_vma}
+    vals = outer.add(shard_map_p, operands, params, out_avals, user_loc(), regions=[region])
+    for v, sh in zip(vals, out_sh):
+        v.sharding = open_free(sh, manual, mesh)
+    return [core.Tracer(outer, v) for v in vals]
+
+
+# ---------------------------------------------------------------- gradient
+# shard_map's transpose is a shard_map of the body's VJP (the forward is recomputed
+# inside it); the backward pass lends its own machinery through the VjpCtx.
+
+def _boundary(sh: Sharding, mesh: MeshShape) -> Sharding:
+    return from_spec(sh.to_spec(), sh.rank, mesh, "shard_map").closed()
+
+
+def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check_vma):
+    from . import lax as L
+    region = ctx.op.regions[0]
+    n = len(args)
+    floats = [dtypes.is_float(a.dtype) for a in ctx.in_avals]
+    out_float = [dtypes.is_float(v.aval.dtype) for v in region.outputs]
+
+    def bwd(*blocks):
+        prims, cts_in = blocks[:n], list(blocks[n:])
+        it = iter(cts_in)
+        cts_full = tuple(next(it) if f else L.zeros(v.aval.shape, v.aval.dtype)
+                         for f, v in zip(out_float, region.outputs))
+        diff = [i for i in range(n) if floats[i]]
+
+        def fwd(*ws):
+            full = list(prims)
+            for i, w in zip(diff, ws):
+                full[i] = w
+            return tuple(ctx.eval_ops(region, full))
+        _, _, fn = ctx.trace_vjp(fwd, tuple(prims[i] for i in diff))
+        grads = fn(cts_full)
+        mc = manual_ctx()
+        out = []
+        for i, g in zip(diff, grads):
+            named = {a for d in in_specs[i].dims for a in d}
+            vary = tuple(sorted(mc.vma_of(g.value) - named)) if check_vma else ()
+            # the gradient of a replicated input sums the per-device ones (a psum)
+            out.append(psum_p.bind(g, axes=vary, sizes=tuple(mesh.sizes[a] for a in vary))
+                       if vary else g)
+        return tuple(out)
+    in_sh = [_boundary(s, mesh) for s in in_specs] + \
+        [_boundary(s, mesh) for s, f in zip(out_specs, out_float) if f]
+    diff_sh = [_boundary(s, mesh) for s, f in zip(in_specs, floats) if f]
+    grads = iter(bind_shard_map(bwd, [*args, *[c for c, f in zip(cts, out_float) if f]],
+                                in_sh, diff_sh, manual_axes, mesh, check_vma, name="bwd"))
+    return [next(grads) if f else None for f in floats]
