@@ -22,9 +22,10 @@ class Primitive:
     sharding_rule(in_avals, out_avals, **params) -> rules.Rule
     lower(ctx, *operand_names, **params) -> result name(s)
     vjp(ctx, cts, *primals, **params): set by the gradient issue's rules
+    data_flow(op) -> [rules.Edge | rules.Group] | None: values that share a sharding
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
-                 "prop_kind", "operand_uses", "vjp", "has_regions",
+                 "prop_kind", "operand_uses", "vjp", "has_regions", "data_flow",
                  "__dict__")
 
     def __init__(self, name, *, shape_rule=None, sharding_rule=None, lower=None,
@@ -44,6 +45,9 @@ class Primitive:
         self.operand_uses = None
         self.vjp = None
         self.has_regions = has_regions
+        # values that must share a sharding beyond the factor rule (region boundaries,
+        # sharding groups): Shardy's ShardableDataFlowOpInterface
+        self.data_flow = None
         PRIMITIVES[name] = self
 
     def bind(self, *args, **params):

@@ -16,7 +16,7 @@ from ..trace.core import Primitive
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import sharding_per_value, tensor_type
-from ..ir.rules import NEED_REPLICATION, RuleBuilder, pointwise
+from ..ir.rules import NEED_REPLICATION, Edge, RuleBuilder, pointwise
 from ..ir.sharding import Sharding
 from .common import check_dtype
 
@@ -107,6 +107,23 @@ def _shard_map_source(op):
 shard_map_p = Primitive("shard_map", shape_rule=_shard_map_shape, lower=_shard_map_lower,
                         multiple_results=True, has_regions=True)
 shard_map_p.source_of = _shard_map_source
+
+
+def _shard_map_data_flow(op):
+    """Operands to block arguments, region results to results: one sharding over the
+    free (non-manual) axes; the specs place the manual ones."""
+    manual = op.params["manual_axes"]
+    region = op.regions[0]
+    in_specs = op.params["in_specs"]
+    in_specs = in_specs + tuple(Sharding.replicated(v.aval.ndim)
+                                for v in op.inputs[len(in_specs):])
+    return ([Edge(o, i, manual, sp, op.loc)
+             for o, i, sp in zip(op.inputs, region.inputs, in_specs)] +
+            [Edge(o, i, manual, sp, op.loc)
+             for o, i, sp in zip(op.outputs, region.outputs, op.params["out_specs"])])
+
+
+shard_map_p.data_flow = _shard_map_data_flow
 
 
 # ---------------------------------------------------------------- collectives

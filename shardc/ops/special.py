@@ -7,7 +7,7 @@ from ..trace.core import Primitive
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import dense, sharding_attr, tensor_type
-from ..ir.rules import no_rule, pointwise
+from ..ir.rules import Group, no_rule, pointwise
 
 
 def _const_shape(*, value, weak_type=False):
@@ -98,3 +98,4 @@ sharding_group_p = Primitive("sharding_group", shape_rule=_group_shape, sharding
                              lower=lambda ctx, x, *, group_id: [], multiple_results=True)
 sharding_group_p.effectful = True
 sharding_group_p.vjp = lambda ctx, cts, x, *, group_id: [None]
+sharding_group_p.data_flow = lambda op: [Group(op.params["group_id"], op.inputs[0])]
