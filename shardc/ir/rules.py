@@ -118,12 +118,16 @@ class Edge:
     result) have one sharding, except the mesh axes in `manual`: the op partitions over
     those itself, so they are not seen outside, and `spec` (a Sharding) says where they
     sit on the outer value. An edge from an operand to a block argument is taken before
-    the region is visited, one from a region result to a result after it."""
-    __slots__ = ("outer", "inner", "manual", "spec", "loc")
+    the region is visited, one from a region result to a result after it.
 
-    def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None):
+    An operand's `spec` is also a constraint on it: exactly `spec` if `closed` (every
+    axis of the op's mesh is manual), else `spec` with every dim open."""
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed")
+
+    def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None, closed=False):
         self.outer, self.inner, self.manual, self.spec, self.loc = (
             outer, inner, frozenset(manual), spec, loc)
+        self.closed = closed
 
 
 class Group:

@@ -113,11 +113,11 @@ def _shard_map_data_flow(op):
     """Operands to block arguments, region results to results: one sharding over the
     free (non-manual) axes; the specs place the manual ones."""
     manual = op.params["manual_axes"]
+    full = len(manual) == len(op.params["mesh"].names)
     region = op.regions[0]
     in_specs = op.params["in_specs"]
-    in_specs = in_specs + tuple(Sharding.replicated(v.aval.ndim)
-                                for v in op.inputs[len(in_specs):])
-    return ([Edge(o, i, manual, sp, op.loc)
+    in_specs = in_specs + (None,) * (len(op.inputs) - len(in_specs))   # replicated
+    return ([Edge(o, i, manual, sp, op.loc, full)
              for o, i, sp in zip(op.inputs, region.inputs, in_specs)] +
             [Edge(o, i, manual, sp, op.loc)
              for o, i, sp in zip(op.outputs, region.outputs, op.params["out_specs"])])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import axes as ax
 from ..ir.program import Lit, Op, Program, Value
+from ..ir.rules import Edge, Group
 from .engine import Source
 from .engine import propagate as run_engine
 from ..ir.sharding import Sharding, axis_name
@@ -51,13 +52,10 @@ def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
                     sh.open)
 
 
-def _is_scalar_expansion(op) -> bool:
-    return op.prim.name == "broadcast_in_dim" and op.inputs[0].aval.ndim == 0
-
-
 def _preserves_constants(op) -> bool:
-    return op.prim.prop_kind == "elementwise" and op.prim.name != "inspect_sharding" or \
-        op.prim.name in ("broadcast_in_dim", "reshape", "slice")
+    prim = op.prim
+    return prim.prop_kind == "elementwise" and not getattr(prim, "effectful", False) or \
+        prim.prop_kind == "broadcast" or prim.name in ("reshape", "slice")
 
 
 def split_constants(p: Program) -> None:
@@ -75,7 +73,7 @@ def split_constants(p: Program) -> None:
         if kind is None:
             kind = kinds[prim] = (
                 bool(getattr(prim, "is_constant", False)) or prim.name == "iota",
-                _preserves_constants(op), prim.name == "broadcast_in_dim")
+                _preserves_constants(op), prim.prop_kind == "broadcast")
         if kind[0]:
             is_const = True
         elif kind[1]:
@@ -94,11 +92,9 @@ def split_constants(p: Program) -> None:
         return
     new_ops = []
     groups: dict = {}       # sharding groups follow each clone (as in Shardy)
-    group_op = None
     for op in p.ops:
-        if op.prim.name == "sharding_group":
-            group_op = op.prim
-            groups.setdefault(id(op.inputs[0]), []).append(op.params["group_id"])
+        if _joins_group(op):
+            groups.setdefault(id(op.inputs[0]), []).append(op)
 
     def clone(v, mapping):
         if isinstance(v, Lit) or v.aval.ndim == 0 or id(v) not in const:
@@ -111,8 +107,8 @@ def split_constants(p: Program) -> None:
         new_ops.append(Op(op.prim, ins, outs, op.params, op.loc, op.regions))
         for o, n in zip(op.outputs, outs):
             mapping[id(o)] = n
-            for gid in groups.get(id(o), ()):
-                new_ops.append(Op(group_op, [n], [], {"group_id": gid}, op.loc))
+            for g in groups.get(id(o), ()):
+                new_ops.append(Op(g.prim, [n], [], g.params, op.loc))
         return mapping[id(v)]
 
     def fix(v):
@@ -122,7 +118,7 @@ def split_constants(p: Program) -> None:
         if op.outputs and all(id(v) in const for v in op.outputs):
             new_ops.append(op)
             continue
-        if op.prim.name == "sharding_group" and id(op.inputs[0]) in const:
+        if _joins_group(op) and id(op.inputs[0]) in const:
             continue
         for v in op.inputs:
             if id(v) in const and type(v) is not Lit:
@@ -134,16 +130,29 @@ def split_constants(p: Program) -> None:
     dce(p)
 
 
+def _joins_group(op) -> bool:
+    """Does the op only put its one operand into a sharding group (rules.Group)?"""
+    flow = op.prim.data_flow
+    return flow is not None and not op.outputs and len(op.inputs) == 1 and \
+        all(type(g) is Group for g in flow(op))
+
+
 def _constraints_of(op):
     """(operand, required sharding, source) pairs an op imposes on its operands:
-    sharding constraints, and shard_map's in_specs."""
-    if op.prim.name == "sharding_constraint":
+    a source op on one operand (a sharding constraint) imposes its result's sharding;
+    region ops, the specs of their data-flow edges into the region (shard_map's
+    in_specs)."""
+    prim = op.prim
+    if op.regions:
+        if prim.data_flow is None:
+            return []
+        src = Source(prim.name, f"{prim.name} in_specs", op.loc)
+        return [(e.outer, s if e.closed else Sharding(s.dims, [True] * s.rank), src)
+                for e in prim.data_flow(op) if type(e) is Edge and
+                (s := e.spec) is not None and any(e.inner is v for v in op.regions[0].inputs)]
+    if getattr(prim, "source_of", None) is not None and len(op.inputs) == 1 and \
+            len(op.outputs) == 1:
         return [(op.inputs[0], op.outputs[0].sharding, None)]
-    if op.prim.name == "shard_map":
-        src = Source("shard_map", "shard_map in_specs", op.loc)
-        full = len(op.params["manual_axes"]) == len(op.params["mesh"].names)
-        return [(v, s if full else Sharding(s.dims, [True] * s.rank), src)
-                for v, s in zip(op.inputs, op.params["in_specs"])]
     return []
 
 
@@ -239,7 +248,7 @@ def propagate(p: Program) -> Program:
 def run_callbacks(p: Program, mesh) -> None:
     """Call inspect_array_sharding callbacks with the decided shardings."""
     for op in p.walk():
-        if op.prim.name == "inspect_sharding" and op.params.get("callback") is not None:
+        if op.params.get("callback") is not None:
             op.params["callback"](mesh.named(op.outputs[0].sharding))
 
 
