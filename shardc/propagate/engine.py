@@ -17,6 +17,7 @@ import operator
 from . import axes as ax
 from ..errors import ShardcError
 from ..ir.program import Lit, Program
+from .assignment import Assignment
 from .edges import DataFlow, _EdgeOp
 from .factors import _RuleInfo, cached_rule, default_rule, identity_rule
 from .merge import decide
@@ -24,7 +25,8 @@ from .schedule import BOTH, ROUNDS, directions, post_order
 from .state import (EMPTY as _EMPTY, LIT as _LIT, LIT_KEY as _LIT_KEY, Conflict, Source,
                     Why, _State, _new_why, _why_of, _whys)
 
-__all__ = ["Conflict", "Engine", "Source", "Why", "default_rule", "post_order", "propagate"]
+__all__ = ["Assignment", "Conflict", "Engine", "Source", "Why", "assign", "default_rule",
+           "post_order", "propagate"]
 
 _MISSING = object()
 _STATE_KEY = operator.attrgetter("key")
@@ -342,7 +344,7 @@ class Engine(DataFlow):
             if new_dirs[priority] or any(n.dirty for n in nodes):
                 self._sweep(priority)
             self._return_edges()
-        self._finish()
+        return self._finish()
 
     def _sweep(self, priority):
         nodes = self.nodes
@@ -396,7 +398,7 @@ class Engine(DataFlow):
                 commit(n.op, n.ri, out, n.ins, n.outs, states, notify)
 
     def _finish(self):
-        """Close every sharding and store it, with its provenance, on the IR values."""
+        """Close every sharding: the Assignment, with each value's provenance."""
         mesh = self.mesh
         made = {}       # state key (its int) -> Sharding
 
@@ -405,17 +407,19 @@ class Engine(DataFlow):
             if sh is None:
                 sh = made[s.key] = ax.sharding_of(s.dims, mesh)
             return sh
-        for v, s in self.st.items():
-            v.sharding = sharding_of(s)
-            v.why = _why_of(s)
-        self.p.out_shardings = [sharding_of(s) for s in self.out_states]
-        self.p.meta["out_why"] = [_why_of(s) for s in self.out_states]
-        self.p.meta["conflicts"] = self.conflicts
+        entries = {v: (sharding_of(s), _why_of(s)) for v, s in self.st.items()}
+        return Assignment(entries, [sharding_of(s) for s in self.out_states],
+                          [_why_of(s) for s in self.out_states], self.conflicts)
+
+
+def assign(program: Program, rule_of=default_rule) -> Assignment:
+    """The propagation stage: the shardings (and their provenance) of every value of
+    `program`, from the sources it carries; the program is not changed."""
+    if program.mesh is None:
+        raise ShardcError("propagation needs a mesh on the program")
+    return Engine(program, rule_of).run()
 
 
 def propagate(program: Program, rule_of=default_rule) -> Program:
     """Give every value of `program` a closed sharding, in place; returns it."""
-    if program.mesh is None:
-        raise ShardcError("propagation needs a mesh on the program")
-    Engine(program, rule_of).run()
-    return program
+    return assign(program, rule_of).apply(program)

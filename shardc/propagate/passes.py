@@ -13,7 +13,7 @@ from . import axes as ax
 from ..ir.program import Lit, Op, Program, Value
 from ..ir.rules import Edge, Group
 from .engine import Source
-from .engine import propagate as run_engine
+from .engine import assign
 from ..ir.sharding import Sharding, axis_name
 from ..ir.verify import verify
 
@@ -230,19 +230,28 @@ def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
 
 
 def propagate(p: Program) -> Program:
-    """Propagate, then export the result shardings as XLA would; verifies the result."""
-    fixed = list(p.out_shardings)
-    p.meta["fixed_out"] = [s is not None for s in fixed]
-    run_engine(p)
-    out = []
-    for i, (v, s) in enumerate(zip(p.outputs, p.out_shardings)):
-        open_dims = [fixed[i] is None] * v.aval.ndim
-        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
-    p.out_shardings = out
+    """Propagate, then export the result shardings as XLA would; verifies the result.
+    The stage itself (`assign`) leaves the IR alone; its assignment is then written
+    onto `p` for the stages after it."""
+    a = assign(p)
+    p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
+    a.out_shardings = export_out_shardings(p, a.out_shardings)
+    a.apply(p)
     # propagation only assigns shardings: check them (and SSA form); the types were
     # verified after prepare()
     verify(p, propagated=True, types=False)
     return p
+
+
+def export_out_shardings(p: Program, decided) -> list:
+    """The result shardings XLA exports: `decided` (propagation's) made even, keeping
+    sub-axes only where `p` fixed the result's sharding."""
+    out = []
+    fixed = p.out_shardings
+    for i, (v, s) in enumerate(zip(p.outputs, decided)):
+        open_dims = [i >= len(fixed) or fixed[i] is None] * v.aval.ndim
+        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
+    return out
 
 
 def run_callbacks(p: Program, mesh) -> None:
