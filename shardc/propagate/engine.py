@@ -23,7 +23,7 @@ from .factors import _RuleInfo, cached_rule, default_rule, identity_rule
 from .merge import decide
 from .schedule import BOTH, ROUNDS, directions, post_order
 from .state import (EMPTY as _EMPTY, LIT as _LIT, LIT_KEY as _LIT_KEY, Conflict, Source,
-                    Why, _State, _new_why, _why_of, _whys)
+                    Why, _State, _new_why, _whys)
 
 __all__ = ["Assignment", "Conflict", "Engine", "Source", "Why", "assign", "default_rule",
            "post_order", "propagate"]
@@ -398,18 +398,8 @@ class Engine(DataFlow):
                 commit(n.op, n.ri, out, n.ins, n.outs, states, notify)
 
     def _finish(self):
-        """Close every sharding: the Assignment, with each value's provenance."""
-        mesh = self.mesh
-        made = {}       # state key (its int) -> Sharding
-
-        def sharding_of(s):
-            sh = made.get(s.key)
-            if sh is None:
-                sh = made[s.key] = ax.sharding_of(s.dims, mesh)
-            return sh
-        entries = {v: (sharding_of(s), _why_of(s)) for v, s in self.st.items()}
-        return Assignment(entries, [sharding_of(s) for s in self.out_states],
-                          [_why_of(s) for s in self.out_states], self.conflicts)
+        """The Assignment: every value's final state, closed, with its provenance."""
+        return Assignment(self.st, self.mesh, self.out_states, self.conflicts)
 
 
 def assign(program: Program, rule_of=default_rule) -> Assignment:

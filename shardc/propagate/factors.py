@@ -130,48 +130,21 @@ class _RuleInfo:
     """What the engine reads of a rule on every visit, computed once per distinct rule.
 
     A *simple* rule maps every dim to exactly one factor and no factor twice within a
-    tensor (elementwise ops, dot_general, transposes, reductions, most broadcasts):
-    its projection onto factors is the tensors' own dim shardings, so `apply` works on
-    those directly (`Engine._decide_simple`). `checks` (simple rules only): per factor
-    on two or more tensors, its (tensor, dim) places. When the tensors agree on every
-    such dim, a visit cannot change anything (every factor's merged sharding is what
-    each tensor already has), so the engine skips it."""
-    __slots__ = ("rule", "mappings", "n_in", "nf", "checks", "fdims", "dim_of", "in_places",
-                 "out_places", "tsizes", "update_order")
+    tensor (elementwise ops, dot_general, transposes, reductions, most broadcasts): its
+    projection onto factors is the tensors' own (merged) dim shardings, which
+    `project_simple` reads off directly. `fdims` (simple rules only, else None): per
+    tensor, the factor of each dim."""
+    __slots__ = ("rule", "mappings", "n_in", "nf", "fdims")
 
     def __init__(self, rule, n_in):
         self.rule = rule
         self.mappings = rule.operands + rule.results
         self.n_in = n_in
-        self.nf = nf = len(rule.sizes)
+        self.nf = len(rule.sizes)
         simple = all(len(fs) == 1 for m in self.mappings for fs in m) and \
             all(len(set(m)) == len(m) for m in self.mappings)
-        if not simple:
-            self.checks = self.fdims = None
-            return
-        self.fdims = tuple(tuple(fs[0] for fs in m) for m in self.mappings)
-        self.dim_of = tuple({f: d for d, f in enumerate(fd)} for fd in self.fdims)
-        places = [[] for _ in range(nf)]
-        ins = [[] for _ in range(nf)]
-        outs = [[] for _ in range(nf)]
-        for t, fd in enumerate(self.fdims):
-            for d, f in enumerate(fd):
-                places[f].append((t, d))
-                (ins if t < n_in else outs)[f].append((t, d))
-        self.checks = tuple((f, tuple(pl)) for f, pl in enumerate(places) if len(pl) > 1)
-        # results first, then operands (tensors without dims take no part)
-        self.update_order = tuple(t for t in list(range(n_in, len(self.fdims))) +
-                                  list(range(n_in)) if self.fdims[t])
-        self.in_places = tuple(tuple(x) for x in ins)
-        self.out_places = tuple(tuple(x) for x in outs)
-        sizes = rule.sizes
-        tsizes = []
-        for fd in self.fdims:
-            n = 1
-            for f in fd:
-                n *= sizes[f]
-            tsizes.append(n)
-        self.tsizes = tuple(tsizes)
+        self.fdims = tuple(tuple(fs[0] for fs in m) for m in self.mappings) if simple \
+            else None
 
 
 def _merged(axes):
