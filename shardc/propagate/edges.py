@@ -61,7 +61,7 @@ class DataFlow:
                 self.order.append(op)
             if not op.regions:
                 continue
-            flow = data_flow(op) if op.prim.data_flow is not None else None
+            flow = data_flow(op)
             if not flow:
                 for r in op.regions:
                     self._order(post_order(r))
