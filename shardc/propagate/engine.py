@@ -4,11 +4,12 @@ Sources are the program's input shardings, fixed output shardings and sharding
 constraints; their dims are *closed* and never change. Every other value starts
 open and unsharded. A visit to an op merges its tensors' shardings factor by factor
 (merge.py, on projections made by factors.py) and writes back what changed; ops
-touching a changed value go back on the worklist until nothing changes. The rounds and
+touching a changed value go back on the worklist (of per-value states: the IR is never
+written) until nothing changes. The rounds and
 what each lets propagate are declared in schedule.py; region ops and sharding groups
 tie values together by the data-flow edges they declare (edges.py). Values nothing
-reached end replicated. Each value's `why` records, per dim, where its axes came from
-(state.py); settled conflicts are recorded in `program.meta["conflicts"]`.
+reached end replicated. `assign` returns the result as an Assignment: per value its
+sharding and, per dim, where its axes came from (state.py), and the settled conflicts.
 """
 from __future__ import annotations
 

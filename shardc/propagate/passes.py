@@ -3,7 +3,8 @@
 prepare():   dead-code elimination, size-1 mesh axes dropped, constants split per
              use, fully closed constraints copied onto the constrained value
              (Shardy's import passes, so shardc decides as XLA/JAX would).
-propagate(): the engine (propagate.py), then the export rules for results.
+propagate(): the propagation stage (engine.assign), the export rules for results,
+             then the assignment written onto the program.
 The verifier (verify.py) runs after each (after propagate() it checks shardings and
 SSA form: propagation changes nothing else).
 """
