@@ -99,10 +99,14 @@ class Primitive:
     after_propagation(op, mesh): run once the shardings are decided (inspection)
     nargs: the operand count, for shape rules that take *avals
     vma: a Vma: how results vary over a shard_map's manual axes
+    data_flow(op) -> [rules.Edge | rules.Group] | None: values that share a sharding
+        beyond the factor rule (region boundaries, sharding groups): Shardy's
+        ShardableDataFlowOpInterface
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
-                 "operand_constraints", "after_propagation", "nargs", "vma", "__dict__")
+                 "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
+                 "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
@@ -131,6 +135,7 @@ class Primitive:
         self.source_of = None
         self.operand_constraints = None
         self.after_propagation = None
+        self.data_flow = None
         PRIMITIVES[name] = self
 
     @property

@@ -105,3 +105,35 @@ def pointwise(in_avals, out_avals, **_):
 def no_rule(in_avals, out_avals, **_):
     """Ops that pass no sharding between operands and results (constant, iota)."""
     return None
+
+
+# ---------------------------------------------------------------- data-flow edges
+# What a region op (or a sharding group) declares about values that must share one
+# sharding, as Shardy's ShardableDataFlowOpInterface: `Primitive.data_flow(op)` gives
+# a list of these, or None. Propagation reads only these, never op names.
+
+
+class Edge:
+    """`outer` (an operand or result of the op) and `inner` (a block argument or region
+    result) have one sharding, except the mesh axes in `manual`: the op partitions over
+    those itself, so they are not seen outside, and `spec` (a Sharding) says where they
+    sit on the outer value. An edge from an operand to a block argument is taken before
+    the region is visited, one from a region result to a result after it.
+
+    An operand's `spec` is also a constraint on it: exactly `spec` if `closed` (every
+    axis of the op's mesh is manual), else `spec` with every dim open."""
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed")
+
+    def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None, closed=False):
+        self.outer, self.inner, self.manual, self.spec, self.loc = (
+            outer, inner, frozenset(manual), spec, loc)
+        self.closed = closed
+
+
+class Group:
+    """`value` has one sharding with every other value declared in a Group of the same
+    `key` anywhere in the program (Shardy's sharding groups)."""
+    __slots__ = ("key", "value")
+
+    def __init__(self, key, value):
+        self.key, self.value = key, value

@@ -17,7 +17,7 @@ from ..ir.primitive import NO_FACTOR_RULE, PropKind, Vma
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import sharding_per_value, tensor_type
-from ..ir.rules import NEED_REPLICATION, RuleBuilder, pointwise
+from ..ir.rules import NEED_REPLICATION, Edge, RuleBuilder, pointwise
 from ..ir.sharding import Sharding
 from .common import check_dtype
 
@@ -145,6 +145,23 @@ shard_map_p = Primitive("shard_map", shape_rule=_shard_map_shape, lower=_shard_m
                         multiple_results=True, num_regions=1)
 shard_map_p.source_of = _shard_map_source
 shard_map_p.operand_constraints = _shard_map_constraints
+
+
+def _shard_map_data_flow(op):
+    """Operands to block arguments, region results to results: one sharding over the
+    free (non-manual) axes; the specs place the manual ones."""
+    manual = op.params["manual_axes"]
+    full = len(manual) == len(op.params["mesh"].names)
+    region = op.regions[0]
+    in_specs = op.params["in_specs"]
+    in_specs = in_specs + (None,) * (len(op.inputs) - len(in_specs))   # replicated
+    return ([Edge(o, i, manual, sp, op.loc, full)
+             for o, i, sp in zip(op.inputs, region.inputs, in_specs)] +
+            [Edge(o, i, manual, sp, op.loc)
+             for o, i, sp in zip(op.outputs, region.outputs, op.params["out_specs"])])
+
+
+shard_map_p.data_flow = _shard_map_data_flow
 
 
 # ---------------------------------------------------------------- collectives

@@ -8,7 +8,7 @@ from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import dense, sharding_attr, tensor_type
-from ..ir.rules import no_rule, pointwise
+from ..ir.rules import Group, no_rule, pointwise
 
 
 def _const_shape(*, value, weak_type=False):
@@ -108,3 +108,4 @@ sharding_group_p = Primitive("sharding_group", shape_rule=_group_shape, sharding
                              prop_kind=PropKind.NONE,
                              traits=Trait.EFFECTFUL | Trait.SHARDING_GROUP)
 sharding_group_p.vjp = lambda ctx, cts, x, *, group_id: [None]
+sharding_group_p.data_flow = lambda op: [Group(op.params["group_id"], op.inputs[0])]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ir.program import Program, print_program
+from .cost import conflict_cost, describe
 from .engine import Source, Why
 
 
@@ -54,9 +55,11 @@ def explain_program(p: Program) -> str:
     text = print_program(p, explain=explain_value)
     lines = []
     for c in p.meta.get("conflicts", []):
+        comms = conflict_cost(c, p.mesh) if p.mesh is not None else []
+        cost = f" (resharding it: {describe(comms)})" if comms else ""
         lines.append(
             f"// conflict at {_op_text(c.op)}: dim {c.dim} of a {c.value.aval} wanted "
-            f"{_axes(c.wanted)} but kept {_axes(c.kept)}: {c.reason}")
+            f"{_axes(c.wanted)} but kept {_axes(c.kept)}: {c.reason}{cost}")
     return text + ("\n".join(lines) + "\n" if lines else "")
 
 

@@ -3,7 +3,8 @@
 prepare():   dead-code elimination, size-1 mesh axes dropped, constants split per
              use, fully closed constraints copied onto the constrained value
              (Shardy's import passes, so shardc decides as XLA/JAX would).
-propagate(): the engine (propagate.py), then the export rules for results.
+propagate(): the propagation stage (engine.assign), the export rules for results,
+             then the assignment written onto the program.
 The verifier (verify.py) runs after each (after propagate() it checks shardings and
 SSA form: propagation changes nothing else).
 """
@@ -13,7 +14,7 @@ from . import axes as ax
 from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit, Op, Program, Value
 from .engine import Source
-from .engine import propagate as run_engine
+from .engine import assign
 from ..ir.sharding import Sharding, axis_name
 from ..ir.verify import verify
 
@@ -77,11 +78,9 @@ def split_constants(p: Program) -> None:
         return
     new_ops = []
     groups: dict = {}       # sharding groups follow each clone (as in Shardy)
-    group_op = None
     for op in p.ops:
         if op.prim.traits & Trait.SHARDING_GROUP:
-            group_op = op.prim
-            groups.setdefault(id(op.inputs[0]), []).append(op.params["group_id"])
+            groups.setdefault(id(op.inputs[0]), []).append(op)
 
     def clone(v, mapping):
         if isinstance(v, Lit) or v.aval.ndim == 0 or id(v) not in const:
@@ -94,8 +93,8 @@ def split_constants(p: Program) -> None:
         new_ops.append(Op(op.prim, ins, outs, op.params, op.loc, op.regions))
         for o, n in zip(op.outputs, outs):
             mapping[id(o)] = n
-            for gid in groups.get(id(o), ()):
-                new_ops.append(Op(group_op, [n], [], {"group_id": gid}, op.loc))
+            for g in groups.get(id(o), ()):
+                new_ops.append(Op(g.prim, [n], [], g.params, op.loc))
         return mapping[id(v)]
 
     def fix(v):
@@ -194,19 +193,28 @@ def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
 
 
 def propagate(p: Program) -> Program:
-    """Propagate, then export the result shardings as XLA would; verifies the result."""
-    fixed = list(p.out_shardings)
-    p.meta["fixed_out"] = [s is not None for s in fixed]
-    run_engine(p)
-    out = []
-    for i, (v, s) in enumerate(zip(p.outputs, p.out_shardings)):
-        open_dims = [fixed[i] is None] * v.aval.ndim
-        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
-    p.out_shardings = out
+    """Propagate, then export the result shardings as XLA would; verifies the result.
+    The stage itself (`assign`) leaves the IR alone; its assignment is then written
+    onto `p` for the stages after it."""
+    a = assign(p)
+    p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
+    a.out_shardings = export_out_shardings(p, a.out_shardings)
+    a.apply(p)
     # propagation only assigns shardings: check them (and SSA form); the types were
     # verified after prepare()
     verify(p, propagated=True, types=False)
     return p
+
+
+def export_out_shardings(p: Program, decided) -> list:
+    """The result shardings XLA exports: `decided` (propagation's) made even, keeping
+    sub-axes only where `p` fixed the result's sharding."""
+    out = []
+    fixed = p.out_shardings
+    for i, (v, s) in enumerate(zip(p.outputs, decided)):
+        open_dims = [i >= len(fixed) or fixed[i] is None] * v.aval.ndim
+        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
+    return out
 
 
 def run_callbacks(p: Program, mesh) -> None:

@@ -1,0 +1,154 @@
+"""Data-flow edges: values that share a sharding beyond what op rules say.
+
+Ops declare them (`Primitive.data_flow`, as Shardy's ShardableDataFlowOpInterface):
+an `Edge` ties an operand or result of a region op to a block argument or region
+result over the axes the op does not partition manually; a `Group` ties values across
+the program to one sharding (Shardy's sharding groups). The function's results are
+tied to its result slots by identity edges too. `DataFlow` is the engine's part that
+orders region bodies between their edges and propagates across edges.
+"""
+from __future__ import annotations
+
+from . import axes as ax
+from ..ir.program import Lit
+from ..ir.rules import Edge, Group
+from .factors import identity_rule
+from .schedule import post_order
+from .state import RETURN, Source, _State, _whys
+
+
+class _EdgePrim:
+    """What provenance and the schedule read of an edge's "op"."""
+    __slots__ = ("name",)
+    prop_kind = "elementwise"
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _EdgeOp:
+    """An edge on the worklist, named after the op that declared it."""
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "prim")
+
+    def __init__(self, e: Edge, prim):
+        self.outer, self.inner, self.manual, self.spec = e.outer, e.inner, e.manual, e.spec
+        self.loc = e.loc
+        self.prim = prim
+
+
+_PRIMS: dict = {}
+
+
+def _edge_prim(prim):
+    p = _PRIMS.get(prim.name)
+    if p is None:
+        p = _PRIMS[prim.name] = _EdgePrim(f"{prim.name} boundary")
+    return p
+
+
+def data_flow(op):
+    flow = op.prim.data_flow
+    return flow(op) if flow is not None else None
+
+
+class DataFlow:
+    """The engine's handling of data-flow edges (mixed into Engine)."""
+
+    def _order(self, ops):
+        """Ops in Shardy's pre-order, region bodies between their entry and exit edges."""
+        for op in ops:
+            if self.rules.get(op) is not None:
+                self.order.append(op)
+            if not op.regions:
+                continue
+            flow = data_flow(op)
+            if not flow:
+                for r in op.regions:
+                    self._order(post_order(r))
+                continue
+            names = self.mesh.names
+            entry, leave = [], []
+            block_args = {id(v) for r in op.regions for v in r.inputs}
+            for e in flow:
+                if type(e) is not Edge or isinstance(e.outer, Lit) or \
+                        isinstance(e.inner, Lit) or all(n in e.manual for n in names):
+                    continue     # nothing can flow: a literal, or every axis manual
+                e = _EdgeOp(e, _edge_prim(op.prim))
+                self.rules[e] = identity_rule(e.inner.aval.shape)
+                self.users.setdefault(e.outer, []).append(e)
+                self.users.setdefault(e.inner, []).append(e)
+                (entry if id(e.inner) in block_args else leave).append(e)
+            self.order += entry
+            for r in op.regions:
+                self._order(post_order(r))
+            self.order += leave
+
+    def _groups(self):
+        """Members of a sharding group share one state: the first member that has a
+        sharding gives it to all (Shardy's syncGroupMemberShardings)."""
+        members: dict = {}
+        for op in self.p.walk():
+            if op.prim.data_flow is None:
+                continue
+            for g in data_flow(op) or ():
+                if type(g) is Group and not isinstance(g.value, Lit):
+                    members.setdefault(g.key, []).append(g.value)
+        self.group_of = {}
+        for vs in members.values():
+            vs = list(dict.fromkeys(vs))
+            lead = next((v for v in vs if any(self.st[v].dims) or self.st[v].closed and
+                         all(self.st[v].closed)), vs[0])
+            state = self.st[lead]
+            src = Source("group", "sharded like its group (shard_alike / gradient)")
+            for v in vs:
+                if v is not lead:
+                    old = self.st[v]
+                    if any(old.closed) and old.dims != state.dims:
+                        continue   # a second source that disagrees keeps its own
+                    if not any(old.closed):
+                        why = _whys(state)
+                        for d in range(len(why)):
+                            if why[d] is None and state.dims[d]:
+                                why[d] = src
+                    self.st[v] = state
+                self.group_of[v] = vs
+        # a value's state may be shared: a change must make every node reading it dirty
+        self._alias = {}
+        if self.group_of:
+            by_state: dict = {}
+            for v, s in self.st.items():
+                by_state.setdefault(id(s), []).append(v)
+            for vs in by_state.values():
+                if len(vs) > 1:
+                    for v in vs:
+                        self._alias[v] = [u for u in vs if u is not v]
+
+    def _apply_edge(self, n, notify):
+        """Propagate the free axes across an edge."""
+        e = n.op
+        outer = self.st[e.outer]
+        manual = e.manual
+        view = _State([[a for a in d if a[0] not in manual] for d in outer.dims],
+                      list(outer.closed), _whys(outer))
+        view.key = self._kid(view.key)
+        before = [list(d) for d in view.dims]
+        inner = self.st[e.inner]
+        rank = len(before)
+        self.apply(e, n.ri, n.dirs[0], [e.outer], [e.inner], [view, inner], notify)
+        if view.dims != before:
+            dims = list(outer.dims)
+            for d in range(rank):
+                if not outer.closed[d]:
+                    prefix = [ax.to_ref(a, self.mesh) for a in e.spec.dims[d]] \
+                        if e.spec is not None else []
+                    dims[d] = prefix + view.dims[d]
+            outer.dims = dims
+            outer.key = self._kid((tuple(map(tuple, outer.dims)), tuple(outer.closed)))
+            notify(e.outer)
+
+    def _return_edges(self):
+        """Identity edges between returned values and the function's result slots."""
+        mark = self._mark
+        for v, s, slot, ri, dirs in self.returns:
+            if s.dims != slot.dims:
+                self.apply(RETURN, ri, dirs, [v], [v], [s, slot], mark)
