@@ -50,3 +50,25 @@ def test_every_intermediate_agrees_with_xla_shardy():
     # most ops must be matched, or the check proves little
     # (18 today: chlo decompositions, folded constants, tuple-valued argmax...)
     assert len(found["unmatched"]) <= 25, found["unmatched"]
+
+
+def test_sharding_group_case_agrees_with_jax_shard_alike():
+    """The BLIND group case, checked through jax instead: jax.jit lowers shard_alike to
+    the same sdy.sharding_group ops, and XLA's Shardy shards both members alike."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental.shard_alike import shard_alike
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    case = next(c for c in all_cases() if c.id == "constraints:sharding group ties two values")
+    assert "-> (f32[8,16] [{x}, {y}], f32[8,16] [{x}, {y}])" in case.want
+
+    def f(a, b):
+        return shard_alike(jnp.exp(a), jnp.tanh(-b))
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    t = jax.ShapeDtypeStruct((8, 16), np.float32)
+    compiled = jax.jit(f, in_shardings=(NamedSharding(mesh, P("x", "y")),
+                                        NamedSharding(mesh, P()))).lower(t, t).compile()
+    assert [s.spec for s in compiled.output_shardings] == [P("x", "y"), P("x", "y")]
