@@ -9,7 +9,13 @@ A case file holds several cases, each:
     --- expect
     <the IR after shardc.propagate.passes.prepare + propagate, as `shardc ir` prints it>
 
-Lines before the first `===` are the file's own comments."""
+Lines before the first `===` are the file's own comments.
+
+To add a case: write its input with an empty expectation, run
+`python tests/ir/regen.py --write FAMILY`, READ what it wrote, then check it against XLA:
+`python tests/oracle/intermediates.py FAMILY` (every op's sharding) and
+tests/oracle/test_corpus_vs_xla.py (results). Where shardc is wrong, write the correct
+expectation by hand and add an `# xfail:` line; regen.py never rewrites those."""
 from __future__ import annotations
 
 import pathlib
