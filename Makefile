@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench fuzz lint clean setup
+.PHONY: demo test test-ir bench fuzz lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 tests
+
+# the IR-level tests only (the propagation corpus, layering): seconds, no XLA compile
+test-ir: $(STAMP)
+	$(PY) -m pytest -q -n 0 tests/ir
 
 bench: $(STAMP)
 	$(PY) -m bench.run
