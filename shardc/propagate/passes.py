@@ -204,6 +204,7 @@ def propagate_assignment(p: Program):
     """propagate(p), returning the Assignment it wrote onto `p` (result shardings as
     exported): the Propagated stage keeps it for users to look at."""
     a = assign(p)
+    a.program = p
     p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
     a.out_shardings = export_out_shardings(p, a.out_shardings)
     a.apply(p)
