@@ -1,6 +1,7 @@
 """shardc.jit: trace -> propagate -> lower -> compile -> run, with a cache per signature.
 
-Stages mirror jax: `f.trace(*a)` -> Traced (.ir, .lower()), `f.lower(*a)` -> Lowered
+Stages mirror jax: `f.trace(*a)` -> Traced (.traced_ir, .propagate() -> Propagated: .ir,
+.assignment, .lower()), `f.lower(*a)` -> Lowered
 (.as_text(), .compile()), `.compile()` -> Compiled (callable, .as_text(), ...).
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..ir import dtypes
 from ..runtime import backend as runtime
 from .argcheck import check_static, summary
 from .stages import _ARRAY, _X64, Lowered, Traced, _fun_name, gc_paused
-from .stages import Compiled  # noqa: F401  (shardc.api.jit.Compiled, as before)
+from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
 from ..ir.program import Aval, Lit
 from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args

@@ -1,6 +1,7 @@
-"""The stages of a jitted call, as jax's: Traced (traced and propagated IR), Lowered
-(StableHLO with Shardy shardings) and Compiled (an executable for one signature), and
-the cache entry a compiled call leaves for the C++ dispatch."""
+"""The stages of a jitted call, as jax's AOT stages: Traced (the program as traced),
+Propagated (every value sharded, with the propagation's Assignment), Lowered (StableHLO
+with Shardy shardings) and Compiled (an executable for one signature), and the cache
+entry a compiled call leaves for the C++ dispatch."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +10,7 @@ import operator
 
 import jax
 
-from ..errors import ShardcError, cleaned
+from ..errors import ShardcError, api_boundary, cleaned
 from ..ir.program import Program, Snapshot, print_program
 from ..lower.emit import lower as lower_program
 from ..propagate import passes
@@ -50,12 +51,14 @@ def _fun_name(fun):
 
 
 class Traced:
-    """A traced and propagated program. `.ir` is its text with every sharding."""
+    """A traced program, before propagation: only its sources (arguments, constraints)
+    carry shardings. `.propagate()` gives the next stage; `.ir`, `.explain()`,
+    `.out_info`, `.lower()` go through it (propagating once, on first use)."""
 
     def __init__(self, program: Program, mesh: MeshInfo, out_tree, jitted=None):
+        self._program = program
         self._traced = Snapshot(program)     # printed on demand: .traced_ir
-        passes.prepare(program)
-        self.program = passes.propagate(program)
+        self._propagated = None
         self.mesh = mesh
         self.out_tree = out_tree
         self.jitted = jitted
@@ -64,6 +67,51 @@ class Traced:
     def traced_ir(self) -> str:
         """The IR as traced, before propagation (only the sources have shardings)."""
         return self._traced.text()
+
+    @api_boundary
+    def propagate(self) -> "Propagated":
+        """Sharding propagation (run once; later calls return the same stage)."""
+        if self._propagated is None:
+            with gc_paused():
+                self._propagated = Propagated(self._program, self.mesh, self.out_tree,
+                                              self.jitted)
+        return self._propagated
+
+    # the later stages' views, as before the propagation stage was split off
+    @property
+    def program(self) -> Program:
+        """The propagated program (the traced one is `traced_ir`)."""
+        return self.propagate().program
+
+    @property
+    def ir(self) -> str:
+        return self.propagate().ir
+
+    def explain(self) -> str:
+        return self.propagate().explain()
+
+    @property
+    def out_info(self):
+        return self.propagate().out_info
+
+    def lower(self) -> "Lowered":
+        return self.propagate().lower()
+
+    def __repr__(self):
+        return self.traced_ir
+
+
+class Propagated:
+    """A program after sharding propagation: `.ir` is its text with every sharding,
+    `.assignment` the propagation's result (per value its sharding and why)."""
+
+    def __init__(self, program: Program, mesh: MeshInfo, out_tree, jitted=None):
+        passes.prepare(program)
+        self.assignment = passes.propagate_assignment(program)
+        self.program = program
+        self.mesh = mesh
+        self.out_tree = out_tree
+        self.jitted = jitted
 
     @property
     def ir(self) -> str:
@@ -90,10 +138,10 @@ class Traced:
 class Lowered:
     """StableHLO text with Shardy shardings, ready to compile."""
 
-    def __init__(self, traced: Traced):
-        self.traced = traced
+    def __init__(self, propagated: Propagated):
+        self.traced = propagated     # (named as before the propagation stage was split off)
         with gc_paused():
-            self.text = lower_program(traced.program)
+            self.text = lower_program(propagated.program)
 
     def as_text(self, debug_info=False) -> str:
         return runtime.pretty(self.text, debug_info)

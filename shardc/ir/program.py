@@ -227,6 +227,23 @@ class _Namer:
         return "%" + self.names.get(id(v), "<undefined>")
 
 
+def value_names(p: "Program") -> list:
+    """[(value, printed name without the %)] in the order print_program defines them
+    (arguments, then each op's results, a region's arguments before its body)."""
+    namer, out = _Namer(), []
+
+    def walk(q, named_inputs):
+        for v in q.inputs:
+            out.append((v, namer.define(v, v.name if named_inputs else None)[1:]))
+        for op in q.ops:
+            for v in op.outputs:
+                out.append((v, namer.define(v)[1:]))
+            for r in op.regions:
+                walk(r, True)
+    walk(p, True)
+    return out
+
+
 def _typed(v, name, show_sharding=True):
     s = f"{name}: {v.aval}"
     if show_sharding is True:

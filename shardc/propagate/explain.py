@@ -6,20 +6,27 @@ from .cost import conflict_cost, describe
 from .engine import Source, Why
 
 
-def chain(v, dim, limit=6):
-    """[(op, loc) hops..., origin] for one dim of one value; origin is a Source or None."""
+def _own_why(v):
+    return v.why
+
+
+def chain(v, dim, limit=6, why_of=_own_why):
+    """[(op, loc) hops..., origin] for one dim of one value; origin is a Source or None.
+    `why_of(value)`: its per-dim provenance (the value's own, or an Assignment's)."""
     hops = []
     seen = set()
-    why = v.why[dim] if v.why else None
+    whys = why_of(v)
+    why = whys[dim] if whys else None
     while isinstance(why, Why) and len(hops) < 64:
         key = (id(why.op), id(why.src), why.src_dim)
         if key in seen:
             break
         seen.add(key)
         hops.append(why.op)
-        if why.src is None or why.src_dim is None or not why.src.why:
+        src_whys = why_of(why.src) if why.src is not None else None
+        if why.src_dim is None or not src_whys:
             return hops, None
-        why = why.src.why[why.src_dim]
+        why = src_whys[why.src_dim]
     return hops, why if isinstance(why, Source) else None
 
 
@@ -29,15 +36,17 @@ def _op_text(op):
     return f"{op.prim.name}{where}"
 
 
-def explain_value(v, limit=4) -> str:
-    """One line: for each sharded dim, the origin and the ops it came through."""
-    if v.sharding is None or not v.why:
+def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
+    """One line: for each sharded dim, the origin and the ops it came through.
+    `sharding`, `why_of`: the value's (default) or an Assignment's."""
+    sharding = v.sharding if sharding is None else sharding
+    if sharding is None or not why_of(v):
         return ""
     parts = []
-    for d, axes in enumerate(v.sharding.dims):
+    for d, axes in enumerate(sharding.dims):
         if not axes:
             continue
-        hops, origin = chain(v, d)
+        hops, origin = chain(v, d, why_of=why_of)
         axes_txt = "{" + ", ".join(map(str, axes)) + "}"
         src = str(origin) if origin is not None else "propagation"
         if hops:

@@ -196,14 +196,22 @@ def propagate(p: Program) -> Program:
     """Propagate, then export the result shardings as XLA would; verifies the result.
     The stage itself (`assign`) leaves the IR alone; its assignment is then written
     onto `p` for the stages after it."""
+    propagate_assignment(p)
+    return p
+
+
+def propagate_assignment(p: Program):
+    """propagate(p), returning the Assignment it wrote onto `p` (result shardings as
+    exported): the Propagated stage keeps it for users to look at."""
     a = assign(p)
+    a.program = p
     p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
     a.out_shardings = export_out_shardings(p, a.out_shardings)
     a.apply(p)
     # propagation only assigns shardings: check them (and SSA form); the types were
     # verified after prepare()
     verify(p, propagated=True, types=False)
-    return p
+    return a
 
 
 def export_out_shardings(p: Program, decided) -> list:

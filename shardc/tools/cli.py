@@ -255,7 +255,9 @@ def _traced(args):
         mesh = make_mesh([s for _, s in mesh_axes], [n for n, _ in mesh_axes])
     from ..errors import ShardcError
     try:
-        return stage(fun, mesh, arg_types)
+        traced = stage(fun, mesh, arg_types)
+        traced.propagate()      # its errors reported as before, with the tracing's
+        return traced
     except ShardcError as e:
         if mesh is None and "needs a mesh" in e.message:
             raise UsageError(f"{e.message}; on the command line, pass --mesh, e.g. "

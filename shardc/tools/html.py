@@ -322,8 +322,9 @@ def report_html(r) -> str:
 
 def _install():
     """Notebook views of jit's stages (the API layer knows nothing of HTML)."""
-    from ..api.jit import Compiled, Lowered, Traced
+    from ..api.jit import Compiled, Lowered, Propagated, Traced
     Traced._repr_html_ = traced_html
+    Propagated._repr_html_ = traced_html
     Lowered._repr_html_ = lowered_html
     Compiled._repr_html_ = compiled_html
 
