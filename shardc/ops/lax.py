@@ -20,7 +20,7 @@ from . import shape as shp
 _PY_SCALARS = (bool, int, float)
 
 
-def _is_py_scalar(x) -> bool:
+def is_py_scalar(x) -> bool:
     return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
 
 
@@ -39,10 +39,10 @@ def lit(v, like: Aval) -> Lit:
 
 def _operands(*xs):
     """Python scalars as literals of the (first) array operand's dtype and weak type."""
-    like = next((aval(x) for x in xs if not _is_py_scalar(x)), None)
+    like = next((aval(x) for x in xs if not is_py_scalar(x)), None)
     if like is None:
         raise ShardcError("internal: a lax wrapper needs at least one array operand")
-    return [lit(x, like) if _is_py_scalar(x) else x for x in xs]
+    return [lit(x, like) if is_py_scalar(x) else x for x in xs]
 
 
 def _unary(prim):
@@ -77,7 +77,7 @@ def convert_element_type(x, dtype, weak=False):
     a = aval(x)
     if a.dtype == dtype and a.weak == weak:
         return x
-    if isinstance(x, Lit) or _is_py_scalar(x):
+    if isinstance(x, Lit) or is_py_scalar(x):
         v = x.value if isinstance(x, Lit) else x
         return Lit(core._scalar(v, dtype), Aval((), dtype, weak))
     if a.dtype == dtype and not core.is_tracer(x) and not weak:

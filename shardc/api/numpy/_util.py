@@ -7,14 +7,12 @@ from ...trace import core
 from ...ir import dtypes
 from ...errors import ShardcError, ShardcTypeError
 from ...ir.program import Aval, Lit
-from ...ops import elementwise as ew
+from ...ops import lax as _lax
 from ...ops import shape as shp
 
-_PY_SCALARS = (bool, int, float)
 
 
-def is_py_scalar(x) -> bool:
-    return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
+is_py_scalar = _lax.is_py_scalar
 
 
 _Tracer = core.Tracer
@@ -52,15 +50,7 @@ def check_arraylike(name, *xs):
 
 def convert(x, dtype, weak=False):
     """x as `dtype` (a no-op if it already is)."""
-    a = aval(x)
-    if a.dtype == dtype and a.weak == weak:
-        return x
-    if isinstance(x, Lit) or is_py_scalar(x):
-        v = x.value if isinstance(x, Lit) else x
-        return Lit(core._scalar(v, dtype), Aval((), dtype, weak))
-    if a.dtype == dtype and not core.is_tracer(x) and not weak:
-        return x
-    return ew.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
+    return _lax.convert_element_type(x, dtype, weak)
 
 
 def as_lit(x):
