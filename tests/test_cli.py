@@ -69,10 +69,12 @@ def shardc_cmd(*args, expect=0):
 def test_ir_explain_names_argument_and_lines(model):
     out, err = shardc_cmd("ir", f"{model}:mlp", *MLP_ARGS, "--explain")
     assert out.startswith("mesh <data=2, model=4>\nfunc @mlp(%x: f32[64,256] [{data}, {}]")
-    assert '%2: f32[64,256] [{data}, {}] = dot_general(%1, %w2)' in out
+    assert '%5: f32[64,256] [{data}, {}] = dot_general(%1, %w2)' in out
     assert 'loc("model.py":8)' in out
-    assert ("// %1: dim 0 {data} from argument x via max@model.py:7 <- dot_general@model.py:7"
-            "; dim 1 {model} from argument w1") in out
+    # relu is a custom_vjp: its max is in the region of a custom_vjp_call op
+    assert ("// %4: dim 0 {data} from argument x via max@model.py:7 <- custom_vjp_call "
+            "boundary@model.py:7 <- dot_general@model.py:7; dim 1 {model} from argument w1"
+            ) in out
     assert err == ""
 
 

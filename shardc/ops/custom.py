@@ -3,8 +3,9 @@
 The region is the traced `fwd`; it yields the call's outputs and then the residuals
 (those that are traced values), and the op's results are the region's results. The
 residuals are results too, so the gradient rule hands them to the user's `bwd` without
-recomputing `fwd` (results nothing uses are dropped at lowering: the region is inlined,
-and XLA removes dead code). `bwd` and the pytree bookkeeping are one opaque param.
+recomputing `fwd`; the backward pass is traced before any pass runs, so dead-code
+elimination then drops the residuals it did not use. Lowering inlines the region.
+`bwd` and the pytree bookkeeping are one opaque param.
 """
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ _tree = jax.tree_util
 def _vjp(ctx, cts, *ins, bwd, num_out):
     """The user's bwd on the residuals (results of the op) and the outputs' cotangents;
     values the region closed over (operands past the arguments') get none."""
+    if len(ctx.outs) - num_out != sum(s is _TRACED for s in bwd.res_static):
+        raise ShardcError("internal: differentiating a custom_vjp_call whose residuals "
+                          "dead-code elimination dropped", ctx.op.loc)
     fn = bwd.fn
     leaves = list(bwd.arg_static)
     for i, t in zip(bwd.traced, ins):
@@ -111,6 +115,20 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
 
 _TRACED = object()     # a residual leaf that is a result of the op
 custom_vjp_call_p.vjp = _vjp
+
+
+def _drop_results(op, live):
+    """Residuals nothing uses are dropped with the ops computing them (the backward
+    pass is traced before any pass runs, so what it did not use it never will)."""
+    n = op.params["num_out"]
+    keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
+    if len(keep) < len(op.outputs):
+        (r,) = op.regions
+        r.outputs = [r.outputs[i] for i in keep]
+        op.outputs = [op.outputs[i] for i in keep]
+
+
+custom_vjp_call_p.drop_results = _drop_results
 
 
 def bind_region(prim, f, args, params, loc=None, name="region"):

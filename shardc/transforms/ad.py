@@ -67,7 +67,7 @@ def eval_ops(program, args):
     for op in program.ops:
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
         if op.regions:
-            outs = (getattr(op.prim, "rebind", None) or _rebind)(op, ins, eval_ops)
+            outs = (op.prim.rebind or _rebind)(op, ins, eval_ops)
         else:
             out = op.prim.bind(*ins, **op.params)
             outs = out if op.prim.multiple_results else [out]
