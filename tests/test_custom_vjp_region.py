@@ -227,3 +227,18 @@ def test_retracing_a_program_rebinds_its_region_ops():
     _close(again(xs), h(X))
     _close(shardc.jit(shardc.grad(lambda x: snp.sum(eval_ops(prog, [x])[0] ** 2)))(xs),
            jax.jit(jax.grad(_in_shard_map(J, J.mesh())))(X))
+
+
+def _grad_of_grad(m):
+    f = _scaled_sin(m)
+    inner = m.grad(lambda y: m.np.sum(f(y) * y))
+    return m.grad(lambda x: m.np.sum(inner(x) * W) + m.np.sum(f(x * W)))
+
+
+def test_grad_of_grad_as_jax():
+    """The custom rule is the innermost differentiation's; the outer one differentiates
+    fwd (its output and its residuals) as ordinary ops, as jax does; a call only the
+    outer one differentiates uses the rule."""
+    _close(shardc.jit(_grad_of_grad(S))(X), jax.jit(_grad_of_grad(J))(X))
+    _close(shardc.jit(_grad_of_grad(S))(W),
+           jax.jit(_grad_of_grad(J))(W))

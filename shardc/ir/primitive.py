@@ -107,11 +107,13 @@ class Primitive:
         re-traces a region); None: its one region re-traced as is (transforms.ad)
     drop_results(op, live): for an op with regions, drop results not in `live` that it
         can do without, region results too (dead-code elimination)
+    claim(op, level): for ops whose gradient rule is one differentiation level's only
+        (custom_vjp_call), called by each differentiation that traces the op
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "rebind", "drop_results", "__dict__")
+                 "rebind", "drop_results", "claim", "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
@@ -143,6 +145,7 @@ class Primitive:
         self.data_flow = None
         self.rebind = None
         self.drop_results = None
+        self.claim = None
         PRIMITIVES[name] = self
 
     @property

@@ -12,10 +12,12 @@ from __future__ import annotations
 import jax
 
 from ..errors import ShardcError, user_loc
+from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..ir.rules import Edge
 from ..trace import core
 from ..trace.core import Primitive
+from . import lax as L
 
 
 class CustomVjpRule:
@@ -23,11 +25,17 @@ class CustomVjpRule:
     param of custom_vjp_call as well): the function, how the call's operands map back
     to its arguments, and the residuals that are not traced values."""
     __slots__ = ("fn", "arg_tree", "arg_static", "traced", "out_tree", "res_tree",
-                 "res_static")
+                 "res_static", "level")
 
     def __init__(self, fn, arg_tree, arg_static, traced, out_tree, res_tree, res_static):
         self.fn, self.arg_tree, self.arg_static, self.traced = fn, arg_tree, arg_static, traced
         self.out_tree, self.res_tree, self.res_static = out_tree, res_tree, res_static
+        self.level = None    # the differentiation whose rule this is (transforms.ad)
+
+    def fresh(self):
+        """A copy for a re-traced call, not yet claimed by any differentiation."""
+        return CustomVjpRule(self.fn, self.arg_tree, self.arg_static, self.traced,
+                             self.out_tree, self.res_tree, self.res_static)
 
     def __repr__(self):
         bwd = self.fn.bwd
@@ -76,10 +84,17 @@ _tree = jax.tree_util
 
 def _vjp(ctx, cts, *ins, bwd, num_out):
     """The user's bwd on the residuals (results of the op) and the outputs' cotangents;
-    values the region closed over (operands past the arguments') get none."""
+    values the region closed over (operands past the arguments') get none. Cotangents
+    of residuals (grad of grad: the backward pass used them) flow back through the
+    region by ordinary AD of fwd, recomputed (as jax differentiates fwd)."""
     if len(ctx.outs) - num_out != sum(s is _TRACED for s in bwd.res_static):
         raise ShardcError("internal: differentiating a custom_vjp_call whose residuals "
                           "dead-code elimination dropped", ctx.op.loc)
+    if bwd.level is not None and bwd.level is not ctx.level:
+        # an outer differentiation (grad of grad): fwd's ops, as ordinary ones
+        in_cts = [None] * len(ins)
+        _through_fwd(ctx, cts, ins, [k for k, c in enumerate(cts) if c is not None], in_cts)
+        return in_cts
     fn = bwd.fn
     leaves = list(bwd.arg_static)
     for i, t in zip(bwd.traced, ins):
@@ -88,7 +103,9 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
     res = iter(ctx.outs[num_out:])
     res = _tree.tree_unflatten(bwd.res_tree, [next(res) if s is _TRACED else s
                                               for s in bwd.res_static])
-    ct = _tree.tree_unflatten(bwd.out_tree, list(cts[:num_out]))
+    out_cts = [c if c is not None or not dtypes.is_float(a.dtype) else
+               L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], [v.aval for v in ctx.op.outputs])]
+    ct = _tree.tree_unflatten(bwd.out_tree, out_cts)
     nondiff = fn.nondiff_argnums
     got = fn.bwd(*[args[i] for i in nondiff], res, ct)
     if not isinstance(got, tuple):
@@ -110,11 +127,36 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
             raise ShardcError(f"custom_vjp bwd: the cotangent of argument {i} has {len(gl)} "
                               f"leaves, the argument {k}", ctx.op.loc)
         leaf_ct[starts[i]:starts[i] + k] = gl
-    return [leaf_ct[i] for i in bwd.traced] + [None] * (len(ins) - len(bwd.traced))
+    in_cts = [leaf_ct[i] for i in bwd.traced] + [None] * (len(ins) - len(bwd.traced))
+    res = [k for k in range(num_out, len(cts)) if cts[k] is not None]
+    if res:
+        _through_fwd(ctx, cts, ins, res, in_cts)
+    return in_cts
+
+
+def _through_fwd(ctx, cts, ins, res, in_cts):
+    """Add to in_cts the cotangents of the operands from those of residuals `res`."""
+    region = ctx.op.regions[0]
+    diff = [i for i, x in enumerate(ins)
+            if core.is_tracer(x) and dtypes.is_float(x.aval.dtype)]
+    if not diff:
+        return
+
+    def fwd(*ws):
+        full = list(ins)
+        for i, w in zip(diff, ws):
+            full[i] = w
+        outs = ctx.eval_ops(region, full)
+        return tuple(outs[k] for k in res)
+    _, _, fn = ctx.trace_vjp(fwd, tuple(ins[i] for i in diff))
+    for i, g in zip(diff, fn(tuple(cts[k] for k in res))):
+        in_cts[i] = g if in_cts[i] is None else L.add(in_cts[i], L.convert_element_type(
+            g, L.aval(in_cts[i]).dtype))
 
 
 _TRACED = object()     # a residual leaf that is a result of the op
 custom_vjp_call_p.vjp = _vjp
+_vjp.keeps_none = True     # tells residuals nothing differentiates from zero ones
 
 
 def _drop_results(op, live):
@@ -129,6 +171,25 @@ def _drop_results(op, live):
 
 
 custom_vjp_call_p.drop_results = _drop_results
+
+
+def _claim(op, level):
+    rule = op.params["bwd"]
+    if rule.level is None:
+        rule.level = level
+
+
+def _rebind(op, ins, evaluate):
+    """Re-traced (shard_map's gradient re-traces its body): a new call, unclaimed."""
+    (r,) = op.regions
+    params = {**op.params, "bwd": op.params["bwd"].fresh()}
+    outs, _ = bind_region(custom_vjp_call_p, lambda *xs: (evaluate(r, xs), None), ins,
+                          params, op.loc, r.name)
+    return outs
+
+
+custom_vjp_call_p.claim = _claim
+custom_vjp_call_p.rebind = _rebind
 
 
 def bind_region(prim, f, args, params, loc=None, name="region"):

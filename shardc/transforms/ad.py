@@ -26,10 +26,10 @@ _tree = jax.tree_util
 
 class VjpCtx:
     """What a VJP rule sees besides the cotangents and primal inputs."""
-    __slots__ = ("op", "outs", "builder")
+    __slots__ = ("op", "outs", "builder", "level")
 
-    def __init__(self, op, outs, builder):
-        self.op, self.outs, self.builder = op, outs, builder
+    def __init__(self, op, outs, builder, level=None):
+        self.op, self.outs, self.builder, self.level = op, outs, builder, level
 
     @property
     def in_avals(self):
@@ -92,10 +92,11 @@ def _rebind(op, ins, evaluate):
     return outs
 
 
-def backward(ops, builder, out_vals, out_cts, wrt_vals):
+def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
     """Cotangents of `wrt_vals` given cotangents of `out_vals`, by walking `ops` backwards.
 
-    Values are IR Values of `builder`; cotangents are tracers (or None for zero)."""
+    Values are IR Values of `builder`; cotangents are tracers (or None for zero).
+    `level` names the differentiation (see _claim)."""
     ct: dict = {}
 
     def add(v, c):
@@ -116,8 +117,9 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             raise ShardcError(f"shardc has no gradient rule for {op.prim.name}", op.loc)
         if rule is nondiff:
             continue
-        cts = _zeros_for_none(cts, op.outputs)
-        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder)
+        if not getattr(rule, "keeps_none", False):   # (a rule that tells None from zero)
+            cts = _zeros_for_none(cts, op.outputs)
+        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level)
         ins = [_as_tracer(builder, v) for v in op.inputs]
         in_cts = rule(ctx, cts, *ins, **op.params)
         for v, c in zip(op.inputs, in_cts):
@@ -182,6 +184,7 @@ def _traced_vjp(f, primals, has_aux=False):
             raise ShardcError("has_aux=True needs the function to return (output, aux)")
         out, aux = out
     ops = b.program.ops[start:]
+    level = _claim(ops, xs)
     out_leaves, out_tree = _tree.tree_flatten(out)
     out_vals = [b.to_value(o) for o in out_leaves]
     wrt = [t.value for t in xs]
@@ -191,7 +194,7 @@ def _traced_vjp(f, primals, has_aux=False):
         if ct_tree != out_tree:
             raise ShardcError(f"vjp: the cotangent's structure {ct_tree} does not match the "
                               f"output's {out_tree}")
-        res = backward(ops, b, out_vals, ct_leaves, wrt)
+        res = backward(ops, b, out_vals, ct_leaves, wrt, level)
         res = [r if r is not None else zeros_like_aval(w.aval) for r, w in zip(res, wrt)]
         seen = set()
         for i, (w, r) in enumerate(zip(origs, res)):   # gradients are sharded like the
@@ -202,6 +205,22 @@ def _traced_vjp(f, primals, has_aux=False):
             shard_alike(Tracer(b, w), r)
         return _tree.tree_unflatten(tree, res)
     return out, aux, vjp_fn
+
+
+def _claim(ops, xs):
+    """A new differentiation level, which claims the ops of `ops` that depend on the
+    primals `xs` and have a rule for one level only (custom_vjp_call: `prim.claim`).
+    As in jax, a custom rule is the innermost differentiation's: an outer one (grad of
+    grad) differentiates the call's fwd as ordinary ops."""
+    level = object()
+    reached = {id(t.value) for t in xs}
+    for op in ops:
+        if any(id(v) in reached for v in op.inputs):
+            reached.update(id(v) for v in op.outputs)
+            claim = op.prim.claim
+            if claim is not None:
+                claim(op, level)
+    return level
 
 
 # ---------------------------------------------------------------- stop_gradient
