@@ -103,8 +103,10 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
     res = iter(ctx.outs[num_out:])
     res = _tree.tree_unflatten(bwd.res_tree, [next(res) if s is _TRACED else s
                                               for s in bwd.res_static])
+    # bwd sees zeros for outputs nothing differentiates, as jax's
+    avals = [v.aval for v in ctx.op.outputs]
     out_cts = [c if c is not None or not dtypes.is_float(a.dtype) else
-               L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], [v.aval for v in ctx.op.outputs])]
+               L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], avals)]
     ct = _tree.tree_unflatten(bwd.out_tree, out_cts)
     nondiff = fn.nondiff_argnums
     got = fn.bwd(*[args[i] for i in nondiff], res, ct)
