@@ -69,10 +69,12 @@ def shardc_cmd(*args, expect=0):
 def test_ir_explain_names_argument_and_lines(model):
     out, err = shardc_cmd("ir", f"{model}:mlp", *MLP_ARGS, "--explain")
     assert out.startswith("mesh <data=2, model=4>\nfunc @mlp(%x: f32[64,256] [{data}, {}]")
-    assert '%2: f32[64,256] [{data}, {}] = dot_general(%1, %w2)' in out
+    assert '%4: f32[64,256] [{data}, {}] = dot_general(%1, %w2)' in out
     assert 'loc("model.py":8)' in out
-    assert ("// %1: dim 0 {data} from argument x via max@model.py:7 <- dot_general@model.py:7"
-            "; dim 1 {model} from argument w1") in out
+    # relu is a custom_vjp: its max is in the region of a custom_vjp_call op
+    assert ("// %3: dim 0 {data} from argument x via max@model.py:7 <- custom_vjp_call "
+            "boundary@model.py:7 <- dot_general@model.py:7; dim 1 {model} from argument w1"
+            ) in out
     assert err == ""
 
 
@@ -95,13 +97,13 @@ def test_ir_json(model):
     j = json.loads(out)
     assert j["function"] == "mlp" and j["mesh"] == {"data": 2, "model": 4}
     assert [v["name"] for v in j["inputs"]] == ["%x", "%w1", "%w2"]
-    assert [op["op"] for op in j["ops"]] == ["dot_general", "max", "dot_general"]
+    assert [op["op"] for op in j["ops"]] == ["dot_general", "custom_vjp_call", "dot_general"]
     last = j["ops"][2]
     assert last["loc"] == "model.py:8" and last["operands"] == ["%1", "%w2"]
     [why] = last["results"][0]["why"]
     assert why["from"] == "argument x" and why["axes"] == ["data"]
-    assert [h["loc"] for h in why["via"]] == ["model.py:8", "model.py:7", "model.py:7"]
-    assert j["outputs"] == [{"value": "%2", "type": "f32[64,256]", "sharding": "[{data}, {}]"}]
+    assert [h["loc"] for h in why["via"]] == ["model.py:8"] + ["model.py:7"] * 4
+    assert j["outputs"] == [{"value": "%4", "type": "f32[64,256]", "sharding": "[{data}, {}]"}]
 
 
 def test_stablehlo_and_hlo(model):
@@ -121,7 +123,7 @@ def test_report_text_and_json(model):
     [row] = [ln for ln in out.splitlines() if ln.strip().startswith("all-reduce ")]
     assert re.search(r"all-reduce\s+f32\[32,256\]\s+32.0 KiB\s+\{model\}\s+model.py:8\s+"
                      r"dot_general", row)
-    assert re.search(r"%2\s+dot_general.*model.py:8\s+all-reduce\{model\}", out)
+    assert re.search(r"%4\s+dot_general.*model.py:8\s+all-reduce\{model\}", out)
     assert "memory per device: arguments 544.0 KiB" in out and "flops" in out
     out, _ = shardc_cmd("report", f"{model}:mlp", *MLP_ARGS, "--format", "json")
     j = json.loads(out)

@@ -214,7 +214,9 @@ def test_relu_gradient_at_zero_is_jaxs(mesh2x4):
     _, tangent = shardc.jvp(shardc.nn.relu, (x,), (np.ones_like(x),))
     np.testing.assert_array_equal(tangent, want)
     # relu's forward is maximum alone; its mask is built in the backward pass only
-    assert "= max(%x, 0.0:f32)" in shardc.jit(shardc.nn.relu).trace(x).ir
+    ir = shardc.jit(shardc.nn.relu).trace(x).ir
+    assert "custom_vjp_call(%x) {bwd=<_relu_bwd>, num_out=1}" in ir
+    assert "= max(%1, 0.0:f32)" in ir and "gt(" not in ir
     assert "gt(" not in shardc.jit(shardc.nn.relu).trace(x).ir
 
 
@@ -353,7 +355,7 @@ def test_custom_vjp():
     np.testing.assert_allclose(gb, np.sin(X), rtol=1e-5)
 
 
-def test_custom_vjp_outputs_of_its_own_ops_get_no_marker():
+def test_custom_vjp_call_is_one_op_with_its_forward_region():
     @shardc.custom_vjp
     def twice(x):
         y = x * 2
@@ -361,7 +363,9 @@ def test_custom_vjp_outputs_of_its_own_ops_get_no_marker():
 
     twice.defvjp(lambda x: (twice(x), None), lambda _, g: (g[0] * 10 + g[1] * 100,))
     ir = shardc.jit(lambda a: twice(a)).trace(X).ir
-    assert ir.count("custom_vjp_out") == 1      # the repeated output only
+    # one op whose region is fwd; its results are the region's (a repeat included)
+    assert ir.count("custom_vjp_call(") == 1 and "custom_vjp_out" not in ir
+    assert "return %3, %3" in ir
     g = shardc.grad(lambda a: snp.sum(twice(a)[0]) + 2 * snp.sum(twice(a)[1]))(X)
     np.testing.assert_allclose(g, np.full_like(X, 10 + 200))
 

@@ -102,11 +102,18 @@ class Primitive:
     data_flow(op) -> [rules.Edge | rules.Group] | None: values that share a sharding
         beyond the factor rule (region boundaries, sharding groups): Shardy's
         ShardableDataFlowOpInterface
+    rebind(op, operands, evaluate) -> result tracers: for an op with regions, the op
+        again on new operands when a program is re-traced (evaluate(region, args)
+        re-traces a region); None: its one region re-traced as is (transforms.ad)
+    drop_results(op, live): for an op with regions, drop results not in `live` that it
+        can do without, region results too (dead-code elimination)
+    claim(op, level): for ops whose gradient rule is one differentiation level's only
+        (custom_vjp_call), called by each differentiation that traces the op
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "__dict__")
+                 "rebind", "drop_results", "claim", "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
@@ -136,6 +143,9 @@ class Primitive:
         self.operand_constraints = None
         self.after_propagation = None
         self.data_flow = None
+        self.rebind = None
+        self.drop_results = None
+        self.claim = None
         PRIMITIVES[name] = self
 
     @property

@@ -119,6 +119,18 @@ def bind_shard_map(f, args, in_sh, out_sh, manual, mesh: MeshShape, check_vma, n
     return [core.Tracer(outer, v) for v in vals]
 
 
+def _rebind(op, ins, evaluate):
+    """A shard_map op again on `ins` (re-tracing a program): its body re-traced by
+    `evaluate` in a fresh body with the op's own manual context."""
+    region, p = op.regions[0], op.params
+    return bind_shard_map(lambda *xs: evaluate(region, xs), ins, p["in_specs"],
+                          p["out_specs"], p["manual_axes"], p["mesh"], p["check_vma"],
+                          name=region.name)
+
+
+shard_map_p.rebind = _rebind
+
+
 # ---------------------------------------------------------------- gradient
 # shard_map's transpose is a shard_map of the body's VJP (the forward is recomputed
 # inside it); the backward pass lends its own machinery through the VjpCtx.

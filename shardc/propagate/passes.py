@@ -30,6 +30,8 @@ def dce(p: Program) -> None:
                     break
             else:
                 continue
+        if op.prim.drop_results is not None:
+            op.prim.drop_results(op, live)
         kept.append(op)
         live.update(op.inputs)
         for r in op.regions:

@@ -93,7 +93,6 @@ class Builder:
         # the mesh the program runs on, shared with nested builders (meshes.MeshSlot)
         self.meshes = meshes if meshes is not None else (parent.meshes if parent else None)
         self.manual = None    # shard_map.ManualCtx while tracing a shard_map body
-        self.custom_regions = None   # id(op) -> ad._CustomRegion, for custom_vjp calls
         self.captured: dict[int, tuple] = {}   # id(outer tracer) -> (outer tracer, inner Value)
         self.alive = True
 

@@ -18,7 +18,7 @@ from ..ir import dtypes
 from ..ir.primitive import nondiff  # noqa: F401  (re-exported)
 from ..trace.core import Primitive, Tracer
 from ..errors import ShardcError, ShardcTypeError
-from ..ir.program import Aval, Lit
+from ..ir.program import Lit
 from ..ops import lax as L
 
 _tree = jax.tree_util
@@ -26,10 +26,10 @@ _tree = jax.tree_util
 
 class VjpCtx:
     """What a VJP rule sees besides the cotangents and primal inputs."""
-    __slots__ = ("op", "outs", "builder")
+    __slots__ = ("op", "outs", "builder", "level")
 
-    def __init__(self, op, outs, builder):
-        self.op, self.outs, self.builder = op, outs, builder
+    def __init__(self, op, outs, builder, level=None):
+        self.op, self.outs, self.builder, self.level = op, outs, builder, level
 
     @property
     def in_avals(self):
@@ -59,21 +59,18 @@ def zeros_like_aval(aval):
     return L.zeros(aval.shape, aval.dtype)
 
 
-_NOT_TRACED = Lit(0.0, Aval((), dtypes.float32))
-
-
 def eval_ops(program, args):
     """Re-trace `program`'s ops on `args` in the current builder; returns its outputs."""
     env = {}
     for v, a in zip(program.inputs, args):
         env[id(v)] = a
     for op in program.ops:
-        if op.regions:
-            raise ShardcError(f"differentiating a nested {op.prim.name} inside a region is "
-                              "not supported", op.loc)
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
-        out = op.prim.bind(*ins, **op.params)
-        outs = out if op.prim.multiple_results else [out]
+        if op.regions:
+            outs = (op.prim.rebind or _rebind)(op, ins, eval_ops)
+        else:
+            out = op.prim.bind(*ins, **op.params)
+            outs = out if op.prim.multiple_results else [out]
         for v, o in zip(op.outputs, outs):
             if v.sharding is not None and getattr(op.prim, "source_of", None) is not None:
                 o.value.sharding = v.sharding
@@ -81,10 +78,25 @@ def eval_ops(program, args):
     return [v if isinstance(v, Lit) else env[id(v)] for v in program.outputs]
 
 
-def backward(ops, builder, out_vals, out_cts, wrt_vals):
+def _rebind(op, ins, evaluate):
+    """An op with one region, again on `ins`: its region re-traced (regions are closed:
+    what the body uses from outside is an operand), params as they were. Ops whose
+    region needs more context (shard_map's manual axes) say how in `prim.rebind`."""
+    from ..ops.custom import bind_region
+    if len(op.regions) != 1:
+        raise ShardcError(f"internal: re-tracing {op.prim.name} with {len(op.regions)} "
+                          "regions", op.loc)
+    (r,) = op.regions
+    outs, _ = bind_region(op.prim, lambda *xs: (evaluate(r, xs), None), ins, op.params,
+                          op.loc, r.name)
+    return outs
+
+
+def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
     """Cotangents of `wrt_vals` given cotangents of `out_vals`, by walking `ops` backwards.
 
-    Values are IR Values of `builder`; cotangents are tracers (or None for zero)."""
+    Values are IR Values of `builder`; cotangents are tracers (or None for zero).
+    `level` names the differentiation (see _claim)."""
     ct: dict = {}
 
     def add(v, c):
@@ -96,21 +108,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
 
     for v, c in zip(out_vals, out_cts):
         add(v, c)
-    done = set()
     for op in reversed(ops):
-        if id(op) in done:
-            continue
-        region = builder.custom_regions.get(id(op)) if builder.custom_regions else None
-        if region is not None:
-            done.update(id(o) for o in region.ops)
-            cts = [ct.pop(id(v), None) for v in region.out_vals]
-            if all(c is None for c in cts):
-                continue
-            # bwd sees zeros for outputs nothing differentiates, as jax's custom_vjp
-            cts = _zeros_for_none(cts, region.out_vals)
-            for v, c in zip(region.in_vals, region.apply_bwd(builder, cts)):
-                add(v, c)
-            continue
         cts = [ct.pop(id(v), None) for v in op.outputs]
         if all(c is None for c in cts):
             continue
@@ -119,8 +117,9 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals):
             raise ShardcError(f"shardc has no gradient rule for {op.prim.name}", op.loc)
         if rule is nondiff:
             continue
-        cts = _zeros_for_none(cts, op.outputs)
-        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder)
+        if not getattr(rule, "keeps_none", False):   # (a rule that tells None from zero)
+            cts = _zeros_for_none(cts, op.outputs)
+        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level)
         ins = [_as_tracer(builder, v) for v in op.inputs]
         in_cts = rule(ctx, cts, *ins, **op.params)
         for v, c in zip(op.inputs, in_cts):
@@ -185,6 +184,7 @@ def _traced_vjp(f, primals, has_aux=False):
             raise ShardcError("has_aux=True needs the function to return (output, aux)")
         out, aux = out
     ops = b.program.ops[start:]
+    level = _claim(ops, xs)
     out_leaves, out_tree = _tree.tree_flatten(out)
     out_vals = [b.to_value(o) for o in out_leaves]
     wrt = [t.value for t in xs]
@@ -194,7 +194,7 @@ def _traced_vjp(f, primals, has_aux=False):
         if ct_tree != out_tree:
             raise ShardcError(f"vjp: the cotangent's structure {ct_tree} does not match the "
                               f"output's {out_tree}")
-        res = backward(ops, b, out_vals, ct_leaves, wrt)
+        res = backward(ops, b, out_vals, ct_leaves, wrt, level)
         res = [r if r is not None else zeros_like_aval(w.aval) for r, w in zip(res, wrt)]
         seen = set()
         for i, (w, r) in enumerate(zip(origs, res)):   # gradients are sharded like the
@@ -205,6 +205,22 @@ def _traced_vjp(f, primals, has_aux=False):
             shard_alike(Tracer(b, w), r)
         return _tree.tree_unflatten(tree, res)
     return out, aux, vjp_fn
+
+
+def _claim(ops, xs):
+    """A new differentiation level, which claims the ops of `ops` that depend on the
+    primals `xs` and have a rule for one level only (custom_vjp_call: `prim.claim`).
+    As in jax, a custom rule is the innermost differentiation's: an outer one (grad of
+    grad) differentiates the call's fwd as ordinary ops."""
+    level = object()
+    reached = {id(t.value) for t in xs}
+    for op in ops:
+        if any(id(v) in reached for v in op.inputs):
+            reached.update(id(v) for v in op.outputs)
+            claim = op.prim.claim
+            if claim is not None:
+                claim(op, level)
+    return level
 
 
 # ---------------------------------------------------------------- stop_gradient
@@ -227,7 +243,7 @@ stop_gradient_p = Primitive("stop_gradient", shape_rule=lambda x: x, sharding_ru
                             lower=_sg_lower, prop_kind="elementwise")
 stop_gradient_p.vjp = nondiff
 
-# marks the results of a custom_vjp call, so even an identity function has an op
+# an identity op (once the results of a custom_vjp call; kept for programs naming it)
 custom_vjp_out_p = Primitive("custom_vjp_out", shape_rule=lambda x: x,
                              sharding_rule=_pointwise, lower=_sg_lower, prop_kind="elementwise")
 custom_vjp_out_p.vjp = lambda ctx, cts, x: [cts[0]]
@@ -267,40 +283,13 @@ def shard_alike(x, y):
 
 # ---------------------------------------------------------------- custom_vjp
 
-class _CustomRegion:
-    """The ops of one custom_vjp call, its residuals, and how to differentiate it."""
-    __slots__ = ("ops", "in_vals", "out_vals", "out_tree", "res", "fn", "nondiff", "args")
-
-    def __init__(self, ops, in_vals, out_vals, out_tree, res, fn, args):
-        self.ops, self.in_vals, self.out_vals = ops, in_vals, out_vals
-        self.out_tree, self.res, self.fn, self.args = out_tree, res, fn, args
-        self.nondiff = fn.nondiff_argnums
-
-    def apply_bwd(self, builder, cts):
-        fn = self.fn
-        ct = _tree.tree_unflatten(self.out_tree, cts)
-        nd = [self.args[i] for i in self.nondiff]
-        got = fn.bwd(*nd, self.res, ct)
-        if not isinstance(got, tuple):
-            raise ShardcError("custom_vjp bwd must return a tuple with one cotangent per "
-                              "differentiable argument")
-        diff_args = [a for i, a in enumerate(self.args) if i not in self.nondiff]
-        if len(got) != len(diff_args):
-            raise ShardcError(f"custom_vjp bwd returned {len(got)} cotangents for "
-                              f"{len(diff_args)} arguments")
-        flat = []
-        for a, g in zip(diff_args, got):
-            n = len(_tree.tree_leaves(a))
-            flat += _tree.tree_leaves(g) if g is not None else [None] * n
-        return flat
-
-
 class custom_vjp:
     """A function with a user-defined VJP: `f.defvjp(fwd, bwd)`, as jax.custom_vjp.
 
     fwd(*args) -> (out, residuals); bwd(*nondiff_args, residuals, ct) -> cotangents.
-    Under a trace the call runs fwd once: its output is the result and its residuals
-    are kept for bwd (they are dropped as dead code if nothing differentiates)."""
+    Under a trace the call is one `custom_vjp_call` op (shardc.ops.custom) whose region
+    is fwd: it yields the outputs, then the traced residuals, for the op's gradient
+    rule to pass to bwd (unused ones are dead code once the region is inlined)."""
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
@@ -314,48 +303,40 @@ class custom_vjp:
         return self
 
     def __call__(self, *args):
+        from ..ops.custom import _TRACED, CustomVjpRule, bind_region, custom_vjp_call_p
         if self.fwd is None:
             raise ShardcError("custom_vjp function called before defvjp(fwd, bwd)")
         b = core.current_builder()
         if b is None or self._in_fwd:
             return self.fun(*args)      # eager, or fwd calling the function itself
-        start = len(b.program.ops)
-        self._in_fwd += 1
-        try:
-            got = self.fwd(*args)
-        finally:
-            self._in_fwd -= 1
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise ShardcError("custom_vjp fwd must return (output, residuals)")
-        out, res = got
-        leaves, out_tree = _tree.tree_flatten(out)
-        made = {id(v) for op in b.program.ops[start:] for v in op.outputs}
-        seen = set()
+        leaves, arg_tree = _tree.tree_flatten(list(args))
+        traced = tuple(i for i, x in enumerate(leaves) if core.is_tracer(x))
+        static = tuple(None if core.is_tracer(x) else x for x in leaves)
 
-        def own(x):
-            """x as a value of this call's own: a result of fwd's ops (each once) keeps
-            the IR as it is; any other (an argument, a value from before, a repeat)
-            gets a marker op, so the backward pass finds the call by its outputs"""
-            if not core.is_tracer(x):
-                return x
-            v = b.to_value(x)
-            if id(v) in made and id(v) not in seen:
-                seen.add(id(v))
-                return x
-            return custom_vjp_out_p.bind(x)
-        leaves = [own(x) for x in leaves]
-        out = _tree.tree_unflatten(out_tree, leaves)
-        ops = b.program.ops[start:]
-        diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
-        in_vals = [b.to_value(x) if core.is_tracer(x) else _NOT_TRACED
-                   for x in _tree.tree_leaves(diff)]
-        region = _CustomRegion(ops, in_vals, [b.to_value(o) for o in leaves], out_tree, res,
-                               self, list(args))
-        if b.custom_regions is None:
-            b.custom_regions = {}
-        for op in ops:
-            b.custom_regions[id(op)] = region
-        return out
+        def region(*ts):
+            full = list(static)
+            for i, t in zip(traced, ts):
+                full[i] = t
+            self._in_fwd += 1
+            try:
+                got = self.fwd(*_tree.tree_unflatten(arg_tree, full))
+            finally:
+                self._in_fwd -= 1
+            if not (isinstance(got, tuple) and len(got) == 2):
+                raise ShardcError("custom_vjp fwd must return (output, residuals)")
+            out, res = got
+            out_leaves, out_tree = _tree.tree_flatten(out)
+            res_leaves, res_tree = _tree.tree_flatten(res)
+            res_static = tuple(_TRACED if core.is_tracer(r) else r for r in res_leaves)
+            flat = out_leaves + [r for r in res_leaves if core.is_tracer(r)]
+            return flat, (out_tree, res_tree, res_static, len(out_leaves))
 
-
-_ = (np, Aval)
+        def params(extra, n):
+            out_tree, res_tree, res_static, num_out = extra
+            rule = CustomVjpRule(self, arg_tree, static, traced, out_tree, res_tree,
+                                 res_static)
+            return {"bwd": rule, "num_out": num_out}
+        outs, (out_tree, _, _, num_out) = bind_region(
+            custom_vjp_call_p, region, [leaves[i] for i in traced], params,
+            name=getattr(self.fun, "__name__", "fwd"))
+        return _tree.tree_unflatten(out_tree, outs[:num_out])

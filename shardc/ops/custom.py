@@ -1,0 +1,232 @@
+"""custom_vjp_call: a call with a user-defined VJP, as an op owning its forward region.
+
+The region is the traced `fwd`; it yields the call's outputs and then the residuals
+(those that are traced values), and the op's results are the region's results. The
+residuals are results too, so the gradient rule hands them to the user's `bwd` without
+recomputing `fwd`; the backward pass is traced before any pass runs, so dead-code
+elimination then drops the residuals it did not use. Lowering inlines the region.
+`bwd` and the pytree bookkeeping are one opaque param.
+"""
+from __future__ import annotations
+
+import jax
+
+from ..errors import ShardcError, user_loc
+from ..ir import dtypes
+from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.rules import Edge
+from ..trace import core
+from ..trace.core import Primitive
+from . import lax as L
+
+
+class CustomVjpRule:
+    """The param saying how to differentiate one custom_vjp call (jax keeps `bwd` as a
+    param of custom_vjp_call as well): the function, how the call's operands map back
+    to its arguments, and the residuals that are not traced values."""
+    __slots__ = ("fn", "arg_tree", "arg_static", "traced", "out_tree", "res_tree",
+                 "res_static", "level")
+
+    def __init__(self, fn, arg_tree, arg_static, traced, out_tree, res_tree, res_static):
+        self.fn, self.arg_tree, self.arg_static, self.traced = fn, arg_tree, arg_static, traced
+        self.out_tree, self.res_tree, self.res_static = out_tree, res_tree, res_static
+        self.level = None    # the differentiation whose rule this is (transforms.ad)
+
+    def fresh(self):
+        """A copy for a re-traced call, not yet claimed by any differentiation."""
+        return CustomVjpRule(self.fn, self.arg_tree, self.arg_static, self.traced,
+                             self.out_tree, self.res_tree, self.res_static)
+
+    def __repr__(self):
+        bwd = self.fn.bwd
+        return f"<{getattr(bwd, '__name__', type(bwd).__name__)}>"
+
+
+def _shape(*avals, bwd, num_out, regions):
+    (body,) = regions
+    if tuple(body.args) != tuple(avals):
+        raise ShardcError(f"custom_vjp_call: operands {list(avals)} do not match the region's "
+                          f"block arguments {list(body.args)}")
+    if not 0 <= num_out <= len(body.results):
+        raise ShardcError(f"custom_vjp_call: num_out={num_out} but the region yields "
+                          f"{len(body.results)} values")
+    return tuple(body.results)
+
+
+def _lower(ctx, *operands, bwd, num_out):
+    """The region inlined: its ops are emitted in place, block arguments named by the
+    operands, and the results are the names of what it yields."""
+    region = ctx.ir_op.regions[0]
+    names = {id(v): n for v, n in zip(region.inputs, operands)}
+    ctx.lines.extend(ctx.lowering.body(region, names, ctx.indent))
+    out = []
+    for v in region.outputs:
+        if hasattr(v, "value"):            # a literal result
+            out.append(ctx.constant(v.value, v.aval))
+        else:
+            out.append(names[id(v)])
+    return out
+
+
+def _data_flow(op):
+    """Operands and block arguments, region results and results: one sharding each."""
+    (r,) = op.regions
+    return ([Edge(o, i, (), None, op.loc) for o, i in zip(op.inputs, r.inputs)] +
+            [Edge(o, i, (), None, op.loc) for o, i in zip(op.outputs, r.outputs)])
+
+
+custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_shape, lower=_lower,
+                              sharding_rule=NO_FACTOR_RULE, prop_kind=PropKind.NONE,
+                              multiple_results=True, num_regions=1)
+custom_vjp_call_p.data_flow = _data_flow
+_tree = jax.tree_util
+
+
+def _vjp(ctx, cts, *ins, bwd, num_out):
+    """The user's bwd on the residuals (results of the op) and the outputs' cotangents;
+    values the region closed over (operands past the arguments') get none. Cotangents
+    of residuals (grad of grad: the backward pass used them) flow back through the
+    region by ordinary AD of fwd, recomputed (as jax differentiates fwd)."""
+    if len(ctx.outs) - num_out != sum(s is _TRACED for s in bwd.res_static):
+        raise ShardcError("internal: differentiating a custom_vjp_call whose residuals "
+                          "dead-code elimination dropped", ctx.op.loc)
+    if bwd.level is not None and bwd.level is not ctx.level:
+        # an outer differentiation (grad of grad): fwd's ops, as ordinary ones
+        in_cts = [None] * len(ins)
+        _through_fwd(ctx, cts, ins, [k for k, c in enumerate(cts) if c is not None], in_cts)
+        return in_cts
+    fn = bwd.fn
+    leaves = list(bwd.arg_static)
+    for i, t in zip(bwd.traced, ins):
+        leaves[i] = t
+    args = _tree.tree_unflatten(bwd.arg_tree, leaves)
+    res = iter(ctx.outs[num_out:])
+    res = _tree.tree_unflatten(bwd.res_tree, [next(res) if s is _TRACED else s
+                                              for s in bwd.res_static])
+    # bwd sees zeros for outputs nothing differentiates, as jax's
+    avals = [v.aval for v in ctx.op.outputs]
+    out_cts = [c if c is not None or not dtypes.is_float(a.dtype) else
+               L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], avals)]
+    ct = _tree.tree_unflatten(bwd.out_tree, out_cts)
+    nondiff = fn.nondiff_argnums
+    got = fn.bwd(*[args[i] for i in nondiff], res, ct)
+    if not isinstance(got, tuple):
+        raise ShardcError("custom_vjp bwd must return a tuple with one cotangent per "
+                          "differentiable argument", ctx.op.loc)
+    diff = [i for i in range(len(args)) if i not in nondiff]
+    if len(got) != len(diff):
+        raise ShardcError(f"custom_vjp bwd returned {len(got)} cotangents for "
+                          f"{len(diff)} arguments", ctx.op.loc)
+    starts, n = [], 0
+    for a in args:
+        starts.append(n)
+        n += len(_tree.tree_leaves(a))
+    leaf_ct = [None] * n
+    for i, g in zip(diff, got):
+        k = len(_tree.tree_leaves(args[i]))
+        gl = _tree.tree_leaves(g) if g is not None else [None] * k
+        if len(gl) != k:
+            raise ShardcError(f"custom_vjp bwd: the cotangent of argument {i} has {len(gl)} "
+                              f"leaves, the argument {k}", ctx.op.loc)
+        leaf_ct[starts[i]:starts[i] + k] = gl
+    in_cts = [leaf_ct[i] for i in bwd.traced] + [None] * (len(ins) - len(bwd.traced))
+    res = [k for k in range(num_out, len(cts)) if cts[k] is not None]
+    if res:
+        _through_fwd(ctx, cts, ins, res, in_cts)
+    return in_cts
+
+
+def _through_fwd(ctx, cts, ins, res, in_cts):
+    """Add to in_cts the cotangents of the operands from those of residuals `res`."""
+    region = ctx.op.regions[0]
+    diff = [i for i, x in enumerate(ins)
+            if core.is_tracer(x) and dtypes.is_float(x.aval.dtype)]
+    if not diff:
+        return
+
+    def fwd(*ws):
+        full = list(ins)
+        for i, w in zip(diff, ws):
+            full[i] = w
+        outs = ctx.eval_ops(region, full)
+        return tuple(outs[k] for k in res)
+    _, _, fn = ctx.trace_vjp(fwd, tuple(ins[i] for i in diff))
+    for i, g in zip(diff, fn(tuple(cts[k] for k in res))):
+        in_cts[i] = g if in_cts[i] is None else L.add(in_cts[i], L.convert_element_type(
+            g, L.aval(in_cts[i]).dtype))
+
+
+_TRACED = object()     # a residual leaf that is a result of the op
+custom_vjp_call_p.vjp = _vjp
+_vjp.keeps_none = True     # tells residuals nothing differentiates from zero ones
+
+
+def _drop_results(op, live):
+    """Residuals nothing uses are dropped with the ops computing them (the backward
+    pass is traced before any pass runs, so what it did not use it never will)."""
+    n = op.params["num_out"]
+    keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
+    if len(keep) < len(op.outputs):
+        (r,) = op.regions
+        r.outputs = [r.outputs[i] for i in keep]
+        op.outputs = [op.outputs[i] for i in keep]
+
+
+custom_vjp_call_p.drop_results = _drop_results
+
+
+def _claim(op, level):
+    rule = op.params["bwd"]
+    if rule.level is None:
+        rule.level = level
+
+
+def _rebind(op, ins, evaluate):
+    """Re-traced (shard_map's gradient re-traces its body): a new call, unclaimed."""
+    (r,) = op.regions
+    params = {**op.params, "bwd": op.params["bwd"].fresh()}
+    outs, _ = bind_region(custom_vjp_call_p, lambda *xs: (evaluate(r, xs), None), ins,
+                          params, op.loc, r.name)
+    return outs
+
+
+custom_vjp_call_p.claim = _claim
+custom_vjp_call_p.rebind = _rebind
+
+
+def bind_region(prim, f, args, params, loc=None, name="region"):
+    """Trace f on fresh block arguments like `args` (tracers or values of the current
+    trace) into the one region of a `prim` op of the current trace; f returns
+    (flat outputs, extra) and params may be a function of `extra` and the region's
+    output count. Values f closes over become extra operands (after `args`). Returns
+    (result tracers, extra). Inside a shard_map body the region shares the body's
+    variance bookkeeping, so collectives inside it are checked as outside."""
+    from .manual_region import body_value
+    outer = core.current_builder()
+    body = core.Builder(name, parent=outer)
+    mc = body.manual = outer.manual
+    ins = []
+    for x in args:
+        t = body.new_input(core.aval_of(x))
+        if mc is not None and core.is_tracer(x):
+            mc.vma[id(t.value)] = mc.vma_of(outer.to_value(x))
+        ins.append(t)
+    with core.trace_context(body):
+        outs, extra = f(*ins)
+    region = body.program
+    region.outputs = [body_value(body, x) for x in outs]
+    in_vals = list(args)
+    for t, v in body.captured.values():
+        region.inputs.append(v)
+        in_vals.append(t)
+        if mc is not None:
+            mc.vma[id(v)] = mc.vma_of(outer.to_value(t))
+    operands = [outer.to_value(x) for x in in_vals]
+    if callable(params):
+        params = params(extra, len(region.outputs))
+    vals = outer.add(prim, operands, params, [v.aval for v in region.outputs],
+                     loc or user_loc(), regions=[region])
+    if mc is not None:
+        for v, r in zip(vals, region.outputs):
+            mc.vma[id(v)] = mc.vma_of(r)
+    return [core.Tracer(outer, v) for v in vals], extra
