@@ -113,7 +113,8 @@ class Primitive:
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "rebind", "drop_results", "claim", "__dict__")
+                 "rebind", "drop_results", "claim", "constant", "keeps_constant",
+                 "effectful", "sharding_group", "sharded_results", "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
@@ -134,6 +135,14 @@ class Primitive:
         self.traits = Trait(traits)
         if self.prop_kind is PropKind.ELEMENTWISE and not self.traits & Trait.EFFECTFUL:
             self.traits |= Trait.KEEPS_CONSTANT
+        # each trait also as a plain bool: passes test them per op, and a Flag's `&`
+        # costs a Python call (a quarter of prepare's time on a 4k-op program)
+        t = self.traits
+        self.constant = bool(t & Trait.CONSTANT)
+        self.keeps_constant = bool(t & Trait.KEEPS_CONSTANT)
+        self.effectful = bool(t & Trait.EFFECTFUL)
+        self.sharding_group = bool(t & Trait.SHARDING_GROUP)
+        self.sharded_results = bool(t & Trait.SHARDED_RESULTS)
         self.num_regions = num_regions
         self.operand_uses = operand_uses
         self.nargs = nargs
@@ -176,21 +185,20 @@ def set_binder(fn):
 
 
 class _X64:
-    """Whether x64 is on, which shape rules depend on. shardc.runtime installs jax's own
-    thread-aware flag (`install_x64`); until then, jax's global config value."""
-    flag = None
-
+    """Whether x64 is on, which shape rules depend on: jax's global config value until
+    shardc.runtime installs jax's own thread-aware flag (`install_x64`), which then is
+    `X64` itself (read it as `primitive.X64.value`, not a copy taken at import)."""
     @property
     def value(self):
-        f = self.flag
-        return f.value if f is not None else jax.config.jax_enable_x64
+        return jax.config.jax_enable_x64
 
 
 X64 = _X64()
 
 
 def install_x64(flag):
-    X64.flag = flag
+    global X64
+    X64 = flag
 
 
 # ---------------------------------------------------------------- shape rules

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 
-from .primitive import RegionType, Trait, abstract_eval
+from .primitive import RegionType, abstract_eval
 from ..errors import ShardcError
 from .program import Lit, Program, Value
 from .sharding import axis_name
@@ -123,7 +123,7 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
             raise VerifyError(f"op {prim.name} owns {prim.num_regions} region(s), got "
                               f"{len(op.regions)}", op.loc, op)
         if types:
-            if prim.traits & Trait.SHARDED_RESULTS and \
+            if prim.sharded_results and \
                     any(v.sharding is None for v in op.outputs):
                 given = op.params.get("sharding")
                 raise VerifyError(f"op {prim.name}: its result needs a sharding (it is a "

@@ -11,7 +11,7 @@ SSA form: propagation changes nothing else).
 from __future__ import annotations
 
 from . import axes as ax
-from ..ir.primitive import PropKind, Trait
+from ..ir.primitive import PropKind
 from ..ir.program import Lit, Op, Program, Value
 from .engine import Source
 from .engine import assign
@@ -24,7 +24,7 @@ def dce(p: Program) -> None:
     live = set(p.outputs)        # values (and literals) hash by identity
     kept = []
     for op in reversed(p.ops):
-        if not op.prim.traits & Trait.EFFECTFUL:
+        if not op.prim.effectful:
             for v in op.outputs:
                 if v in live:
                     break
@@ -60,10 +60,9 @@ def split_constants(p: Program) -> None:
         if op.regions:
             continue
         prim = op.prim
-        traits = prim.traits
-        if traits & Trait.CONSTANT:
+        if prim.constant:
             is_const = True
-        elif traits & Trait.KEEPS_CONSTANT:
+        elif prim.keeps_constant:
             for v in op.inputs:
                 if type(v) is not Lit and id(v) not in const:
                     is_const = False
@@ -81,7 +80,7 @@ def split_constants(p: Program) -> None:
     new_ops = []
     groups: dict = {}       # sharding groups follow each clone (as in Shardy)
     for op in p.ops:
-        if op.prim.traits & Trait.SHARDING_GROUP:
+        if op.prim.sharding_group:
             groups.setdefault(id(op.inputs[0]), []).append(op)
 
     def clone(v, mapping):
@@ -106,7 +105,7 @@ def split_constants(p: Program) -> None:
         if op.outputs and all(id(v) in const for v in op.outputs):
             new_ops.append(op)
             continue
-        if op.prim.traits & Trait.SHARDING_GROUP and id(op.inputs[0]) in const:
+        if op.prim.sharding_group and id(op.inputs[0]) in const:
             continue
         for v in op.inputs:
             if id(v) in const and type(v) is not Lit:

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..ir import dtypes
 from ..errors import TRACING, ShardcError, TracerError, forget_frames, user_loc
-from ..ir.primitive import (PRIMITIVES, X64, Primitive, _shape_sig,  # noqa: F401
+from ..ir import primitive as _primitive
+from ..ir.primitive import (PRIMITIVES, Primitive, _shape_sig,  # noqa: F401
                             abstract_eval, set_binder)
 from ..ir.program import Aval, Lit, Op, Program, Value
 
@@ -228,7 +229,7 @@ def aval_of(x) -> Aval:
     if t is Lit:
         return x.aval
     if t is float or t is int or t is bool:
-        key = (t, X64.value)
+        key = (t, _primitive.X64.value)
         a = _PY_AVALS.get(key)
         if a is None:
             # JAX types Python ints and floats weakly, bools strongly
