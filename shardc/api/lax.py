@@ -149,3 +149,13 @@ _ = dtypes
 
 
 wrap_public(globals())
+from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
+
+
+def optimization_barrier(operand):
+    """The operand (a pytree), which XLA may not move computations across (as jax's)."""
+    from ..ops.remat import optimization_barrier_p
+    leaves, tree = _tree.tree_flatten(operand)
+    if core.current_builder() is None or not leaves:
+        return operand
+    return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))

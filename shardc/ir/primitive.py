@@ -88,7 +88,7 @@ class Primitive:
     lower(ctx, *operand_names, **params) -> result name(s)
     prop_kind: a PropKind, PropKind.NONE included: always stated
     traits: a Trait flag set (Trait.NONE: none)
-    num_regions: how many regions each op owns (0: a plain op)
+    num_regions: how many regions each op owns (0: a plain op; -1: one or more)
     operand_uses(**params) -> int: how many times the lowering uses each operand
         (Shardy counts uses of the lowered module: square is multiply(x, x))
     vjp(ctx, cts, *primals, **params): the gradient rule, or the not-differentiable
@@ -159,7 +159,7 @@ class Primitive:
 
     @property
     def has_regions(self) -> bool:
-        return self.num_regions > 0
+        return self.num_regions != 0
 
     def bind(self, *args, **params):
         return _binder[0](self, args, params)

@@ -121,13 +121,18 @@ class Edge:
     the region is visited, one from a region result to a result after it.
 
     An operand's `spec` is also a constraint on it: exactly `spec` if `closed` (every
-    axis of the op's mesh is manual), else `spec` with every dim open."""
-    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed")
+    axis of the op's mesh is manual), else `spec` with every dim open.
 
-    def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None, closed=False):
+    `stacked`: the outer value has one more, leading, dim than the inner one (a scan's
+    xs and its per-iteration slice): that dim is its own and the others are shared."""
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed", "stacked")
+
+    def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None, closed=False,
+                 stacked=False):
         self.outer, self.inner, self.manual, self.spec, self.loc = (
             outer, inner, frozenset(manual), spec, loc)
         self.closed = closed
+        self.stacked = stacked
 
 
 class Group:

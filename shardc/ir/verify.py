@@ -119,7 +119,7 @@ def verify(p: Program, propagated=False, mesh=None, scope=None, _ok=None, types=
                                   op)
         if types and op.sig is None:    # (a traced op's shape rule took these operands)
             _check_signature(op)
-        if len(op.regions) != prim.num_regions:
+        if len(op.regions) != prim.num_regions and not (prim.num_regions < 0 and op.regions):
             raise VerifyError(f"op {prim.name} owns {prim.num_regions} region(s), got "
                               f"{len(op.regions)}", op.loc, op)
         if types:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import jax
 
-from ..errors import ShardcError, user_loc
+from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
-from ..ir.rules import Edge
 from ..trace import core
 from ..trace.core import Primitive
 from . import lax as L
+from .region import bind_region, identity_flow, lower_inline
 
 
 class CustomVjpRule:
@@ -53,32 +53,10 @@ def _shape(*avals, bwd, num_out, regions):
     return tuple(body.results)
 
 
-def _lower(ctx, *operands, bwd, num_out):
-    """The region inlined: its ops are emitted in place, block arguments named by the
-    operands, and the results are the names of what it yields."""
-    region = ctx.ir_op.regions[0]
-    names = {id(v): n for v, n in zip(region.inputs, operands)}
-    ctx.lines.extend(ctx.lowering.body(region, names, ctx.indent))
-    out = []
-    for v in region.outputs:
-        if hasattr(v, "value"):            # a literal result
-            out.append(ctx.constant(v.value, v.aval))
-        else:
-            out.append(names[id(v)])
-    return out
-
-
-def _data_flow(op):
-    """Operands and block arguments, region results and results: one sharding each."""
-    (r,) = op.regions
-    return ([Edge(o, i, (), None, op.loc) for o, i in zip(op.inputs, r.inputs)] +
-            [Edge(o, i, (), None, op.loc) for o, i in zip(op.outputs, r.outputs)])
-
-
-custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_shape, lower=_lower,
+custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_shape, lower=lower_inline,
                               sharding_rule=NO_FACTOR_RULE, prop_kind=PropKind.NONE,
                               multiple_results=True, num_regions=1)
-custom_vjp_call_p.data_flow = _data_flow
+custom_vjp_call_p.data_flow = identity_flow
 _tree = jax.tree_util
 
 
@@ -192,41 +170,3 @@ def _rebind(op, ins, evaluate):
 
 custom_vjp_call_p.claim = _claim
 custom_vjp_call_p.rebind = _rebind
-
-
-def bind_region(prim, f, args, params, loc=None, name="region"):
-    """Trace f on fresh block arguments like `args` (tracers or values of the current
-    trace) into the one region of a `prim` op of the current trace; f returns
-    (flat outputs, extra) and params may be a function of `extra` and the region's
-    output count. Values f closes over become extra operands (after `args`). Returns
-    (result tracers, extra). Inside a shard_map body the region shares the body's
-    variance bookkeeping, so collectives inside it are checked as outside."""
-    from .manual_region import body_value
-    outer = core.current_builder()
-    body = core.Builder(name, parent=outer)
-    mc = body.manual = outer.manual
-    ins = []
-    for x in args:
-        t = body.new_input(core.aval_of(x))
-        if mc is not None and core.is_tracer(x):
-            mc.vma[id(t.value)] = mc.vma_of(outer.to_value(x))
-        ins.append(t)
-    with core.trace_context(body):
-        outs, extra = f(*ins)
-    region = body.program
-    region.outputs = [body_value(body, x) for x in outs]
-    in_vals = list(args)
-    for t, v in body.captured.values():
-        region.inputs.append(v)
-        in_vals.append(t)
-        if mc is not None:
-            mc.vma[id(v)] = mc.vma_of(outer.to_value(t))
-    operands = [outer.to_value(x) for x in in_vals]
-    if callable(params):
-        params = params(extra, len(region.outputs))
-    vals = outer.add(prim, operands, params, [v.aval for v in region.outputs],
-                     loc or user_loc(), regions=[region])
-    if mc is not None:
-        for v, r in zip(vals, region.outputs):
-            mc.vma[id(v)] = mc.vma_of(r)
-    return [core.Tracer(outer, v) for v in vals], extra

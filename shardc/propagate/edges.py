@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import axes as ax
 from ..ir.program import Lit
 from ..ir.rules import Edge, Group
-from .factors import identity_rule
+from .factors import identity_rule, stacked_rule
 from .schedule import post_order
 from .state import RETURN, Source, _State, _whys
 
@@ -73,8 +73,10 @@ class DataFlow:
                 if type(e) is not Edge or isinstance(e.outer, Lit) or \
                         isinstance(e.inner, Lit) or all(n in e.manual for n in names):
                     continue     # nothing can flow: a literal, or every axis manual
+                rule = stacked_rule(e.outer.aval.shape) if e.stacked else \
+                    identity_rule(e.inner.aval.shape)
                 e = _EdgeOp(e, _edge_prim(op.prim))
-                self.rules[e] = identity_rule(e.inner.aval.shape)
+                self.rules[e] = rule
                 self.users.setdefault(e.outer, []).append(e)
                 self.users.setdefault(e.inner, []).append(e)
                 (entry if id(e.inner) in block_args else leave).append(e)

@@ -169,6 +169,19 @@ def identity_rule(shape):
     return pointwise([a], [a])
 
 
+@functools.lru_cache(maxsize=256)
+def stacked_rule(shape):
+    """The rule of a stacked edge: the outer value's leading dim is a factor of its
+    own, each other dim one factor with the inner value's."""
+    from ..ir.rules import RuleBuilder
+    outer, inner = Aval(shape, None), Aval(shape[1:], None)
+    b = RuleBuilder([outer], [inner])
+    b.factor([0], [None], shape[0])
+    for d, n in enumerate(shape[1:]):
+        b.factor([d + 1], [d], n)
+    return b.build()
+
+
 def default_rule(op):
     rule_fn = op.prim.sharding_rule
     if rule_fn is None:

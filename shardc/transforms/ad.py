@@ -46,6 +46,14 @@ class VjpCtx:
     def eval_ops(self, program, args):
         return eval_ops(program, args)
 
+    def split_region(self, region, ct_mask, policy=None):
+        from .partial import split_region
+        return split_region(region, ct_mask, policy)
+
+    def eval_list(self, ops, env):
+        from .partial import eval_list
+        return eval_list(ops, env)
+
 
 def _is_float(aval):
     return dtypes.is_float(aval.dtype)
@@ -61,28 +69,22 @@ def zeros_like_aval(aval):
 
 def eval_ops(program, args):
     """Re-trace `program`'s ops on `args` in the current builder; returns its outputs."""
-    env = {}
-    for v, a in zip(program.inputs, args):
-        env[id(v)] = a
-    for op in program.ops:
-        ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
-        if op.regions:
-            outs = (op.prim.rebind or _rebind)(op, ins, eval_ops)
-        else:
-            out = op.prim.bind(*ins, **op.params)
-            outs = out if op.prim.multiple_results else [out]
-        for v, o in zip(op.outputs, outs):
-            if v.sharding is not None and getattr(op.prim, "source_of", None) is not None:
-                o.value.sharding = v.sharding
-            env[id(v)] = o
-    return [v if isinstance(v, Lit) else env[id(v)] for v in program.outputs]
+    from .partial import eval_list, lookup
+    env = {id(v): a for v, a in zip(program.inputs, args)}
+    eval_list(program.ops, env)
+    return [lookup(env, v) for v in program.outputs]
+
+
+def rebind_op(op, ins):
+    """An op with regions again on `ins` (its regions re-traced)."""
+    return (op.prim.rebind or _rebind)(op, ins, eval_ops)
 
 
 def _rebind(op, ins, evaluate):
     """An op with one region, again on `ins`: its region re-traced (regions are closed:
     what the body uses from outside is an operand), params as they were. Ops whose
     region needs more context (shard_map's manual axes) say how in `prim.rebind`."""
-    from ..ops.custom import bind_region
+    from ..ops.region import bind_region
     if len(op.regions) != 1:
         raise ShardcError(f"internal: re-tracing {op.prim.name} with {len(op.regions)} "
                           "regions", op.loc)
@@ -303,7 +305,8 @@ class custom_vjp:
         return self
 
     def __call__(self, *args):
-        from ..ops.custom import _TRACED, CustomVjpRule, bind_region, custom_vjp_call_p
+        from ..ops.custom import _TRACED, CustomVjpRule, custom_vjp_call_p
+        from ..ops.region import bind_region
         if self.fwd is None:
             raise ShardcError("custom_vjp function called before defvjp(fwd, bwd)")
         b = core.current_builder()

@@ -1,0 +1,135 @@
+"""jax.checkpoint (remat), its policies and checkpoint_name.
+
+`checkpoint(f)` traces f into one `checkpoint` op (shardc.ops.remat) whose gradient
+saves only what the policy allows and recomputes the rest in the backward pass.
+Policies have jax's signature: policy(prim, *avals, **params) -> bool, with shardc's
+primitives (dot_general_p, name_p) and abstract values.
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+import jax
+
+from ..errors import ShardcError, api_boundary
+from ..ops.linalg import dot_general_p
+from ..ops.region import bind_region
+from ..ops.remat import checkpoint_p, name_p
+from ..trace import core
+
+_tree = jax.tree_util
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+    """A function computing fun whose gradient recomputes fun's intermediate values
+    instead of saving them (those `policy` says are saveable are saved), as
+    jax.checkpoint. Usable as a decorator, with or without arguments."""
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    static_argnums = tuple(static_argnums)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def wrapped(*args, **kwargs):
+        if core.current_builder() is None:
+            return fun(*args, **kwargs)
+        for i in static_argnums:
+            if i >= len(args) or i < -len(args):
+                raise ShardcError(f"checkpoint: static_argnums {i} is out of range for "
+                                  f"{len(args)} positional arguments")
+        static = {i % len(args) for i in static_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        leaves, tree = _tree.tree_flatten((dyn, kwargs))
+        traced = [i for i, x in enumerate(leaves) if core.is_tracer(x)]
+        out_tree = []
+
+        def body(*ts):
+            full = list(leaves)
+            for i, t in zip(traced, ts):
+                full[i] = t
+            d, kw = _tree.tree_unflatten(tree, full)
+            it = iter(d)
+            call = [a if i in static else next(it) for i, a in enumerate(args)]
+            outs, t = _tree.tree_flatten(fun(*call, **kw))
+            out_tree.append(t)
+            return outs, len(outs)
+
+        def params(n, _):
+            return {"prevent_cse": bool(prevent_cse), "policy": policy, "num_out": n}
+        outs, _ = bind_region(checkpoint_p, body, [leaves[i] for i in traced], params,
+                              name=getattr(fun, "__name__", "checkpoint"))
+        return _tree.tree_unflatten(out_tree[0], outs)
+    return wrapped
+
+
+remat = checkpoint
+
+
+def checkpoint_name(x, name):
+    """x, tagged with `name` for the save_*_names policies (identity otherwise)."""
+    def one(v):
+        return name_p.bind(v, name=name) if core.is_tracer(v) else v
+    return _tree.tree_map(one, x)
+
+
+# ---------------------------------------------------------------- policies
+
+def everything_saveable(*_, **__):
+    return True
+
+
+def nothing_saveable(*_, **__):
+    return False
+
+
+def dots_saveable(prim, *_, **__):
+    return prim is dot_general_p
+
+
+checkpoint_dots = dots_saveable
+
+
+def dots_with_no_batch_dims_saveable(prim, *_, **params):
+    if prim is not dot_general_p:
+        return False
+    batch = params.get("batch") or ((), ())
+    return not any(batch)
+
+
+checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+
+def save_only_these_names(*names):
+    names = set(names)
+
+    def policy(prim, *_, **params):
+        return prim is name_p and params["name"] in names
+    return policy
+
+
+def save_any_names_but_these(*names):
+    names = set(names)
+
+    def policy(prim, *_, **params):
+        return prim is name_p and params["name"] not in names
+    return policy
+
+
+def save_from_both_policies(policy_1, policy_2):
+    def policy(prim, *avals, **params):
+        return policy_1(prim, *avals, **params) or policy_2(prim, *avals, **params)
+    return policy
+
+
+checkpoint_policies = types.SimpleNamespace(
+    everything_saveable=everything_saveable, nothing_saveable=nothing_saveable,
+    dots_saveable=dots_saveable, checkpoint_dots=checkpoint_dots,
+    dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
+    checkpoint_dots_with_no_batch_dims=checkpoint_dots_with_no_batch_dims,
+    save_only_these_names=save_only_these_names,
+    save_any_names_but_these=save_any_names_but_these,
+    save_from_both_policies=save_from_both_policies)

@@ -1,0 +1,338 @@
+"""cond and while: control flow ops owning their bodies as regions (scan is in scan.py).
+
+    %r = cond(%i, %a, %b) {                 // %i: i32[] branch index (already clamped)
+    ^(%a: f32[4], %b: f32[4]):              // every branch takes every operand
+      ...
+      return %x
+    ^(%a: f32[4], %b: f32[4]):
+      ...
+      return %y
+    }
+    %c = while(%init, %k1, %k2) {cond_nconsts=1, body_nconsts=1} {
+    ^(%carry: f32[4], %k1: f32[]):          // the predicate: carries, its consts
+      return %p                             // bool[]
+    ^(%carry: f32[4], %k2: f32[4]):         // the body: carries, its consts
+      return %carry2
+    }
+
+Each branch's block arguments, the operands and their results share shardings through
+data-flow edges, so the branches agree on the op's result shardings; a while's init,
+carry arguments, yielded carries and results share one. Lowered to `stablehlo.case`
+and `stablehlo.while`.
+"""
+from __future__ import annotations
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.program import Aval, Value
+from ..ir.rules import Edge
+from ..trace import core
+from . import lax as L
+from .region import lookup, add_region_op, reshard, same_type, trace_region, vma_of
+
+_BOOL = Aval((), dtypes.bool_)
+
+
+def _region_outputs(ctx, region, names):
+    return [names[id(v)] if not hasattr(v, "value") else ctx.constant(v.value, v.aval)
+            for v in region.outputs]
+
+
+# ---------------------------------------------------------------- cond
+
+def _cond_shape(index, *avals, regions):
+    if index.shape != () or index.dtype != dtypes.int32:
+        raise ShardcError(f"cond: the branch index must be i32[], got {index}")
+    first = regions[0].results
+    for k, r in enumerate(regions):
+        if len(r.args) != len(avals) or not all(map(same_type, r.args, avals)):
+            raise ShardcError(f"cond: branch {k}'s block arguments {list(r.args)} do not "
+                              f"match the operands {list(avals)}")
+        if len(r.results) != len(first) or not all(map(same_type, r.results, first)):
+            raise ShardcError(f"cond: branch {k} yields {list(r.results)}, branch 0 "
+                              f"{list(first)}")
+    return tuple(a.update(weak=all(r.results[j].weak for r in regions))
+                 for j, a in enumerate(first))
+
+
+def _cond_lower(ctx, index, *operands):
+    from ..lower.emit import tensor_type
+    op = ctx.ir_op
+    bodies = []
+    for r in op.regions:
+        names = {id(v): n for v, n in zip(r.inputs, operands)}
+        saved, ctx.lines, indent = ctx.lines, [], ctx.indent
+        ctx.indent = indent + "    "
+        try:
+            ctx.lines.extend(ctx.lowering.body(r, names, ctx.indent))
+            rets = _region_outputs(ctx, r, names)
+            inner = ctx.lines
+        finally:
+            ctx.lines, ctx.indent = saved, indent
+        types = [tensor_type(v.aval) for v in r.outputs]
+        inner.append(f'{indent}    "stablehlo.return"({", ".join(rets)}) : '
+                     f'({", ".join(types)}) -> ()')
+        bodies.append("{\n" + "\n".join(inner) + f"\n{indent}}}")
+    return ctx.op("stablehlo.case", [index], [tensor_type(ctx.in_avals[0])],
+                  [tensor_type(a) for a in ctx.out_avals], regions=bodies)
+
+
+def _cond_flow(op):
+    loc = op.loc
+    edges = []
+    for r in op.regions:
+        edges += [Edge(o, i, loc=loc) for o, i in zip(op.inputs[1:], r.inputs)]
+        edges += [Edge(o, i, loc=loc) for o, i in zip(op.outputs, r.outputs)]
+    return edges
+
+
+cond_p = core.Primitive("cond", shape_rule=_cond_shape, sharding_rule=NO_FACTOR_RULE,
+                        lower=_cond_lower, prop_kind=PropKind.NONE, multiple_results=True,
+                        num_regions=-1)
+cond_p.data_flow = _cond_flow
+
+
+def bind_cond(index, branches, operands, loc=None, names=None):
+    """Trace each branch fn(*operands) -> flat outputs into a cond op of the current
+    trace on an i32[] index; values any branch closes over become operands of all."""
+    outer = core.current_builder()
+    mc = outer.manual
+    avals = [core.aval_of(x) for x in operands]
+    vmas = [vma_of(x) for x in operands] if mc is not None else None
+    traced = []
+    for k, fn in enumerate(branches):
+        name = names[k] if names else f"branch{k}"
+        traced.append(trace_region(avals, lambda *a, fn=fn: (fn(*a), None), name, vmas))
+    caps, index_of = [], {}
+    for _, cs, _ in traced:
+        for t in cs:
+            key = id(outer.to_value(t))
+            if key not in index_of:
+                index_of[key] = len(caps)
+                caps.append(t)
+    regions = []
+    for region, cs, _ in traced:
+        own = {id(outer.to_value(t)): v for t, v in zip(cs, region.inputs[len(avals):])}
+        extra = []
+        for t in caps:
+            v = own.get(id(outer.to_value(t)))
+            if v is None:
+                v = Value(core.aval_of(t))
+                if mc is not None:
+                    mc.vma[id(v)] = vma_of(t)
+            extra.append(v)
+        region.inputs = region.inputs[:len(avals)] + extra
+        regions.append(region)
+    out_avals = list(_cond_shape(_I32, *avals, *[core.aval_of(t) for t in caps],
+                                 regions=[_rtype(r) for r in regions]))
+    out_vmas = None
+    if mc is not None:
+        out_vmas = [frozenset().union(*[mc.vma_of(r.outputs[j]) for r in regions])
+                    for j in range(len(out_avals))]
+    return add_region_op(cond_p, [index, *operands, *caps], {}, regions, out_avals, loc,
+                         out_vmas)
+
+
+_I32 = Aval((), dtypes.int32)
+
+
+def _rtype(r):
+    from ..ir.primitive import RegionType
+    return RegionType(tuple(v.aval for v in r.inputs), tuple(v.aval for v in r.outputs))
+
+
+def _cond_rebind(op, ins, evaluate):
+    return bind_cond(ins[0], [lambda *a, r=r: evaluate(r, a) for r in op.regions],
+                     ins[1:], op.loc, [r.name for r in op.regions])
+
+
+cond_p.rebind = _cond_rebind
+
+
+def _cond_vjp(ctx, cts, index, *ops):
+    """A cond on the same index over the branches' backward parts. Each forward branch
+    is rebuilt in place to also yield its residuals, and zeros for the other
+    branches' (jax's _cond_partial_eval)."""
+    op = ctx.op
+    n_out = len(op.outputs)
+    mask = [c is not None for c in cts]
+    splits = [ctx.split_region(r, mask) for r in op.regions]
+    inputs_of = [{id(v): i for i, v in enumerate(sp.inputs)} for sp in splits]
+    # per branch: the residuals it computes (read operands are passed as they are)
+    own = [[v for v in sp.saved if id(v) not in ins] for sp, ins in zip(splits, inputs_of)]
+    layout = [(k, v) for k, vs in enumerate(own) for v in vs]
+
+    def forward(k):
+        sp = splits[k]
+
+        def fn(*args):
+            env = {id(v): a for v, a in zip(sp.inputs, args)}
+            ctx.eval_list(sp.fwd, env)
+            outs = [lookup(env, v) for v in sp.outputs]
+            for j, v in layout:
+                outs.append(env[id(v)] if j == k else L.zeros(v.aval.shape, v.aval.dtype))
+            return outs
+        return fn
+    new = bind_cond(index, [forward(k) for k in range(len(splits))], ops, op.loc,
+                    [r.name for r in op.regions])
+    fresh = ctx.builder.program.ops.pop()      # its regions and results move into `op`
+    op.regions = fresh.regions
+    op.inputs = fresh.inputs
+    op.outputs = list(op.outputs) + fresh.outputs[n_out:]
+    op.sig = None
+    res = new[n_out:]
+    floats = [i for i, x in enumerate(ops) if dtypes.is_float(core.aval_of(x).dtype)]
+    given = [i for i in range(n_out) if splits[0].ct_in[i] is not None]
+
+    def backward(k):
+        sp = splits[k]
+
+        def fn(*args):
+            a = iter(args)
+            env = {id(sp.ct_in[i]): next(a) for i in given}
+            for j, v in layout:
+                t = next(a)
+                if j == k:
+                    env[id(v)] = t
+            for v in sp.inputs:
+                env[id(v)] = next(a)
+            ctx.eval_list(sp.recompute + sp.bwd, env)
+            out = []
+            for i in floats:
+                g, av = sp.ct_out[i], sp.inputs[i].aval
+                g = lookup(env, g)
+                if g is None:
+                    g = L.zeros(av.shape, av.dtype)
+                elif not core.is_tracer(g):
+                    g = L.full(av.shape, g.value, av.dtype)
+                elif g.aval.dtype != av.dtype:
+                    g = L.convert_element_type(g, av.dtype)
+                out.append(g)
+            return out
+        return fn
+    got = bind_cond(index, [backward(k) for k in range(len(splits))],
+                    [cts[i] for i in given] + res + list(ops), op.loc,
+                    [r.name + "_bwd" for r in op.regions])
+    out = [None] * (1 + len(ops))
+    for i, g in zip(floats, got):
+        out[1 + i] = g
+    return out
+
+
+_cond_vjp.keeps_none = True
+cond_p.vjp = _cond_vjp
+
+
+def _cond_drop(op, live):
+    """Results nothing reads (residuals an unused gradient asked for) are dropped."""
+    keep = [i for i, v in enumerate(op.outputs) if v in live]
+    if len(keep) < len(op.outputs):
+        for r in op.regions:
+            r.outputs = [r.outputs[i] for i in keep]
+        op.outputs = [op.outputs[i] for i in keep]
+        op.sig = None
+
+
+cond_p.drop_results = _cond_drop
+
+
+# ---------------------------------------------------------------- while
+
+def _while_shape(*avals, cond_nconsts, body_nconsts, regions):
+    cond, body = regions
+    n = len(avals) - cond_nconsts - body_nconsts
+    carry = avals[:n]
+    ck = avals[n:n + cond_nconsts]
+    bk = avals[n + cond_nconsts:]
+    if len(cond.args) != n + len(ck) or not all(map(same_type, cond.args, carry + ck)):
+        raise ShardcError(f"while: the predicate's block arguments {list(cond.args)} do not "
+                          f"match the carries and its consts {list(carry + ck)}")
+    if len(cond.results) != 1 or not same_type(cond.results[0], _BOOL):
+        raise ShardcError(f"while: the predicate yields {list(cond.results)}, not one bool[]")
+    if len(body.args) != n + len(bk) or not all(map(same_type, body.args, carry + bk)):
+        raise ShardcError(f"while: the body's block arguments {list(body.args)} do not "
+                          f"match the carries and its consts {list(carry + bk)}")
+    if len(body.results) != n or not all(map(same_type, body.results, carry)):
+        raise ShardcError(f"while: the body yields {list(body.results)}, the carries are "
+                          f"{list(carry)}")
+    return tuple(carry)
+
+
+def _while_lower(ctx, *operands, cond_nconsts, body_nconsts):
+    from ..lower.emit import tensor_type
+    op = ctx.ir_op
+    cond, body = op.regions
+    n = len(operands) - cond_nconsts - body_nconsts
+    types = [tensor_type(a) for a in ctx.in_avals]
+
+    def region(r, consts_at, yields_carry):
+        def fn(cx, *args):
+            names = {id(v): a for v, a in zip(r.inputs[:n], args[:n])}
+            names.update({id(v): args[consts_at + j] for j, v in enumerate(r.inputs[n:])})
+            cx.lines.extend(cx.lowering.body(r, names, cx.indent))
+            outs = _region_outputs(cx, r, names)
+            return outs + list(args[n:]) if yields_carry else outs
+        return fn
+    res = ctx.op("stablehlo.while", list(operands), types, types, sharding=False,
+                 regions=[ctx.region(ctx.in_avals, region(cond, n, False)),
+                          ctx.region(ctx.in_avals, region(body, n + cond_nconsts, True))])
+    return [reshard(ctx, r, a, sh) for r, a, sh in
+            zip(res[:n], ctx.out_avals, ctx.out_shardings)]
+
+
+def _while_flow(op):
+    cond, body = op.regions
+    p = op.params
+    n = len(op.inputs) - p["cond_nconsts"] - p["body_nconsts"]
+    ins, outs, loc = op.inputs, op.outputs, op.loc
+    ck = ins[n:n + p["cond_nconsts"]]
+    bk = ins[n + p["cond_nconsts"]:]
+    return ([Edge(ins[i], cond.inputs[i], loc=loc) for i in range(n)] +
+            [Edge(ins[i], body.inputs[i], loc=loc) for i in range(n)] +
+            [Edge(outs[i], body.inputs[i], loc=loc) for i in range(n)] +
+            [Edge(outs[i], body.outputs[i], loc=loc) for i in range(n)] +
+            [Edge(o, i, loc=loc) for o, i in zip(ck, cond.inputs[n:])] +
+            [Edge(o, i, loc=loc) for o, i in zip(bk, body.inputs[n:])])
+
+
+while_p = core.Primitive("while", shape_rule=_while_shape, sharding_rule=NO_FACTOR_RULE,
+                         lower=_while_lower, prop_kind=PropKind.NONE, multiple_results=True,
+                         num_regions=2)
+while_p.data_flow = _while_flow
+
+
+def bind_while(cond_fn, body_fn, init, loc=None):
+    """Trace cond_fn(*carries) -> bool[] and body_fn(*carries) -> carries into a while op
+    of the current trace; returns the final carries."""
+    mc = core.current_builder().manual
+    avals = [core.aval_of(x) for x in init]
+    vmas = [vma_of(x) for x in init] if mc is not None else None
+    cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas)
+    body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas)
+    params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
+    out_vmas = [mc.vma_of(r) for r in body.outputs] if mc is not None else None
+    return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], avals, loc,
+                         out_vmas)
+
+
+def _while_rebind(op, ins, evaluate):
+    cond, body = op.regions
+    p = op.params
+    n = len(ins) - p["cond_nconsts"] - p["body_nconsts"]
+    ck, bk = ins[n:n + p["cond_nconsts"]], ins[n + p["cond_nconsts"]:]
+    return bind_while(lambda *a: evaluate(cond, list(a) + list(ck))[0],
+                      lambda *a: evaluate(body, list(a) + list(bk)), ins[:n], op.loc)
+
+
+while_p.rebind = _while_rebind
+
+
+def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts):
+    raise ShardcError(
+        "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
+        "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
+        "static start/stop.", ctx.op.loc)
+
+
+while_p.vjp = _while_vjp

@@ -1,0 +1,122 @@
+"""Tracing functions into regions, and the rules region ops share.
+
+A region is a closed Program: what its body uses from outside becomes an extra block
+argument, fed by an extra operand of the op (after the ones the caller passes). Inside
+a shard_map body, a region shares the body's variance bookkeeping, so collectives in
+it are checked as outside.
+"""
+from __future__ import annotations
+
+from ..errors import user_loc
+from ..ir.program import Lit
+from ..ir.rules import Edge
+from ..trace import core
+
+
+def trace_region(avals, fn, name="region", vmas=None):
+    """Trace fn(*block arguments of types `avals`) into a region of the current trace.
+
+    fn returns (flat outputs, extra). Returns (region, captured outer tracers, extra):
+    the captured values are the region's last block arguments, in order. `vmas` gives
+    the manual axes each block argument varies over (inside shard_map bodies)."""
+    from .manual_region import body_value
+    outer = core.current_builder()
+    body = core.Builder(name, parent=outer)
+    mc = body.manual = outer.manual
+    ins = []
+    for i, a in enumerate(avals):
+        t = body.new_input(a)
+        if mc is not None:
+            mc.vma[id(t.value)] = vmas[i] if vmas is not None else frozenset()
+        ins.append(t)
+    with core.trace_context(body):
+        outs, extra = fn(*ins)
+        region = body.program
+        region.outputs = [body_value(body, x) for x in outs]
+    caps = []
+    for t, v in body.captured.values():
+        region.inputs.append(v)
+        caps.append(t)
+        if mc is not None:
+            mc.vma[id(v)] = mc.vma_of(outer.to_value(t))
+    return region, caps, extra
+
+
+def vma_of(x):
+    """The manual axes a value of the current trace varies over (none outside bodies)."""
+    b = core.current_builder()
+    mc = b.manual
+    if mc is None or not core.is_tracer(x):
+        return frozenset()
+    return mc.vma_of(b.to_value(x))
+
+
+def add_region_op(prim, operands, params, regions, out_avals, loc=None, out_vmas=None):
+    """Append an op owning `regions` to the current trace; returns its result tracers."""
+    outer = core.current_builder()
+    vals = outer.add(prim, [outer.to_value(x) for x in operands], params, list(out_avals),
+                     loc or user_loc(), regions=regions)
+    mc = outer.manual
+    if mc is not None:
+        for i, v in enumerate(vals):
+            mc.vma[id(v)] = out_vmas[i] if out_vmas is not None else frozenset()
+    return [core.Tracer(outer, v) for v in vals]
+
+
+def bind_region(prim, f, args, params, loc=None, name="region"):
+    """Trace f on fresh block arguments like `args` (tracers or values of the current
+    trace) into the one region of a `prim` op of the current trace; f returns
+    (flat outputs, extra) and params may be a function of `extra` and the region's
+    output count. Values f closes over become extra operands (after `args`). Returns
+    (result tracers, extra)."""
+    mc = core.current_builder().manual
+    vmas = [vma_of(x) for x in args] if mc is not None else None
+    region, caps, extra = trace_region([core.aval_of(x) for x in args], f, name, vmas)
+    if callable(params):
+        params = params(extra, len(region.outputs))
+    out_vmas = [mc.vma_of(r) for r in region.outputs] if mc is not None else None
+    return add_region_op(prim, list(args) + caps, params, [region],
+                         [v.aval for v in region.outputs], loc, out_vmas), extra
+
+
+def lower_inline(ctx, *operands, **params):
+    """A one-region op lowered as its region inlined: its ops emitted in place, block
+    arguments named by the operands; the results are the names of what it yields."""
+    region = ctx.ir_op.regions[0]
+    names = {id(v): n for v, n in zip(region.inputs, operands)}
+    ctx.lines.extend(ctx.lowering.body(region, names, ctx.indent))
+    out = []
+    for v in region.outputs:
+        if hasattr(v, "value"):            # a literal result
+            out.append(ctx.constant(v.value, v.aval))
+        else:
+            out.append(names[id(v)])
+    return out
+
+
+def identity_flow(op):
+    """Operands and block arguments, region results and results: one sharding each."""
+    (r,) = op.regions
+    return ([Edge(o, i, (), None, op.loc) for o, i in zip(op.inputs, r.inputs)] +
+            [Edge(o, i, (), None, op.loc) for o, i in zip(op.outputs, r.outputs)])
+
+
+def lookup(env, v):
+    """The tracer (or literal) standing for value `v` of a split region (see
+    transforms.partial), None for None."""
+    if v is None or type(v) is Lit:
+        return v
+    return env[id(v)]
+
+
+def same_type(a, b) -> bool:
+    """Equal shape and dtype (weak types may differ, as jax lets carries do)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def reshard(ctx, name, aval, sh):
+    """`name` pinned to sharding `sh` (a result of an op Shardy shards itself)."""
+    from ..lower.emit import sharding_attr, tensor_type
+    t = tensor_type(aval)
+    return ctx.op("sdy.sharding_constraint", [name], [t], [t],
+                  {"sharding": sharding_attr(sh)}, sharding=False)[0]

@@ -1,0 +1,139 @@
+"""Rematerialization: checkpoint (jax.checkpoint / remat), checkpoint_name and
+optimization_barrier.
+
+    %y, %r = checkpoint(%x, %w) {prevent_cse=True, policy=<callback>} {
+    ^(%x: f32[8,16], %w: f32[16,16]):
+      ...
+      return %y, %r          // the outputs, then residuals a gradient asked it to save
+    }
+
+The op runs its region inline. Its gradient splits the region's joint forward/backward
+program: the values the policy saves become extra results, the backward pass re-runs
+the forward ops it did not save, behind an optimization barrier so that XLA does not
+merge the recomputation back into the forward pass (prevent_cse, as jax).
+"""
+from __future__ import annotations
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.rules import RuleBuilder, pointwise
+from ..trace import core
+from . import lax as L
+from .region import lookup, bind_region, identity_flow, lower_inline, same_type
+
+
+def _shape(*avals, prevent_cse, policy, num_out, regions):
+    (body,) = regions
+    if len(body.args) != len(avals) or not all(map(same_type, body.args, avals)):
+        raise ShardcError(f"checkpoint: operands {list(avals)} do not match the region's "
+                          f"block arguments {list(body.args)}")
+    return tuple(body.results)
+
+
+checkpoint_p = core.Primitive("checkpoint", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
+                              lower=lower_inline, prop_kind=PropKind.NONE,
+                              multiple_results=True, num_regions=1)
+checkpoint_p.data_flow = identity_flow
+
+
+def _nothing(*_, **__):
+    return False
+
+
+def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
+    op = ctx.op
+    (body,) = op.regions
+    n_out = len(op.outputs)
+    sp = ctx.split_region(body, [c is not None for c in cts], policy or _nothing)
+    index = {id(v): i for i, v in enumerate(sp.inputs)}
+    saved = [v for v in sp.saved if id(v) not in index]
+
+    def fwd(*args):
+        env = {id(v): a for v, a in zip(sp.inputs, args)}
+        ctx.eval_list(sp.fwd, env)
+        return [lookup(env, v) for v in sp.outputs] + [env[id(v)] for v in saved], None
+    new, _ = bind_region(checkpoint_p, fwd, list(ins), op.params, op.loc, body.name)
+    fresh = ctx.builder.program.ops.pop()      # its region and results move into `op`
+    op.regions = fresh.regions
+    op.outputs = list(op.outputs) + fresh.outputs[n_out:]
+    op.sig = None
+    res = new[n_out:]
+    read = [i for i, v in enumerate(sp.inputs) if v in set(sp.saved)]
+    vals = res + [ins[i] for i in read]
+    if prevent_cse and sp.recompute and vals:
+        vals = list(optimization_barrier_p.bind(*vals))
+    env = {id(v): t for v, t in zip(saved + [sp.inputs[i] for i in read], vals)}
+    for v, c in zip(sp.ct_in, cts):
+        if v is not None:
+            env[id(v)] = c
+    ctx.eval_list(sp.recompute + sp.bwd, env)
+    out = []
+    for v, g in zip(sp.inputs, sp.ct_out):
+        g = lookup(env, g)
+        if g is None or not dtypes.is_float(v.aval.dtype):
+            out.append(None)
+        elif not core.is_tracer(g):
+            out.append(L.full(v.aval.shape, g.value, v.aval.dtype))
+        else:
+            out.append(g if g.aval.dtype == v.aval.dtype else
+                       L.convert_element_type(g, v.aval.dtype))
+    return out
+
+
+_vjp.keeps_none = True
+checkpoint_p.vjp = _vjp
+
+
+def _drop(op, live):
+    n = op.params["num_out"]
+    keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
+    if len(keep) < len(op.outputs):
+        (r,) = op.regions
+        r.outputs = [r.outputs[i] for i in keep]
+        op.outputs = [op.outputs[i] for i in keep]
+        op.sig = None
+
+
+checkpoint_p.drop_results = _drop
+
+
+# ---------------------------------------------------------------- checkpoint_name
+
+def _identity_lower(ctx, x, **_):
+    if ctx.in_shardings[0] == ctx.out_shardings[0]:
+        return x
+    from ..lower.emit import sharding_attr, tensor_type
+    t = tensor_type(ctx.out_avals[0])
+    return ctx.op("sdy.sharding_constraint", [x], [t], [t],
+                  {"sharding": sharding_attr(ctx.out_shardings[0])}, sharding=False)
+
+
+name_p = core.Primitive("name", shape_rule=lambda x, *, name: x, sharding_rule=pointwise,
+                        lower=_identity_lower, prop_kind=PropKind.ELEMENTWISE)
+name_p.vjp = lambda ctx, cts, x, *, name: [cts[0]]
+
+
+# ---------------------------------------------------------------- optimization_barrier
+
+def _barrier_rule(in_avals, out_avals):
+    """Each operand shares its sharding with its own result only."""
+    b = RuleBuilder(in_avals, out_avals)
+    n = len(in_avals)
+    for i, a in enumerate(in_avals):
+        for d, size in enumerate(a.shape):
+            dims = [d if j == i else None for j in range(n)]
+            b.factor(dims, dims, size)
+    return b.build()
+
+
+def _barrier_lower(ctx, *xs):
+    from ..lower.emit import tensor_type
+    types = [tensor_type(a) for a in ctx.in_avals]
+    return ctx.op("stablehlo.optimization_barrier", list(xs), types, types)
+
+
+optimization_barrier_p = core.Primitive(
+    "optimization_barrier", shape_rule=lambda *xs: tuple(xs), sharding_rule=_barrier_rule,
+    lower=_barrier_lower, prop_kind=PropKind.NONE, multiple_results=True)
+optimization_barrier_p.vjp = lambda ctx, cts, *xs: list(cts)

@@ -1,0 +1,126 @@
+"""Splitting a region's gradient into a forward and a backward part (partial evaluation).
+
+The gradient rules of ops with bodies (scan, cond, checkpoint) need the backward pass of
+a body as a body of its own, fed by values the forward body saves: `split_region` traces
+the body and its backward pass into one joint program, then cuts it where the backward
+ops begin. The forward values the backward part reads are the residuals; a remat policy
+may mark some of them to be recomputed instead, whose ops then move to the backward
+part (jax's partial_eval_jaxpr_nounits with a policy).
+"""
+from __future__ import annotations
+
+from ..ir import dtypes
+from ..ir.program import Lit
+from ..ops.region import lookup  # noqa: F401  (re-exported)
+from ..trace import core
+from ..trace.core import Tracer
+
+
+class Split:
+    """A region's joint forward/backward program, cut in two.
+
+    inputs: the body's block arguments (fresh values); outputs: what it yields (values
+    of `fwd` or inputs); ct_in: a cotangent input per output (None where there is
+    none); fwd: the forward ops, re-computing the body; recompute: forward ops the
+    policy did not save, to be re-run before `bwd`; bwd: the backward ops; ct_out: the
+    cotangent of each input (a value, a literal or None); saved: the residuals, values
+    of `fwd` or inputs that `recompute` and `bwd` read."""
+    __slots__ = ("inputs", "outputs", "ct_in", "fwd", "recompute", "bwd", "ct_out", "saved")
+
+
+def eval_list(ops, env):
+    """Re-trace `ops` in the current builder, reading operands from `env` ({id(value):
+    tracer}), which it extends with their results."""
+    from .ad import rebind_op
+    for op in ops:
+        ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
+        if op.regions:
+            outs = rebind_op(op, ins)
+        else:
+            out = op.prim.bind(*ins, **op.params)
+            outs = out if op.prim.multiple_results else [out]
+        for v, o in zip(op.outputs, outs):
+            if v.sharding is not None and op.prim.source_of is not None:
+                o.value.sharding = v.sharding
+            env[id(v)] = o
+    return env
+
+
+def split_region(region, ct_mask, policy=None):
+    """The Split of `region`'s gradient. ct_mask[i]: output i gets a cotangent (only
+    float outputs can). policy(prim, *avals, **params) -> bool says which forward ops'
+    results may be saved (None: all); the body's inputs always may."""
+    from .ad import backward, eval_ops
+    outer = core.current_builder()
+    b = core.Builder("joint", parent=outer)
+    mc = b.manual = outer.manual
+    with core.trace_context(b):
+        ins = [b.new_input(v.aval) for v in region.inputs]
+        if mc is not None:
+            for t, v in zip(ins, region.inputs):
+                mc.vma[id(t.value)] = mc.vma_of(v)
+        outs = eval_ops(region, ins)
+        n_fwd = len(b.program.ops)
+        out_vals = [b.to_value(o) for o in outs]
+        cts = []
+        for v, m in zip(out_vals, ct_mask):
+            ct = None
+            if m and dtypes.is_float(v.aval.dtype):
+                ct = Tracer(b, core.Value(v.aval.strong()))
+                if mc is not None:
+                    mc.vma[id(ct.value)] = mc.vma_of(v) if not isinstance(v, Lit) \
+                        else frozenset()
+            cts.append(ct)
+        in_vals = [t.value for t in ins]
+        got = backward(b.program.ops[:n_fwd], b, out_vals, cts, in_vals)
+    ops = b.program.ops
+    sp = Split()
+    sp.inputs, sp.outputs = in_vals, out_vals
+    sp.ct_in = [c.value if c is not None else None for c in cts]
+    sp.ct_out = [g if g is None or isinstance(g, Lit) else b.to_value(g) for g in got]
+    fwd, bwd = ops[:n_fwd], ops[n_fwd:]
+    producer = {id(v): op for op in fwd for v in op.outputs}
+    needed = _reads(bwd, sp.ct_out, producer, in_vals)
+    recompute, saved = _by_policy(needed, producer, policy)
+    sp.fwd, sp.bwd, sp.saved = fwd, bwd, saved
+    sp.recompute = [op for op in fwd if id(op) in recompute]
+    return sp
+
+
+def _reads(ops, extra, producer, inputs):
+    """The forward values (results of `producer`'s ops, or inputs) that `ops` and the
+    values `extra` read, in first-use order."""
+    fwd_ids = set(producer) | {id(v) for v in inputs}
+    seen, out = set(), []
+    for v in [x for op in ops for x in op.inputs] + list(extra):
+        if v is None or isinstance(v, Lit) or id(v) not in fwd_ids or id(v) in seen:
+            continue
+        seen.add(id(v))
+        out.append(v)
+    return out
+
+
+def _by_policy(needed, producer, policy):
+    """Which needed forward values are saved, and which ops must be re-run (by id)."""
+    if policy is None:
+        return set(), needed
+    recompute, saved, seen = set(), [], set()
+    stack = list(reversed(needed))
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        op = producer.get(id(v))
+        if op is None or _saveable(policy, op):
+            saved.append(v)
+            continue
+        if id(op) not in recompute:
+            recompute.add(id(op))
+            stack.extend(x for x in reversed(op.inputs) if not isinstance(x, Lit))
+    return recompute, saved
+
+
+def _saveable(policy, op):
+    got = policy(op.prim, *[v.aval for v in op.inputs], **op.params)
+    return bool(got) and got != "recompute"
