@@ -48,6 +48,7 @@ def _many(m, xs, ms, a, b, bits, mats, w):
     out["max_axis1_rev"] = scan(m.maximum, ms, axis=1, reverse=True)
     out["min_axis-2"] = scan(m.minimum, ms, axis=-2)
     out["linrec"] = scan(_linrec(m), (a, b))
+    out["list_for_tuple"] = scan(lambda p, q: list(_linrec(m)(p, q)), (a, b))
     out["linrec_axis1_rev"] = scan(_linrec(m), (a.T, b.T), axis=1, reverse=True)
     out["dict"] = scan(lambda p, q: {"s": p["s"] + q["s"], "n": None},
                        {"s": ms, "n": None}, axis=1)
@@ -86,6 +87,7 @@ def test_values_vs_jax_and_numpy(inputs):
     assert_close(ours["min_axis-2"], np.minimum.accumulate(ms, 0))
     for got, want in zip(ours["linrec"], _np_linrec(a, b)):
         assert_close(got, want, "linrec")
+    assert isinstance(ours["list_for_tuple"], tuple)       # elems' structure
     ra, rb = _np_linrec(a.T[:, ::-1], b.T[:, ::-1], axis=1)
     for got, want in zip(ours["linrec_axis1_rev"], (ra[:, ::-1], rb[:, ::-1])):
         assert_close(got, want, "linrec_axis1_rev")
@@ -143,6 +145,10 @@ def test_sharded_vs_jax(mesh2x4):
     args = (x, y, a, b)
     check_outputs(shardc.jit(lambda *v: _sharded(snp, *v))(*args),
                   jax.jit(lambda *v: _sharded(jnp, *v))(*args), mesh2x4)
+    # eagerly, op by op, as jax's eager scan (the concatenates gather the scanned axis)
+    z = _put(mesh2x4, data((8, 4), np.float32), P("y", "x"))
+    check_outputs(shardc.lax.associative_scan(snp.add, z),
+                  jax.lax.associative_scan(jnp.add, z), mesh2x4)
 
 
 def _loss(m, x, a, b):
