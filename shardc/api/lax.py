@@ -15,6 +15,7 @@ from ..ops import shape as shp
 from ..ops.special import sharding_constraint_p
 from ..ir.sharding import from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
+from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
                           pmin, ppermute, psum, psum_scatter)
 

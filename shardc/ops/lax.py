@@ -66,6 +66,7 @@ square = _unary(ew.square_p)
 add, sub, mul, div = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p))
 max, min, pow = map(_binary, (ew.max_p, ew.min_p, ew.pow_p))
 eq, ne, lt, le, gt, ge = map(_binary, (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p))
+bitwise_or = _binary(ew.or_p)
 
 
 def integer_pow(x, y: int):
@@ -173,6 +174,14 @@ def slice(x, start_indices, limit_indices, strides=None):
     if strides is not None:
         params["strides"] = tuple(strides)
     return shp.slice_p.bind(x, **params)
+
+
+def concatenate(xs, dimension):
+    return shp.concatenate_p.bind(*xs, dimension=dimension)
+
+
+def rev(x, dimensions):
+    return shp.rev_p.bind(x, dimensions=tuple(dimensions))
 
 
 def iota(dtype, shape, dimension=0):
