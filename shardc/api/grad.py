@@ -13,7 +13,11 @@ import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..trace import core
-from ..transforms.ad import _is_float, _traced_vjp
+from ..ir.program import Lit
+from ..ops import lax as L
+from ..ops.region import trace_region
+from ..transforms.ad import _is_float, _traced_vjp, eval_ops
+from ..transforms.forward import jvp_region, needs_forward
 
 _tree = jax.tree_util
 
@@ -137,12 +141,40 @@ def jvp(fun, primals, tangents):
     if core.current_builder() is None:
         from .jit import jit
         return jit(lambda p, t: jvp(fun, p, t))(primals, tangents)
-    out, _, vjp_fn = _traced_vjp(fun, primals)
-    from . import numpy as snp
-    ct0 = _tree.tree_map(lambda o: snp.zeros_like(o), out)
-    _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
-    (t_out,) = transpose(tangents)
+    leaves, tree = _tree.tree_flatten(primals)
+    region, caps, out_tree = _scratch(fun, leaves, tree)
+    if any(needs_forward(op) for op in region.ops):
+        t_leaves = _tree.tree_leaves(tangents)
+        outs, touts = jvp_region(region, leaves + caps, t_leaves + [None] * len(caps))
+        outs = [o.value if isinstance(o, Lit) else o for o in outs]
+        touts = [t if t is not None else L.zeros(core.aval_of(o).shape, core.aval_of(o).dtype)
+                 for t, o in zip(touts, outs)]
+        out = _tree.tree_unflatten(out_tree, outs)
+        t_out = _tree.tree_unflatten(out_tree, touts)
+    else:
+        def f(*ps):
+            got = eval_ops(region, list(_tree.tree_leaves(ps)) + caps)
+            return _tree.tree_unflatten(out_tree, [g.value if isinstance(g, Lit) else g
+                                                   for g in got])
+        out, _, vjp_fn = _traced_vjp(f, primals)
+        from . import numpy as snp
+        ct0 = _tree.tree_map(lambda o: snp.zeros_like(o), out)
+        _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
+        (t_out,) = transpose(tangents)
     from .numpy._util import aval as aval_of, convert
     t_out = _tree.tree_map(lambda t, o: convert(t, aval_of(o).dtype, aval_of(o).weak),
                            t_out, out)
     return out, t_out
+
+
+def _scratch(fun, leaves, tree):
+    """fun traced once into a closed region (not part of the program): what forward
+    mode walks, or re-traces into the program for the reverse-mode route."""
+    out_tree = []
+
+    def body(*xs):
+        outs, t = _tree.tree_flatten(fun(*_tree.tree_unflatten(tree, list(xs))))
+        out_tree.append(t)
+        return outs, None
+    region, caps, _ = trace_region([core.aval_of(x) for x in leaves], body, "jvp")
+    return region, caps, out_tree[0]

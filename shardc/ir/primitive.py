@@ -109,12 +109,17 @@ class Primitive:
         can do without, region results too (dead-code elimination)
     claim(op, level): for ops whose gradient rule is one differentiation level's only
         (custom_vjp_call), called by each differentiation that traces the op
+    reversible: False for ops with no reverse mode at all (while): forward mode then
+        walks the program forwards (transforms.forward)
+    jvp(ctx, primals, tangents, **params) -> (outs, tangents): the forward-mode rule of
+        ops with regions that may hold an op that is not reversible
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "rebind", "drop_results", "claim", "constant", "keeps_constant",
-                 "effectful", "sharding_group", "sharded_results", "__dict__")
+                 "rebind", "drop_results", "claim", "reversible", "jvp", "constant",
+                 "keeps_constant", "effectful", "sharding_group", "sharded_results",
+                 "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
                  multiple_results=False, traits=Trait.NONE, num_regions=0, operand_uses=once,
@@ -155,6 +160,8 @@ class Primitive:
         self.rebind = None
         self.drop_results = None
         self.claim = None
+        self.reversible = True
+        self.jvp = None
         PRIMITIVES[name] = self
 
     @property

@@ -336,3 +336,63 @@ def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts):
 
 
 while_p.vjp = _while_vjp
+while_p.reversible = False
+
+
+def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts):
+    """A while loop over (carries, their tangents); the body's tangents by forward mode."""
+    cond, body = ctx.op.regions
+    n = len(primals) - cond_nconsts - body_nconsts
+    init, ck, bk = primals[:n], primals[n:n + cond_nconsts], primals[n + cond_nconsts:]
+    tbk = tangents[n + cond_nconsts:]
+    ft = [i for i in range(n) if dtypes.is_float(core.aval_of(init[i]).dtype)]
+    t_init = [_fit(tangents[i], init[i]) for i in ft]
+
+    def c_fn(*args):
+        return ctx.eval_ops(cond, list(args[:n]) + list(ck))[0]
+
+    def b_fn(*args):
+        tc = dict(zip(ft, args[n:]))
+        outs, touts = ctx.jvp_region(body, list(args[:n]) + list(bk),
+                                     [tc.get(i) for i in range(n)] + list(tbk))
+        return list(outs) + [_fit(touts[i], outs[i]) for i in ft]
+    res = bind_while(c_fn, b_fn, list(init) + t_init, ctx.op.loc)
+    touts = [None] * n
+    for k, i in enumerate(ft):
+        touts[i] = res[n + k]
+    return res[:n], touts
+
+
+def _fit(t, like):
+    """A tangent t (None: zero) with the dtype of `like`."""
+    a = core.aval_of(like)
+    if t is None:
+        return L.zeros(a.shape, a.dtype)
+    return t if core.aval_of(t).dtype == a.dtype else L.convert_element_type(t, a.dtype)
+
+
+while_p.jvp = _while_jvp
+
+
+def _cond_jvp(ctx, primals, tangents):
+    """A cond whose branches also yield their outputs' tangents (forward mode)."""
+    index, ops, tops = primals[0], primals[1:], tangents[1:]
+    nf = []
+
+    def branch(r):
+        def fn(*args):
+            outs, touts = ctx.jvp_region(r, list(args), list(tops))
+            if not nf:
+                nf.extend(j for j, o in enumerate(outs) if dtypes.is_float(core.aval_of(o).dtype))
+            return list(outs) + [_fit(touts[j], outs[j]) for j in nf]
+        return fn
+    res = bind_cond(index, [branch(r) for r in ctx.op.regions], list(ops), ctx.op.loc,
+                    [r.name for r in ctx.op.regions])
+    n = len(ctx.op.outputs)
+    touts = [None] * n
+    for k, j in enumerate(nf):
+        touts[j] = res[n + k]
+    return res[:n], touts
+
+
+cond_p.jvp = _cond_jvp

@@ -137,3 +137,11 @@ optimization_barrier_p = core.Primitive(
     "optimization_barrier", shape_rule=lambda *xs: tuple(xs), sharding_rule=_barrier_rule,
     lower=_barrier_lower, prop_kind=PropKind.NONE, multiple_results=True)
 optimization_barrier_p.vjp = lambda ctx, cts, *xs: list(cts)
+
+
+def _jvp(ctx, primals, tangents, **params):
+    """Forward mode needs no residuals: the region, differentiated inline."""
+    return ctx.jvp_region(ctx.op.regions[0], list(primals), list(tangents))
+
+
+checkpoint_p.jvp = _jvp

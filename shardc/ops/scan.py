@@ -333,3 +333,45 @@ def _restack(ctx, op, sp, stacked, n_out):
 
 
 scan_p.vjp = _vjp
+
+
+def _jvp(ctx, primals, tangents, *, num_carry, num_xs, length, reverse, unroll):
+    """A scan over (carries, their tangents) and (xs, their tangents), yielding the ys'
+    tangents too; the body's by forward mode (for bodies holding a while loop)."""
+    from .control import _fit
+    (body,) = ctx.op.regions
+    c, x, n = _split(len(primals), num_carry, num_xs)
+    flt = [dtypes.is_float(core.aval_of(p).dtype) for p in primals]
+    fc = [i for i in range(c) if flt[i]]
+    fx = [i for i in range(c, x) if flt[i] and tangents[i] is not None]
+    consts, tk = list(primals[x:]), list(tangents[x:])
+    nf = []
+
+    def step(*args):
+        a = iter(args)
+        carries = [next(a) for _ in range(c)]
+        tcs = dict((i, next(a)) for i in fc)
+        xsl = [next(a) for _ in range(c, x)]
+        txs = dict((i, next(a)) for i in fx)
+        outs, touts = ctx.jvp_region(body, carries + xsl + consts,
+                                     [tcs.get(i) for i in range(c)] +
+                                     [txs.get(i) for i in range(c, x)] + tk)
+        if not nf:
+            nf.extend(j for j in range(c, len(outs))
+                      if dtypes.is_float(core.aval_of(outs[j]).dtype))
+        return (list(outs[:c]) + [_fit(touts[i], outs[i]) for i in fc],
+                list(outs[c:]) + [_fit(touts[j], outs[j]) for j in nf])
+    init = list(primals[:c]) + [_fit(tangents[i], primals[i]) for i in fc]
+    xs = list(primals[c:x]) + [tangents[i] for i in fx]
+    carry, ys = bind_scan(step, init, xs, length, reverse, unroll, body.name, ctx.op.loc)
+    ny = len(ctx.op.outputs) - c
+    outs = carry[:c] + ys[:ny]
+    touts = [None] * len(outs)
+    for k, i in enumerate(fc):
+        touts[i] = carry[c + k]
+    for k, j in enumerate(nf):
+        touts[j] = ys[ny + k]
+    return outs, touts
+
+
+scan_p.jvp = _jvp

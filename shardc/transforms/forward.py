@@ -1,0 +1,136 @@
+"""Forward mode through ops that have no reverse mode (while loops).
+
+shardc's jvp is the transpose of its reverse pass, which needs every op's vjp. A while
+loop has none (its trip count is unknown when the backward pass is built, as in jax),
+so a program with one is walked forwards instead: each maximal run of ops without
+such a loop gets its tangents by the transposed reverse pass, as before, and each op
+with one applies its `jvp` rule, which carries tangents alongside its primal values
+(a while loop over (carry, tangent)). Bodies are walked the same way, recursively.
+"""
+from __future__ import annotations
+
+import jax
+
+from ..ir import dtypes
+from ..ir.program import Lit
+from ..ops import lax as L
+from ..ops.region import lookup
+from ..trace import core
+
+_tree = jax.tree_util
+
+
+def needs_forward(op) -> bool:
+    """Whether the op is, or holds, an op with no reverse mode."""
+    if not op.prim.reversible:
+        return True
+    return any(needs_forward(o) for r in op.regions for o in r.ops)
+
+
+class JvpCtx:
+    """What an op's `jvp` rule sees: its op, and the transform for its bodies."""
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    def jvp_region(self, region, primals, tangents):
+        return jvp_region(region, primals, tangents)
+
+    def eval_ops(self, region, args):
+        from .ad import eval_ops
+        return eval_ops(region, args)
+
+
+def _float(a):
+    return dtypes.is_float(a.dtype)
+
+
+def jvp_region(region, primals, tangents):
+    """(outputs, output tangents) of `region` (a closed Program) on primals (tracers or
+    values) with tangents (tracers or None for zero), traced into the current builder."""
+    env = {id(v): p for v, p in zip(region.inputs, primals)}
+    tenv = {id(v): t for v, t in zip(region.inputs, tangents) if t is not None}
+    ops = region.ops
+    seg: list = []
+    for k, op in enumerate(ops):
+        if needs_forward(op):
+            _segment(seg, ops[k:], region.outputs, env, tenv)
+            seg = []
+            ins = [lookup(env, v) for v in op.inputs]
+            tins = [None if isinstance(v, Lit) else tenv.get(id(v)) for v in op.inputs]
+            if op.prim.jvp is None:
+                from ..errors import ShardcError
+                raise ShardcError(f"shardc has no forward-mode rule for {op.prim.name} "
+                                  "around a while loop", op.loc)
+            outs, touts = op.prim.jvp(JvpCtx(op), ins, tins, **op.params)
+            for v, o, t in zip(op.outputs, outs, touts):
+                env[id(v)] = o
+                if t is not None:
+                    tenv[id(v)] = t
+        else:
+            seg.append(op)
+    _segment(seg, [], region.outputs, env, tenv)
+    outs = [lookup(env, v) for v in region.outputs]
+    touts = [None if isinstance(v, Lit) else tenv.get(id(v)) for v in region.outputs]
+    return outs, touts
+
+
+def _segment(seg, rest, outputs, env, tenv):
+    """Primal values and tangents of a run of reverse-differentiable ops."""
+    if not seg:
+        return
+    from .ad import _traced_vjp
+    from .partial import eval_list
+    defined = {id(v) for op in seg for v in op.outputs}
+    reads = []
+    seen = set()
+    for op in seg:
+        for v in op.inputs:
+            if not isinstance(v, Lit) and id(v) not in defined and id(v) not in seen:
+                seen.add(id(v))
+                reads.append(v)
+    live = {id(v) for op in rest for v in op.inputs if not isinstance(v, Lit)}
+    live |= {id(v) for v in outputs if not isinstance(v, Lit)}
+    outs = [v for op in seg for v in op.outputs if id(v) in live]
+    diff = [v for v in reads if id(v) in tenv and _float(v.aval)]
+    f_outs = [v for v in outs if _float(v.aval)]
+    i_outs = [v for v in outs if not _float(v.aval)]
+
+    def g(*ws):
+        local = dict(env)
+        for v, w in zip(diff, ws):
+            local[id(v)] = w
+        eval_list(seg, local)
+        return [local[id(v)] for v in f_outs], [local[id(v)] for v in i_outs]
+    if not diff:
+        fo, io = g()
+        for v, o in zip(f_outs + i_outs, fo + io):
+            env[id(v)] = o
+        return
+    prim = tuple(env[id(v)] for v in diff)
+    fo, io, vjp_fn = _traced_vjp(g, prim, has_aux=True)
+    for v, o in zip(f_outs + i_outs, list(fo) + list(io)):
+        env[id(v)] = o
+    if not f_outs:
+        return
+    ct0 = [L.zeros(v.aval.shape, v.aval.dtype) for v in f_outs]
+    _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
+    (t_out,) = transpose(tuple(tenv[id(v)] for v in diff))
+    for v, t in zip(f_outs, t_out):
+        tenv[id(v)] = t
+
+
+def zeros_for(x):
+    a = core.aval_of(x)
+    return L.zeros(a.shape, a.dtype)
+
+
+def fit(t, like):
+    """A tangent t (or None: zero) with the dtype of `like`."""
+    a = core.aval_of(like)
+    if t is None:
+        return L.zeros(a.shape, a.dtype)
+    if core.aval_of(t).dtype != a.dtype:
+        return L.convert_element_type(t, a.dtype)
+    return t
