@@ -67,71 +67,105 @@ def _data_flow(op):
 
 
 def _lower(ctx, *operands, num_carry, num_xs, length, reverse, unroll):
+    """A while loop of length // unroll trips running `unroll` steps each, then one of
+    the remaining steps (as jax's unrolled scan)."""
+    c = num_carry
+    ys_avals, ys_sh = ctx.out_avals[c:], ctx.out_shardings[c:]
+    ys = [ctx.constant(0, a, sh) for a, sh in zip(ys_avals, ys_sh)]
+    u = max(1, min(int(unroll), length)) if length else 1
+    trips, rem = divmod(length, u)
+    state = (list(operands[:c]), ys)
+    if trips:
+        state = _loop(ctx, operands, state, 0, trips, u, length, reverse)
+    if rem:
+        state = _loop(ctx, operands, state, trips * u, rem, 1, length, reverse)
+    carries, ys = state
+    return [reshard(ctx, r, a, sh) for r, a, sh in
+            zip(carries + ys, ctx.out_avals, ctx.out_shardings)]
+
+
+def _loop(ctx, operands, state, start, trips, u, length, reverse):
+    """One stablehlo.while: `trips` trips of `u` steps, step k = start + trip * u + j
+    (counted from the end if reverse); returns the (carries, ys) after it."""
     from ..lower.emit import tensor_type
     op = ctx.ir_op
     (body,) = op.regions
-    c, x, n = _split(len(operands), num_carry, num_xs)
+    p = op.params
+    c, x, n = _split(len(operands), p["num_carry"], p["num_xs"])
     repl0 = Sharding.replicated(0)
-    ys_avals = ctx.out_avals[c:]
-    ys_sh = ctx.out_shardings[c:]
-    ys0 = [ctx.constant(0, a, sh) for a, sh in zip(ys_avals, ys_sh)]
+    carries, ys = state
+    ys_avals, ys_sh = ctx.out_avals[c:], ctx.out_shardings[c:]
+    ny = len(ys)
     i0 = ctx.constant(0, _I32, repl0)
-    carried = [i0, *operands[:c], *ys0, *operands[c:]]
+    carried = [i0, *carries, *ys, *operands[c:]]
     avals = [_I32, *ctx.in_avals[:c], *ys_avals, *ctx.in_avals[c:]]
     types = [tensor_type(a) for a in avals]
-    ny = len(ys_avals)
+    ti = types[0]
+
+    def scalar(cx, name, a, b):
+        return cx.op(name, [a, b], [ti, ti], [ti], sharding=[repl0])[0]
 
     def cond(cx, i, *_):
-        lim = cx.constant(length, _I32, repl0)
-        return [cx.op("stablehlo.compare", [i, lim], [types[0]] * 2,
+        lim = cx.constant(trips, _I32, repl0)
+        return [cx.op("stablehlo.compare", [i, lim], [ti] * 2,
                       [tensor_type(Aval((), dtypes.bool_))],
                       {"comparison_direction": "#stablehlo<comparison_direction LT>"},
                       [repl0])[0]]
 
     def step(cx, i, *args):
-        carries, ys, xs, consts = (args[:c], args[c:c + ny], args[c + ny:c + ny + x - c],
-                                   args[c + ny + x - c:])
-        idx = i
-        if reverse:
-            last = cx.constant(length - 1, _I32, repl0)
-            idx = cx.op("stablehlo.subtract", [last, i], [types[0]] * 2, [types[0]],
-                        sharding=[repl0])[0]
+        carries, ys = list(args[:c]), list(args[c:c + ny])
+        xs, consts = args[c + ny:c + ny + x - c], args[c + ny + x - c:]
         zero = cx.constant(0, _I32, repl0)
-        names = {}
-        for v, a in zip(body.inputs[:c], carries):
-            names[id(v)] = a
-        for v, a, big in zip(body.inputs[c:x], xs, ctx.in_avals[c:x]):
-            one = big.update(shape=(1, *big.shape[1:]))
-            sh = v.sharding
-            sl = cx.op("stablehlo.dynamic_slice", [a, idx] + [zero] * (big.ndim - 1),
-                       [tensor_type(big)] + [types[0]] * big.ndim, [tensor_type(one)],
-                       {"slice_sizes": f"array<i64: {', '.join(map(str, one.shape))}>"},
-                       [Sharding(((),) + tuple(sh.dims))])[0]
-            names[id(v)] = cx.op("stablehlo.reshape", [sl], [tensor_type(one)],
-                                 [tensor_type(v.aval)], sharding=[sh])[0]
-        for v, a in zip(body.inputs[x:], consts):
-            names[id(v)] = a
-        cx.lines.extend(cx.lowering.body(body, names, cx.indent))
-        outs = [names[id(v)] for v in body.outputs]
-        new_ys = []
-        for buf, y, yv, big, sh in zip(ys, outs[c:], body.outputs[c:], ys_avals, ys_sh):
-            one = big.update(shape=(1, *big.shape[1:]))
-            up = cx.op("stablehlo.reshape", [y], [tensor_type(yv.aval)], [tensor_type(one)],
-                       sharding=[Sharding(((),) + tuple(yv.sharding.dims))])[0]
-            new_ys.append(cx.op("stablehlo.dynamic_update_slice",
-                                [buf, up, idx] + [zero] * (big.ndim - 1),
-                                [tensor_type(big), tensor_type(one)] + [types[0]] * big.ndim,
-                                [tensor_type(big)], sharding=[sh])[0])
-        one = cx.constant(1, _I32, repl0)
-        nxt = cx.op("stablehlo.add", [i, one], [types[0]] * 2, [types[0]], sharding=[repl0])[0]
-        return [nxt, *outs[:c], *new_ys, *xs, *consts]
+        base = scalar(cx, "stablehlo.multiply", i, cx.constant(u, _I32, repl0)) \
+            if u > 1 else i
+        for j in range(u):
+            k = start + j
+            idx = scalar(cx, "stablehlo.add", base, cx.constant(k, _I32, repl0)) if k else base
+            if reverse:
+                idx = scalar(cx, "stablehlo.subtract", cx.constant(length - 1, _I32, repl0),
+                             idx)
+            carries, ys = _step(cx, body, c, x, carries, ys, xs, consts, idx, zero,
+                                ctx.in_avals, ys_avals, ys_sh)
+        nxt = scalar(cx, "stablehlo.add", i, cx.constant(1, _I32, repl0))
+        return [nxt, *carries, *ys, *xs, *consts]
 
     # (XLA rejects a sharding on the while op itself: Shardy takes it from the operands
     # and the annotated body, and the results are pinned to the decided shardings)
     res = ctx.op("stablehlo.while", carried, types, types, sharding=False,
                  regions=[ctx.region(avals, cond), ctx.region(avals, step)])
-    return [reshard(ctx, r, a, sh) for r, a, sh in
-            zip(res[1:1 + c + ny], ctx.out_avals, ctx.out_shardings)]
+    return res[1:1 + c], res[1 + c:1 + c + ny]
+
+
+def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals, ys_sh):
+    """The body once, on step `idx`: slices of the xs in, slices of the ys written."""
+    from ..lower.emit import tensor_type
+    ti = tensor_type(_I32)
+    names = {}
+    for v, a in zip(body.inputs[:c], carries):
+        names[id(v)] = a
+    for v, a, big in zip(body.inputs[c:x], xs, in_avals[c:x]):
+        one = big.update(shape=(1, *big.shape[1:]))
+        sh = v.sharding
+        sl = cx.op("stablehlo.dynamic_slice", [a, idx] + [zero] * (big.ndim - 1),
+                   [tensor_type(big)] + [ti] * big.ndim, [tensor_type(one)],
+                   {"slice_sizes": f"array<i64: {', '.join(map(str, one.shape))}>"},
+                   [Sharding(((),) + tuple(sh.dims))])[0]
+        names[id(v)] = cx.op("stablehlo.reshape", [sl], [tensor_type(one)],
+                             [tensor_type(v.aval)], sharding=[sh])[0]
+    for v, a in zip(body.inputs[x:], consts):
+        names[id(v)] = a
+    cx.lines.extend(cx.lowering.body(body, names, cx.indent))
+    outs = [names[id(v)] for v in body.outputs]
+    new_ys = []
+    for buf, y, yv, big, sh in zip(ys, outs[c:], body.outputs[c:], ys_avals, ys_sh):
+        one = big.update(shape=(1, *big.shape[1:]))
+        up = cx.op("stablehlo.reshape", [y], [tensor_type(yv.aval)], [tensor_type(one)],
+                   sharding=[Sharding(((),) + tuple(yv.sharding.dims))])[0]
+        new_ys.append(cx.op("stablehlo.dynamic_update_slice",
+                            [buf, up, idx] + [zero] * (big.ndim - 1),
+                            [tensor_type(big), tensor_type(one)] + [ti] * big.ndim,
+                            [tensor_type(big)], sharding=[sh])[0])
+    return outs[:c], new_ys
 
 
 scan_p = core.Primitive("scan", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
