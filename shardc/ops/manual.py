@@ -426,11 +426,20 @@ axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, NO_FACTOR_RULE, V
 # Collectives transpose to their duals; shard_map's transpose is a shard_map of the
 # body's VJP (the forward is recomputed inside it).
 
+def _psum_vjp(ctx, cts, x, *, axes, sizes):
+    """A broadcast where variance is checked (the cotangent of an invariant result is
+    itself invariant); unchecked, a psum again, as jax's shard_map(check_vma=False)."""
+    mc = ctx.builder.manual
+    if mc is None or mc.check_vma:
+        return [cts[0]]
+    return [psum_p.bind(cts[0], axes=axes, sizes=sizes)]
+
+
 def _vjps():
     from ..ir.primitive import nondiff
     from . import lax as L      # looked up when a rule runs
 
-    psum_p.vjp = lambda ctx, cts, x, *, axes, sizes: [cts[0]]
+    psum_p.vjp = _psum_vjp
 
     def chooser(ctx, cts, x, *, axes, sizes):
         """The gradient goes to the devices holding the max (or min), split on ties."""

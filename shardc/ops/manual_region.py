@@ -149,8 +149,8 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     def bwd(*blocks):
         prims, cts_in = blocks[:n], list(blocks[n:])
         it = iter(cts_in)
-        cts_full = tuple(next(it) if f else L.zeros(v.aval.shape, v.aval.dtype)
-                         for f, v in zip(out_float, region.outputs))
+        cts_full = tuple(_scaled(next(it), spec) if f else L.zeros(v.aval.shape, v.aval.dtype)
+                         for f, v, spec in zip(out_float, region.outputs, out_specs))
         diff = [i for i in range(n) if floats[i]]
 
         def fwd(*ws):
@@ -164,11 +164,22 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
         out = []
         for i, g in zip(diff, grads):
             named = {a for d in in_specs[i].dims for a in d}
-            vary = tuple(sorted(mc.vma_of(g.value) - named)) if check_vma else ()
+            # (unchecked, every manual axis it does not name: as jax's transpose)
+            vary = tuple(sorted((mc.vma_of(g.value) if check_vma else set(manual_axes))
+                                - named))
             # the gradient of a replicated input sums the per-device ones (a psum)
             out.append(psum_p.bind(g, axes=vary, sizes=tuple(mesh.sizes[a] for a in vary))
                        if vary else g)
         return tuple(out)
+
+    def _scaled(ct, spec):
+        """Unchecked (check_vma=False), psum transposes to psum, so the cotangent of an
+        output replicated over manual axes is split evenly among them (as jax's)."""
+        if check_vma:
+            return ct
+        named = {a for d in spec.dims for a in d}
+        n = prod(mesh.sizes[a] for a in manual_axes if a not in named)
+        return ct if n == 1 else L.div(ct, L.full((), n, L.aval(ct).dtype))
     in_sh = [_boundary(s, mesh) for s in in_specs] + \
         [_boundary(s, mesh) for s, f in zip(out_specs, out_float) if f]
     diff_sh = [_boundary(s, mesh) for s, f in zip(in_specs, floats) if f]

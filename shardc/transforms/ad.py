@@ -100,11 +100,14 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
     Values are IR Values of `builder`; cotangents are tracers (or None for zero).
     `level` names the differentiation (see _claim)."""
     ct: dict = {}
+    mc = builder.manual
 
     def add(v, c):
         if c is None or isinstance(v, Lit) or not _is_float(v.aval):
             return
         c = _fit(c, v.aval)
+        if mc is not None and mc.check_vma and type(c) is Tracer:
+            c = _unvary(mc, v, c)
         prev = ct.get(id(v))
         ct[id(v)] = c if prev is None else L.add(prev, c)
 
@@ -127,6 +130,18 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
         for v, c in zip(op.inputs, in_cts):
             add(v, c)
     return [ct.get(id(w)) for w in wrt_vals]
+
+
+def _unvary(mc, v, c):
+    """Inside a shard_map body, a cotangent varying over manual axes its primal does not
+    vary over is summed over them: where an invariant value met a varying one, jax
+    inserts a pvary, whose transpose is a psum."""
+    extra = mc.vma_of(c.value) - mc.vma_of(v)
+    if not extra:
+        return c
+    from ..ops.manual import psum_p
+    axes = tuple(a for a in mc.mesh.names if a in extra)
+    return psum_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
 
 
 def _zeros_for_none(cts, vals):
