@@ -33,7 +33,8 @@ def _paths(tree_like):
 
 
 def _aval_str(a):
-    return f"{dtypes.short_name(a.dtype)}[{','.join(map(str, a.shape))}]"
+    # (this module defines lax.map: the builtin is not in reach here)
+    return f"{dtypes.short_name(a.dtype)}[{','.join(str(d) for d in a.shape)}]"
 
 
 def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro):
@@ -193,42 +194,39 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     if core.current_builder() is None:
         return _in_jit(lambda v: fori_loop(lower, upper, body_fun, v, unroll=unroll),
                        init_val)
+    idt, weak = _index_dtype(lower, upper)
     if lo is not None and hi is not None:
-        idt = _index_dtype(lower, upper)
-
         def step(carry, _):
             i, x = carry
-            return (L.add(i, L.full((), 1, idt)), body_fun(i, x)), None
-        start = L.full((), lo, idt)
+            return (L.add(i, 1), body_fun(i, x)), None
+        start = L.full((), lo, idt, weak)
         (_, out), _ = scan(step, (start, init_val), None, length=max(hi - lo, 0),
                            unroll=1 if unroll is None else unroll)
         return out
     if unroll is not None and unroll is not False and unroll != 1:
         raise ShardcError("fori_loop: unroll needs concrete lower and upper bounds")
-    idt = _index_dtype(lower, upper)
-    lower = L.convert_element_type(lower if core.is_tracer(lower) else L.full((), lower, idt),
-                                   idt)
-    upper = L.convert_element_type(upper if core.is_tracer(upper) else L.full((), upper, idt),
-                                   idt)
+    lower, upper = (L.convert_element_type(b, idt, weak) if core.is_tracer(b) else
+                    L.full((), b, idt, weak) for b in (lower, upper))
 
     def c(v):
         return L.lt(v[0], v[1])
 
     def b(v):
         i, u, x = v
-        return L.add(i, L.full((), 1, idt)), u, body_fun(i, x)
+        return L.add(i, 1), u, body_fun(i, x)
     return while_loop(c, b, (lower, upper, init_val))[2]
 
 
 def _index_dtype(lower, upper):
-    """The loop index's dtype: the bounds' (jax requires they agree), i32 for ints."""
-    for x in (lower, upper):
-        dt = getattr(x, "dtype", None)
-        if dt is not None:
-            if not dtypes.is_int(dt):
-                raise ShardcTypeError(f"fori_loop: bounds must be integers, got {dt}")
-            return dtypes.canonicalize(dt)
-    return dtypes.default_int()
+    """The loop index's dtype and weak type, as jax's: the bounds' (promoted if they
+    differ), weak when both are (Python ints)."""
+    avals = [core.aval_of(b) for b in (lower, upper)]
+    for a in avals:
+        if not dtypes.is_int(a.dtype):
+            raise ShardcTypeError(f"fori_loop: bounds must be integers, got {a}")
+    dt = avals[0].dtype if avals[0].dtype == avals[1].dtype else \
+        dtypes.promote((avals[0].dtype, False), (avals[1].dtype, False))[0]
+    return dt, all(a.weak for a in avals)
 
 
 # ---------------------------------------------------------------- scan / map
