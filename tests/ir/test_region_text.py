@@ -234,7 +234,8 @@ def test_hand_written_region_ops_round_trip(text):
      "branch index must be i32[]"),
     (_WHILE, "return %4\n", "return %3\n", "the predicate yields"),
     (_WHILE, "return %7, %8", "return %8, %7", "the body yields"),
-    (_WHILE, "^(%5: f32[8], %6: i32[])", "^(%5: f32[8], %6: i32[], %9: f32[2])", "the body's block arguments"),
+    (_WHILE, "^(%5: f32[8], %6: i32[])", "^(%5: f32[8], %6: i32[], %9: f32[2])",
+     "the body's block arguments"),
     (_CKPT.replace("POLICY", "None"), "^(%1: f32[8,16])", "^(%1: f32[16,8])",
      "do not match the region's block arguments"),
 ])
