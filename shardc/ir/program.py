@@ -359,6 +359,10 @@ def _print_body(p, namer, lines, ind, explain, shardings):
                 bargs = ", ".join(_typed(v, namer.define(v, v.name), shardings)
                                   for v in r.inputs)
                 lines.append(f"{ind}^({bargs}):")
+                for v in r.inputs if explain else ():
+                    note = explain(v)
+                    if note:
+                        lines.append(f"{ind}  // {namer.ref(v)}: {note}")
                 _print_body(r, namer, lines, ind + "  ", explain, shardings)
             lines.append(f"{ind}}}")
         else:
