@@ -362,11 +362,11 @@ def _rows(program, colls):
 
 
 def _scan_lengths(program, colls):
-    """A loop XLA gives no trip count is a scan's (at the same line) or a while_loop's
-    (unknown): take the scan's length."""
+    """A loop XLA gives no trip count: take the `length` of the region op at its line
+    (a scan's; a while_loop has none: unknown)."""
     lengths = {(op.prim.name, os.path.basename(op.loc.file), op.loc.line):
                op.params["length"] for op in program.walk()
-               if op.prim.name == "scan" and op.loc.line}
+               if op.regions and isinstance(op.params.get("length"), int) and op.loc.line}
     for c in colls:
         for lp in c.loops:
             if lp.trip_count is None and lp.loc:
