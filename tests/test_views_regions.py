@@ -90,6 +90,10 @@ def test_cli_stages_of_a_program_with_scan_and_cond(tmp_path):
     assert len(scan["regions"]) == 1 and scan["regions"][0]["ops"][0]["op"] == "dot_general"
     cond = next(op for op in js["ops"] if op["op"] == "cond")
     assert len(cond["regions"]) == 2
+    w = scan["regions"][0]["args"][1]        # the slice of the stacked weights
+    assert w["sharding"] == "[{y}, {}]"
+    assert w["why"][0]["via"] == [{"op": "scan boundary", "loc": "model.py:8",
+                                   "crossing": "slice of xs 0 of scan@model.py:8"}]
     hlo = _cli("stablehlo", fn, *ARGS)
     assert "stablehlo.while" in hlo and "stablehlo.case" in hlo
     assert " while(" in _cli("hlo", fn, *ARGS)

@@ -65,12 +65,17 @@ def _role(op, v):
 
 
 def _hop_text(why):
-    """One hop of a chain; a region op's boundary says which way it crossed and as what
-    (a scan's stacked xs / ys: the per-iteration slices)."""
+    """One hop of a chain as explain prints it."""
+    return hop_crossing(why) or _op_text(why.op)
+
+
+def hop_crossing(why):
+    """A control-flow op's boundary hop: which way it crossed and as what (a scan's
+    stacked xs / ys: the per-iteration slices); None for other hops."""
     op = why.op
     rop = getattr(op, "region_op", None)
     if rop is None or rop.prim.name not in _ROLES:     # (shard_map, custom_vjp_call)
-        return _op_text(op)
+        return None
     name = _op_text(rop)
     role = _role(rop, op.outer)
     arg = any(v is op.inner for r in rop.regions for v in r.inputs)
