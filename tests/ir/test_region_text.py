@@ -106,6 +106,8 @@ def test_region_ops_round_trip_traced_and_propagated(name, mesh2x4):
     traced = shardc.jit(f).trace(*args)
     for text in (print_program(traced.program), traced.ir):
         p = _round_trip(text)
+        if text == traced.ir:      # every value, block arguments too, has its sharding
+            verify(p, propagated=True)
         ops = {op.prim.name for op in p.walk()}
         want = {"scan": "scan", "switch": "cond", "cond": "cond", "while": "while",
                 "fori": "scan"}.get(name.split("_")[0] if name != "scan_reverse_no_xs"
