@@ -112,3 +112,22 @@ def test_collectives_outside_loops_keep_their_report(mesh2x4):
     assert c.loops == [] and c.runs == 1 and "per iteration" not in str(c)
     text = report(compiled).text()
     assert "per iteration" not in text and "runs" not in text
+
+
+def nested(h, ws, n):
+    def layer(h, w):
+        h = lax.while_loop(lambda c: c[0] < n,
+                           lambda c: (c[0] + 1, snp.tanh(c[1] @ w)), (0, h))[1]
+        return h, None
+    return lax.scan(layer, h, ws)[0]
+
+
+def test_a_collective_in_nested_loops_names_both_innermost_first(mesh2x4):
+    compiled = shardc.jit(nested).lower(put(mesh2x4, (8, 16), None, "y"),
+                                        put(mesh2x4, (5, 16, 16), None, "y"),
+                                        np.int32(2)).compile()
+    [c] = [c for c in collectives(compiled.as_text(), mesh2x4) if c.op == "dot_general"]
+    assert [(lp.op, lp.loc[1]) for lp in c.loops] == [
+        ("while", line_of(nested, "lax.while_loop")), ("scan", line_of(nested, "lax.scan"))]
+    assert c.loops[1].trip_count == 5 and c.runs is None
+    assert str(c).endswith(" (5 iterations)") and ", per iteration of while at " in str(c)
