@@ -145,3 +145,21 @@ def test_cli_ir_explain_shows_provenance_through_a_scan(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "via slice of xs 0 of scan@model.py:8" in p.stdout, p.stdout
     assert "carry 0 entering the scan@model.py:8 body" in p.stdout, p.stdout
+
+
+def _deep(h, ws):
+    def layer(h, w):
+        y = snp.sin(snp.cos(snp.exp(snp.tanh(h))))
+        return snp.abs(snp.negative(y)) + w, None
+    return lax.scan(layer, h, ws)[0]  # <deep>
+
+
+def test_a_long_chain_still_shows_where_it_entered_the_body(mesh2x4):
+    """Past explain's hop limit the crossing into the body is still named."""
+    text = shardc.jit(_deep).trace(_sds(mesh2x4, (8, 16)),
+                                   _sds(mesh2x4, (3, 8, 16), None, "x")).explain()
+    lines = text.splitlines()
+    first = next(ln for ln in lines if "= tanh(" in ln)   # 6 ops from the slice
+    note = _notes(text)[re.search(r"%(\w+):", first).group(1)]
+    assert "<- ... <- slice of xs" in note, note
+    assert f"slice of xs 0 of scan@{HERE}:{_line('deep')}" in note, text

@@ -111,8 +111,14 @@ def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
         src = str(origin) if origin is not None else "propagation"
         if hops:
             path = " <- ".join(_hop_text(w) for w in hops[:limit])
-            if len(hops) > limit:
-                path += f" <- ... ({len(hops) - limit} more)"
+            rest = hops[limit:]
+            # past the limit, still show where it crossed into a loop or branch body
+            j = next((k for k, w in enumerate(rest) if hop_crossing(w)), None)
+            if j is not None:
+                path += " <- ..." * (j > 0) + " <- " + hop_crossing(rest[j])
+                rest = rest[j + 1:]
+            if rest:
+                path += f" <- ... ({len(rest)} more)"
             parts.append(f"dim {d} {axes_txt} from {src} via {path}")
         else:
             parts.append(f"dim {d} {axes_txt} from {src}")
