@@ -13,6 +13,7 @@ import types
 import jax
 
 from ..errors import ShardcError, api_boundary
+from ..ir.program import NAMED_CALLBACKS, named_callback
 from ..ops.linalg import dot_general_p
 from ..ops.region import bind_region
 from ..ops.remat import checkpoint_p, name_p
@@ -108,7 +109,7 @@ def save_only_these_names(*names):
 
     def policy(prim, *_, **params):
         return prim is name_p and params["name"] in names
-    return policy
+    return named_callback("save_only_these_names", policy, sorted(names))
 
 
 def save_any_names_but_these(*names):
@@ -116,13 +117,24 @@ def save_any_names_but_these(*names):
 
     def policy(prim, *_, **params):
         return prim is name_p and params["name"] not in names
-    return policy
+    return named_callback("save_any_names_but_these", policy, sorted(names))
 
 
 def save_from_both_policies(policy_1, policy_2):
     def policy(prim, *avals, **params):
         return policy_1(prim, *avals, **params) or policy_2(prim, *avals, **params)
+    if all(isinstance(getattr(q, "ir_name", None), str) for q in (policy_1, policy_2)):
+        return named_callback("save_from_both_policies", policy, (policy_1, policy_2))
     return policy
+
+
+# the policies the IR text names (printed `policy=<callback dots_saveable>`), so that
+# a printed checkpoint parses back with its policy
+for _f in (everything_saveable, nothing_saveable, dots_saveable,
+           dots_with_no_batch_dims_saveable):
+    NAMED_CALLBACKS[_f.__name__] = named_callback(_f.__name__, _f)
+for _f in (save_only_these_names, save_any_names_but_these, save_from_both_policies):
+    NAMED_CALLBACKS[_f.__name__] = _f
 
 
 checkpoint_policies = types.SimpleNamespace(

@@ -8,7 +8,7 @@ import numpy as np
 from . import dtypes
 from .primitive import PRIMITIVES
 from ..errors import UNKNOWN, Loc, ShardcError
-from .program import Aval, Lit, Op, Program, Value
+from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, parse_sharding
 
 _TYPE = r"~?[a-z]+\d*\[[\d,]*\]"
@@ -132,6 +132,8 @@ def parse_value(s: str):
     if s.startswith("<") and s.endswith(">"):
         if s == "<callback>":
             return None
+        if s.startswith("<callback "):
+            return _callback(s[len("<callback "):-1].strip())
         return MeshShape(tuple((k.strip(), int(v)) for k, v in
                                (x.split("=") for x in _split_top(s[1:-1]))))
     if s[0] in "'\"":
@@ -148,6 +150,21 @@ def parse_value(s: str):
         return int(s)
     except ValueError:
         return float(s)
+
+
+def _callback(text):
+    """A named callback (see program.named_callback): 'dots_saveable' or
+    'save_only_these_names('a', 'b')'."""
+    name, paren, args = text.partition("(")
+    fn = NAMED_CALLBACKS.get(name.strip())
+    if fn is None:
+        raise ValueError(f"unknown callback {name.strip()!r} (known: "
+                         f"{', '.join(sorted(NAMED_CALLBACKS)) or 'none'})")
+    if not paren:
+        return fn
+    if not args.endswith(")"):
+        raise ValueError(f"bad callback {text!r}")
+    return fn(*parse_value("(" + args[:-1] + ",)" if args[:-1].strip() else "()"))
 
 
 def _parse_params(s: str) -> dict:

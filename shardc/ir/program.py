@@ -194,8 +194,24 @@ def fmt_param(v) -> str:
     if isinstance(v, MeshShape):
         return str(v)
     if callable(v):
-        return "<callback>"
+        name = getattr(v, "ir_name", None)
+        return f"<callback {name}>" if isinstance(name, str) else "<callback>"
     return repr(v)
+
+
+# Callables a parameter may hold that the text can name (checkpoint's standard policies):
+# name -> the callable, or for a parameterized one (`f(args)` in the text) its factory.
+# Such a callable carries its text in `ir_name`; others print as `<callback>`, which
+# the parser reads as None (the text cannot hold an arbitrary function).
+NAMED_CALLBACKS: dict = {}
+
+
+def named_callback(name, fn, args=None):
+    """`fn`, printable in the IR as `<callback name>` (or `name(args...)`, rebuilt by
+    the parser as NAMED_CALLBACKS[name](*args) when `args` is given)."""
+    fn.ir_name = name if args is None else \
+        f"{name}({', '.join(fmt_param(a) for a in args)})"
+    return fn
 
 
 def fmt_loc(loc: Loc) -> str:
@@ -343,6 +359,10 @@ def _print_body(p, namer, lines, ind, explain, shardings):
                 bargs = ", ".join(_typed(v, namer.define(v, v.name), shardings)
                                   for v in r.inputs)
                 lines.append(f"{ind}^({bargs}):")
+                for v in r.inputs if explain else ():
+                    note = explain(v)
+                    if note:
+                        lines.append(f"{ind}  // {namer.ref(v)}: {note}")
                 _print_body(r, namer, lines, ind + "  ", explain, shardings)
             lines.append(f"{ind}}}")
         else:

@@ -291,6 +291,7 @@ def _while_flow(op):
     return ([Edge(ins[i], cond.inputs[i], loc=loc) for i in range(n)] +
             [Edge(ins[i], body.inputs[i], loc=loc) for i in range(n)] +
             [Edge(outs[i], body.inputs[i], loc=loc) for i in range(n)] +
+            [Edge(outs[i], cond.inputs[i], loc=loc) for i in range(n)] +
             [Edge(outs[i], body.outputs[i], loc=loc) for i in range(n)] +
             [Edge(o, i, loc=loc) for o, i in zip(ck, cond.inputs[n:])] +
             [Edge(o, i, loc=loc) for o, i in zip(bk, body.inputs[n:])])

@@ -28,12 +28,14 @@ class _EdgePrim:
 
 class _EdgeOp:
     """An edge on the worklist, named after the op that declared it."""
-    __slots__ = ("outer", "inner", "manual", "spec", "loc", "prim")
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "prim", "region_op", "stacked")
 
-    def __init__(self, e: Edge, prim):
+    def __init__(self, e: Edge, prim, region_op=None):
         self.outer, self.inner, self.manual, self.spec = e.outer, e.inner, e.manual, e.spec
         self.loc = e.loc
         self.prim = prim
+        self.region_op = region_op      # the op that declared it (for explain)
+        self.stacked = e.stacked
 
 
 _PRIMS: dict = {}
@@ -75,7 +77,7 @@ class DataFlow:
                     continue     # nothing can flow: a literal, or every axis manual
                 rule = stacked_rule(e.outer.aval.shape) if e.stacked else \
                     identity_rule(e.inner.aval.shape)
-                e = _EdgeOp(e, _edge_prim(op.prim))
+                e = _EdgeOp(e, _edge_prim(op.prim), op)
                 self.rules[e] = rule
                 self.users.setdefault(e.outer, []).append(e)
                 self.users.setdefault(e.inner, []).append(e)

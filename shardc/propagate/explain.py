@@ -13,6 +13,12 @@ def _own_why(v):
 def chain(v, dim, limit=6, why_of=_own_why):
     """[(op, loc) hops..., origin] for one dim of one value; origin is a Source or None.
     `why_of(value)`: its per-dim provenance (the value's own, or an Assignment's)."""
+    whys, origin = chain_whys(v, dim, why_of)
+    return [w.op for w in whys], origin
+
+
+def chain_whys(v, dim, why_of=_own_why):
+    """As chain, but each hop is its Why (op, the value it copied from, its dim)."""
     hops = []
     seen = set()
     whys = why_of(v)
@@ -22,12 +28,66 @@ def chain(v, dim, limit=6, why_of=_own_why):
         if key in seen:
             break
         seen.add(key)
-        hops.append(why.op)
+        hops.append(why)
         src_whys = why_of(why.src) if why.src is not None else None
         if why.src_dim is None or not src_whys:
             return hops, None
         why = src_whys[why.src_dim]
     return hops, why if isinstance(why, Source) else None
+
+
+# What a region op's operand or result is to its body, from the op's params: (operand
+# roles, result roles) as [(count or None: the rest, name)]; past them: captured values.
+_ROLES = {
+    "scan": lambda op: ([(op.params["num_carry"], "carry"), (op.params["num_xs"], "xs")],
+                        [(op.params["num_carry"], "carry"), (None, "ys")]),
+    "while": lambda op: ([(len(op.inputs) - op.params["cond_nconsts"] -
+                           op.params["body_nconsts"], "carry")], [(None, "carry")]),
+    "cond": lambda op: ([(1, "index"), (None, "operand")], [(None, "result")]),
+    "checkpoint": lambda op: ([(None, "operand")], [(None, "result")]),
+}
+
+
+def _role(op, v):
+    """'carry 0', 'xs 1', 'ys 0', 'operand 2'...: what `v` (an operand or result of the
+    region op `op`) is to it."""
+    ins, outs = _ROLES[op.prim.name](op)
+    for vals, runs in ((op.inputs, ins), (op.outputs, outs)):
+        i = next((k for k, u in enumerate(vals) if u is v), None)
+        if i is None:
+            continue
+        for n, name in runs:
+            if n is None or i < n:
+                return f"{name} {i}"
+            i -= n
+        return f"const {i}"
+    return "a value"
+
+
+def _hop_text(why):
+    """One hop of a chain as explain prints it."""
+    return hop_crossing(why) or _op_text(why.op)
+
+
+def hop_crossing(why):
+    """A control-flow op's boundary hop: which way it crossed and as what (a scan's
+    stacked xs / ys: the per-iteration slices); None for other hops."""
+    op = why.op
+    rop = getattr(op, "region_op", None)
+    if rop is None or rop.prim.name not in _ROLES:     # (shard_map, custom_vjp_call)
+        return None
+    name = _op_text(rop)
+    role = _role(rop, op.outer)
+    arg = any(v is op.inner for r in rop.regions for v in r.inputs)
+    if why.src is op.outer:       # the inside took it from outside
+        if arg:
+            return f"slice of {role} of {name}" if op.stacked else \
+                f"{role} entering the {name} body"
+        return f"{role} of {name}, back to what its body yields"
+    if not arg:
+        return f"{role} of {name}, stacked from its body's slices" if op.stacked else \
+            f"{role} leaving the {name} body"
+    return f"{role} of {name}, from its body's " + ("slice" if op.stacked else "argument")
 
 
 def _op_text(op):
@@ -46,13 +106,19 @@ def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
     for d, axes in enumerate(sharding.dims):
         if not axes:
             continue
-        hops, origin = chain(v, d, why_of=why_of)
+        hops, origin = chain_whys(v, d, why_of=why_of)
         axes_txt = "{" + ", ".join(map(str, axes)) + "}"
         src = str(origin) if origin is not None else "propagation"
         if hops:
-            path = " <- ".join(_op_text(op) for op in hops[:limit])
-            if len(hops) > limit:
-                path += f" <- ... ({len(hops) - limit} more)"
+            path = " <- ".join(_hop_text(w) for w in hops[:limit])
+            rest = hops[limit:]
+            # past the limit, still show where it crossed into a loop or branch body
+            j = next((k for k, w in enumerate(rest) if hop_crossing(w)), None)
+            if j is not None:
+                path += " <- ..." * (j > 0) + " <- " + hop_crossing(rest[j])
+                rest = rest[j + 1:]
+            if rest:
+                path += f" <- ... ({len(rest)} more)"
             parts.append(f"dim {d} {axes_txt} from {src} via {path}")
         else:
             parts.append(f"dim {d} {axes_txt} from {src}")

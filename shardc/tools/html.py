@@ -276,7 +276,7 @@ def compiled_html(compiled) -> str:
 def report_html(r) -> str:
     """The report's tables: ops (with the collectives each line caused), collectives,
     per-device memory and cost."""
-    from .report import fmt_bytes, hlo_short_type
+    from .report import _times, fmt_bytes, hlo_short_type
     colors = axis_colors([n for n, _ in r.mesh])
     th = 'style="text-align:left;padding:1px 8px;border-bottom:1px solid #999"'
     td = 'style="text-align:left;padding:1px 8px;white-space:nowrap"'
@@ -296,10 +296,12 @@ def report_html(r) -> str:
     ops = [(esc(o.name), esc(o.op), esc(o.type), color_axes(esc(o.sharding), colors),
             esc(o.local), esc(fmt_bytes(o.bytes)), where(o.loc),
             ", ".join(f'<span style="color:#b30000">{esc(c.kind)}</span>{axes_html(c.axes)}'
-                      for c in o.collectives)) for o in r.rows]
+                      f'{esc(_times(c))}' for c in o.collectives)) for o in r.rows]
+    looped = any(c.loops for c in r.collectives)    # then a column: how often each runs
     colls = [(f'<span style="color:#b30000">{esc(c.kind)}</span>', esc(hlo_short_type(c.type)),
               esc(fmt_bytes(c.bytes)), axes_html(c.axes), where(c.loc), esc(c.op),
-              esc("%" + c.name)) for c in r.collectives]
+              esc("%" + c.name)) + ((esc(c.per_iteration() or "once"),) if looped else ())
+             for c in r.collectives]
     total = sum(c.bytes for c in r.collectives)
     parts = [f'<div style="{_BOX}"><div style="font-weight:600">@{esc(r.name)} &nbsp; '
              f'{legend(r.mesh)}</div>',
@@ -308,8 +310,8 @@ def report_html(r) -> str:
              f'<div style="margin-top:6px;font-weight:600">collectives XLA inserted: '
              f'{len(colls)}{f" ({esc(fmt_bytes(total))} per device)" if colls else ""}</div>']
     if colls:
-        parts.append(table(("collective", "type", "bytes", "mesh axes", "line", "op", "hlo"),
-                           colls))
+        parts.append(table(("collective", "type", "bytes", "mesh axes", "line", "op", "hlo") +
+                           (("runs",) if looped else ()), colls))
     if r.memory:
         parts.append("<div>memory per device: " + esc(", ".join(
             f"{k.replace('_', ' ')} {fmt_bytes(v)}" for k, v in r.memory.items())) + "</div>")

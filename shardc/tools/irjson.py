@@ -2,13 +2,14 @@
 
 Value names are the printer's (`%x`, `%0`, ...), so JSON and text agree. A value's
 "why" lists, per sharded dim, the source (argument, constraint, out_sharding) and the
-ops the sharding travelled through, innermost first, as `.explain()` prints them.
+ops the sharding travelled through, innermost first, as `.explain()` prints them (a
+control-flow boundary also says what crossed it: `"crossing": "slice of xs 0 of scan@..."`).
 """
 from __future__ import annotations
 
 import os
 
-from ..propagate.explain import chain
+from ..propagate.explain import chain_whys, hop_crossing
 from ..ir.program import Lit, Program, _Namer, fmt_param
 
 
@@ -26,13 +27,21 @@ def why_json(v) -> list:
     for d, axes in enumerate(v.sharding.dims):
         if not axes:
             continue
-        hops, origin = chain(v, d)
+        hops, origin = chain_whys(v, d)
         out.append({
             "dim": d, "axes": [str(a) for a in axes],
             "from": origin.label if origin is not None else "propagation",
             "from_kind": origin.kind if origin is not None else None,
             "from_loc": _loc(origin.loc) if origin is not None else None,
-            "via": [{"op": op.prim.name, "loc": _loc(op.loc)} for op in hops]})
+            "via": [_hop(w) for w in hops]})
+    return out
+
+
+def _hop(why):
+    out = {"op": why.op.prim.name, "loc": _loc(why.op.loc)}
+    crossing = hop_crossing(why)
+    if crossing:
+        out["crossing"] = crossing
     return out
 
 

@@ -6,11 +6,14 @@ user's line that caused each) and, per IR op, the sharded and per-device types.
 
 A collective's `bytes` is the larger of its operand and result buffers on one device
 (the gathered side of an all-gather, the scattered input of a reduce-scatter, the
-buffer of an all-reduce). Collectives inside loops are listed once.
+buffer of an all-reduce). A collective inside a loop body is listed once, with the
+loops it runs in (`loops`: innermost first, each the user's scan / while_loop line and
+its trip count when known): it runs once per iteration.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,22 +37,62 @@ class Collective:
     op: str = ""           # the shardc primitive at that line (from op metadata)
     pairs: list = field(default_factory=list)   # collective-permute (source, target)s
     computation: str = ""
+    loops: list = field(default_factory=list)   # [Loop] it runs in, innermost first
 
     @property
     def where(self) -> str:
         return f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
 
+    @property
+    def runs(self):
+        """How many times it runs per call: the product of its loops' trip counts
+        (None if one is unknown)."""
+        n = 1
+        for lp in self.loops:
+            if lp.trip_count is None:
+                return None
+            n *= lp.trip_count
+        return n
+
+    def per_iteration(self) -> str:
+        """'per iteration of scan at f.py:12 (5 iterations)', '' outside loops."""
+        return ", ".join(f"per iteration of {lp}" for lp in self.loops)
+
     def __str__(self):
         axes = "{" + ", ".join(self.axes) + "}"
+        loops = self.per_iteration()
         return (f"{self.kind} {hlo_short_type(self.type)} {fmt_bytes(self.bytes)} over "
-                f"{axes} at {self.where}" + (f" ({self.op})" if self.op else ""))
+                f"{axes} at {self.where}" + (f" ({self.op})" if self.op else "") +
+                (f", {loops}" if loops else ""))
 
     def json(self) -> dict:
         return {"kind": self.kind, "hlo_name": self.name, "type": self.type,
                 "bytes": self.bytes, "axes": list(self.axes), "groups": self.groups,
                 "pairs": [list(p) for p in self.pairs],
                 "file": self.loc[0] if self.loc else None,
-                "line": self.loc[1] if self.loc else None, "op": self.op}
+                "line": self.loc[1] if self.loc else None, "op": self.op,
+                "loops": [lp.json() for lp in self.loops], "runs": self.runs}
+
+
+@dataclass
+class Loop:
+    """A loop (an HLO while: the user's scan, fori_loop or while_loop) a collective's
+    body runs in."""
+    op: str                  # the shardc primitive that made it: "scan", "while"
+    loc: tuple | None        # (file, line) of the user's loop
+    trip_count: int | None   # iterations, if known (XLA's, else the scan's length)
+    hlo_name: str = ""
+
+    def __str__(self):
+        where = f" at {os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else ""
+        n = self.trip_count
+        trips = f" ({n} iteration{'s' * (n != 1)})" if n is not None else ""
+        return f"{self.op or 'a loop'}{where}{trips}"
+
+    def json(self) -> dict:
+        return {"op": self.op, "file": self.loc[0] if self.loc else None,
+                "line": self.loc[1] if self.loc else None, "trip_count": self.trip_count,
+                "hlo_name": self.hlo_name}
 
 
 def fmt_bytes(n) -> str:
@@ -137,6 +180,12 @@ def _kind(opcode):
     return base if base in KINDS else None
 
 
+def _prim(ins):
+    """The shardc primitive an instruction came from: its op_name's last part (XLA
+    prefixes the ops of a shard_map body with `shard_map/`)."""
+    return ins.metadata.get("op_name", "").rsplit("/", 1)[-1]
+
+
 def _loc(module, ins, depth=4):
     """The instruction's user location, else the nearest operand's that has one."""
     seen, todo = set(), [(ins, 0)]
@@ -147,10 +196,42 @@ def _loc(module, ins, depth=4):
         seen.add(cur.name)
         loc = module.loc(cur)
         if loc is not None and loc[1]:
-            return loc, cur.metadata.get("op_name", "")
+            return loc, _prim(cur)
         if d < depth:
             todo += [(module.by_name[o], d + 1) for o in cur.operands if o in module.by_name]
     return None, ""
+
+
+_CALLS = ("body", "condition", "calls", "to_apply", "branch_computations",
+          "true_computation", "false_computation")
+_TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+
+
+def _callers(module):
+    """{computation: the instruction that calls it} (the first caller found)."""
+    out = {}
+    for ins in module.instrs:
+        for key in _CALLS:
+            if f"{key}=" not in ins.attrs:
+                continue
+            text = hlo._attr(ins.attrs, key) or ""
+            for name in re.findall(r"%?([\w.\-]+)", text):
+                out.setdefault(name, ins)
+    return out
+
+
+def _loops(module, comp, callers):
+    """The while loops whose body (or condition) computation `comp` runs in."""
+    out, seen = [], set()
+    while comp in callers and comp not in seen:
+        seen.add(comp)
+        ins = callers[comp]
+        if ins.opcode == "while":
+            m = _TRIPS.search(ins.attrs)
+            out.append(Loop(_prim(ins), module.loc(ins),
+                            int(m.group(1)) if m else None, ins.name))
+        comp = ins.computation
+    return out
 
 
 def collectives(hlo_text: str, mesh=None) -> list:
@@ -166,6 +247,7 @@ def collectives(hlo_text: str, mesh=None) -> list:
         if ins.opcode.endswith("-done") and ins.operands:
             done_of[ins.operands[0]] = ins
     out = []
+    callers = _callers(module)
     for ins in module.instrs:
         kind = _kind(ins.opcode)
         if kind is None:
@@ -183,7 +265,8 @@ def collectives(hlo_text: str, mesh=None) -> list:
             axes = axes_of(groups, mesh_axes)
         loc, op = _loc(module, ins)
         out.append(Collective(kind, ins.name, result_type, int(nbytes), axes, groups,
-                              loc, op, pairs, ins.computation))
+                              loc, op, pairs, ins.computation,
+                              _loops(module, ins.computation, callers)))
     return out
 
 
@@ -223,6 +306,10 @@ class Report:
                      "collectives": [c.name for c in r.collectives]} for r in self.rows],
             "collectives": [c.json() for c in self.collectives],
             "collective_bytes": sum(c.bytes for c in self.collectives),
+            # counting each loop iteration (None: a loop's trip count is unknown)
+            "collective_bytes_per_call": None if any(c.runs is None for c in
+                                                     self.collectives) else
+            sum(c.bytes * c.runs for c in self.collectives),
             "memory": self.memory, "cost": self.cost}
 
     def _repr_html_(self):
@@ -274,6 +361,18 @@ def _rows(program, colls):
     return rows
 
 
+def _scan_lengths(program, colls):
+    """A loop XLA gives no trip count: take the `length` of the region op at its line
+    (a scan's; a while_loop has none: unknown)."""
+    lengths = {(op.prim.name, os.path.basename(op.loc.file), op.loc.line):
+               op.params["length"] for op in program.walk()
+               if op.regions and isinstance(op.params.get("length"), int) and op.loc.line}
+    for c in colls:
+        for lp in c.loops:
+            if lp.trip_count is None and lp.loc:
+                lp.trip_count = lengths.get((lp.op, os.path.basename(lp.loc[0]), lp.loc[1]))
+
+
 def _memory(stats):
     if stats is None:
         return {}
@@ -296,6 +395,7 @@ def report(compiled) -> Report:
     traced = compiled.lowered.traced
     mesh = traced.mesh
     colls = collectives(compiled.as_text(), mesh.shape.axes)
+    _scan_lengths(traced.program, colls)
     rows = _rows(traced.program, colls)
     try:
         memory = _memory(compiled.memory_analysis())
@@ -320,6 +420,13 @@ def _where(loc):
     return f"{os.path.basename(loc[0])}:{loc[1]}" if loc else ""
 
 
+def _times(c):
+    """' per iteration (x5)' for a collective in a loop body, '' otherwise."""
+    if not c.loops:
+        return ""
+    return " per iteration" + (f" (x{c.runs})" if c.runs is not None else "")
+
+
 def _render(r: Report) -> str:
     mesh = ", ".join(f"{n}={s}" for n, s in r.mesh)
     n = int(np.prod([s for _, s in r.mesh], dtype=np.int64)) if r.mesh else 1
@@ -329,17 +436,26 @@ def _render(r: Report) -> str:
     rows = [("value", "op", "type", "sharding", "per device", "bytes", "line", "collectives")]
     for o in r.rows:
         rows.append((o.name, o.op, o.type, o.sharding, o.local, fmt_bytes(o.bytes),
-                     _where(o.loc), ", ".join(f"{c.kind}{{{','.join(c.axes)}}}"
-                                              for c in o.collectives)))
+                     _where(o.loc), ", ".join(f"{c.kind}{{{','.join(c.axes)}}}" +
+                                              _times(c) for c in o.collectives)))
     lines += ["ops:"] + _table(rows) + [""]
     total = sum(c.bytes for c in r.collectives)
+    looped = any(c.loops for c in r.collectives)
+    runs = [c.runs for c in r.collectives]
+    per_call = ""
+    if looped:
+        per_call = "; some run in a loop of unknown trip count" if None in runs else \
+            f"; {fmt_bytes(sum(c.bytes * n for c, n in zip(r.collectives, runs)))} " \
+            "per call counting loop iterations"
     lines.append(f"collectives XLA inserted: {len(r.collectives)}"
-                 + (f" ({fmt_bytes(total)} per device)" if r.collectives else ""))
+                 + (f" ({fmt_bytes(total)} per device{per_call})" if r.collectives else ""))
     if r.collectives:
-        rows = [("collective", "type", "bytes", "mesh axes", "line", "op", "hlo")]
+        rows = [("collective", "type", "bytes", "mesh axes", "line", "op", "hlo") +
+                (("runs",) if looped else ())]
         for c in r.collectives:
             rows.append((c.kind, hlo_short_type(c.type), fmt_bytes(c.bytes),
-                         "{" + ", ".join(c.axes) + "}", c.where, c.op, "%" + c.name))
+                         "{" + ", ".join(c.axes) + "}", c.where, c.op, "%" + c.name) +
+                        ((c.per_iteration() or "once",) if looped else ()))
         lines += _table(rows)
     lines.append("")
     if r.memory:

@@ -54,13 +54,14 @@ def parse_file(path: pathlib.Path) -> list[Case]:
     cases = []
     for k, i in enumerate(starts):
         body = lines[i + 1:starts[k + 1] if k + 1 < len(starts) else len(lines)]
-        comment, xfail = None, None
+        notes, xfail = [], None
         while body and body[0].startswith("#"):
             head = body.pop(0)[1:].strip()
             if head.startswith("xfail:"):
                 xfail = head[len("xfail:"):].strip()
-            elif comment is None:
-                comment = head
+            else:
+                notes.append(head)
+        comment = "\n# ".join(notes)     # several lines stay several (render)
         where = f"{path.name}:{i + 1}"
         if not comment:
             raise ValueError(f"{where}: a case needs a '# what it checks' line")

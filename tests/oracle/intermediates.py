@@ -20,7 +20,8 @@ os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=8 "
                            f"--xla_dump_to={DUMP} --xla_dump_hlo_pass_re=shardy-xla")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "ir")]
+sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "ir"),
+                os.path.dirname(os.path.dirname(HERE))]   # this checkout's shardc
 
 from jax._src.lib import xla_client as xc  # noqa: E402
 
