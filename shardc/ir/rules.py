@@ -124,15 +124,17 @@ class Edge:
     axis of the op's mesh is manual), else `spec` with every dim open.
 
     `stacked`: the outer value has one more, leading, dim than the inner one (a scan's
-    xs and its per-iteration slice): that dim is its own and the others are shared."""
-    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed", "stacked")
+    xs and its per-iteration slice): that dim is its own and the others are shared.
+    `role`: what the outer value is to the op ("carry 0", "xs 1"), for explanations."""
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "closed", "stacked", "role")
 
     def __init__(self, outer, inner, manual=frozenset(), spec=None, loc=None, closed=False,
-                 stacked=False):
+                 stacked=False, role=None):
         self.outer, self.inner, self.manual, self.spec, self.loc = (
             outer, inner, frozenset(manual), spec, loc)
         self.closed = closed
         self.stacked = stacked
+        self.role = role
 
 
 class Group:

@@ -82,8 +82,10 @@ def _cond_flow(op):
     loc = op.loc
     edges = []
     for r in op.regions:
-        edges += [Edge(o, i, loc=loc) for o, i in zip(op.inputs[1:], r.inputs)]
-        edges += [Edge(o, i, loc=loc) for o, i in zip(op.outputs, r.outputs)]
+        edges += [Edge(o, i, loc=loc, role=f"operand {k}")
+                  for k, (o, i) in enumerate(zip(op.inputs[1:], r.inputs))]
+        edges += [Edge(o, i, loc=loc, role=f"result {k}")
+                  for k, (o, i) in enumerate(zip(op.outputs, r.outputs))]
     return edges
 
 
@@ -288,13 +290,17 @@ def _while_flow(op):
     ins, outs, loc = op.inputs, op.outputs, op.loc
     ck = ins[n:n + p["cond_nconsts"]]
     bk = ins[n + p["cond_nconsts"]:]
-    return ([Edge(ins[i], cond.inputs[i], loc=loc) for i in range(n)] +
-            [Edge(ins[i], body.inputs[i], loc=loc) for i in range(n)] +
-            [Edge(outs[i], body.inputs[i], loc=loc) for i in range(n)] +
-            [Edge(outs[i], cond.inputs[i], loc=loc) for i in range(n)] +
-            [Edge(outs[i], body.outputs[i], loc=loc) for i in range(n)] +
-            [Edge(o, i, loc=loc) for o, i in zip(ck, cond.inputs[n:])] +
-            [Edge(o, i, loc=loc) for o, i in zip(bk, body.inputs[n:])])
+
+    def e(o, i, role):
+        return Edge(o, i, loc=loc, role=role)
+    return ([e(ins[i], cond.inputs[i], f"carry {i}") for i in range(n)] +
+            [e(ins[i], body.inputs[i], f"carry {i}") for i in range(n)] +
+            [e(outs[i], body.inputs[i], f"carry {i}") for i in range(n)] +
+            [e(outs[i], cond.inputs[i], f"carry {i}") for i in range(n)] +
+            [e(outs[i], body.outputs[i], f"carry {i}") for i in range(n)] +
+            [e(o, i, f"const {k}") for k, (o, i) in enumerate(zip(ck, cond.inputs[n:]))] +
+            [e(o, i, f"const {len(ck) + k}")
+             for k, (o, i) in enumerate(zip(bk, body.inputs[n:]))])
 
 
 while_p = core.Primitive("while", shape_rule=_while_shape, sharding_rule=NO_FACTOR_RULE,

@@ -94,11 +94,14 @@ def lower_inline(ctx, *operands, **params):
     return out
 
 
-def identity_flow(op):
-    """Operands and block arguments, region results and results: one sharding each."""
+def identity_flow(op, roles=False):
+    """Operands and block arguments, region results and results: one sharding each
+    (`roles`: named "operand i" / "result i" for explanations)."""
     (r,) = op.regions
-    return ([Edge(o, i, (), None, op.loc) for o, i in zip(op.inputs, r.inputs)] +
-            [Edge(o, i, (), None, op.loc) for o, i in zip(op.outputs, r.outputs)])
+    return ([Edge(o, i, (), None, op.loc, role=f"operand {k}" if roles else None)
+             for k, (o, i) in enumerate(zip(op.inputs, r.inputs))] +
+            [Edge(o, i, (), None, op.loc, role=f"result {k}" if roles else None)
+             for k, (o, i) in enumerate(zip(op.outputs, r.outputs))])
 
 
 def lookup(env, v):

@@ -14,6 +14,8 @@ merge the recomputation back into the forward pass (prevent_cse, as jax).
 """
 from __future__ import annotations
 
+from functools import partial
+
 from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
@@ -34,7 +36,7 @@ def _shape(*avals, prevent_cse, policy, num_out, regions):
 checkpoint_p = core.Primitive("checkpoint", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
                               lower=lower_inline, prop_kind=PropKind.NONE,
                               multiple_results=True, num_regions=1)
-checkpoint_p.data_flow = identity_flow
+checkpoint_p.data_flow = partial(identity_flow, roles=True)
 
 
 def _nothing(*_, **__):

@@ -57,13 +57,15 @@ def _data_flow(op):
     p = op.params
     c, x, _ = _split(len(op.inputs), p["num_carry"], p["num_xs"])
     ins, outs, loc = op.inputs, op.outputs, op.loc
-    return ([Edge(ins[i], r.inputs[i], loc=loc) for i in range(c)] +
-            [Edge(outs[i], r.inputs[i], loc=loc) for i in range(c)] +
-            [Edge(outs[i], r.outputs[i], loc=loc) for i in range(c)] +
-            [Edge(ins[i], r.inputs[i], loc=loc, stacked=True) for i in range(c, x)] +
-            [Edge(ins[i], r.inputs[i], loc=loc) for i in range(x, len(ins))] +
-            [Edge(outs[i], r.outputs[i], loc=loc, stacked=True)
-             for i in range(c, len(outs))])
+
+    def e(o, i, role, stacked=False):
+        return Edge(o, i, loc=loc, stacked=stacked, role=role)
+    return ([e(ins[i], r.inputs[i], f"carry {i}") for i in range(c)] +
+            [e(outs[i], r.inputs[i], f"carry {i}") for i in range(c)] +
+            [e(outs[i], r.outputs[i], f"carry {i}") for i in range(c)] +
+            [e(ins[i], r.inputs[i], f"xs {i - c}", True) for i in range(c, x)] +
+            [e(ins[i], r.inputs[i], f"const {i - x}") for i in range(x, len(ins))] +
+            [e(outs[i], r.outputs[i], f"ys {i - c}", True) for i in range(c, len(outs))])
 
 
 def _lower(ctx, *operands, num_carry, num_xs, length, reverse, unroll):

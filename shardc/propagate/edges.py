@@ -28,7 +28,8 @@ class _EdgePrim:
 
 class _EdgeOp:
     """An edge on the worklist, named after the op that declared it."""
-    __slots__ = ("outer", "inner", "manual", "spec", "loc", "prim", "region_op", "stacked")
+    __slots__ = ("outer", "inner", "manual", "spec", "loc", "prim", "region_op", "stacked",
+                 "role")
 
     def __init__(self, e: Edge, prim, region_op=None):
         self.outer, self.inner, self.manual, self.spec = e.outer, e.inner, e.manual, e.spec
@@ -36,6 +37,7 @@ class _EdgeOp:
         self.prim = prim
         self.region_op = region_op      # the op that declared it (for explain)
         self.stacked = e.stacked
+        self.role = e.role
 
 
 _PRIMS: dict = {}

@@ -36,34 +36,6 @@ def chain_whys(v, dim, why_of=_own_why):
     return hops, why if isinstance(why, Source) else None
 
 
-# What a region op's operand or result is to its body, from the op's params: (operand
-# roles, result roles) as [(count or None: the rest, name)]; past them: captured values.
-_ROLES = {
-    "scan": lambda op: ([(op.params["num_carry"], "carry"), (op.params["num_xs"], "xs")],
-                        [(op.params["num_carry"], "carry"), (None, "ys")]),
-    "while": lambda op: ([(len(op.inputs) - op.params["cond_nconsts"] -
-                           op.params["body_nconsts"], "carry")], [(None, "carry")]),
-    "cond": lambda op: ([(1, "index"), (None, "operand")], [(None, "result")]),
-    "checkpoint": lambda op: ([(None, "operand")], [(None, "result")]),
-}
-
-
-def _role(op, v):
-    """'carry 0', 'xs 1', 'ys 0', 'operand 2'...: what `v` (an operand or result of the
-    region op `op`) is to it."""
-    ins, outs = _ROLES[op.prim.name](op)
-    for vals, runs in ((op.inputs, ins), (op.outputs, outs)):
-        i = next((k for k, u in enumerate(vals) if u is v), None)
-        if i is None:
-            continue
-        for n, name in runs:
-            if n is None or i < n:
-                return f"{name} {i}"
-            i -= n
-        return f"const {i}"
-    return "a value"
-
-
 def _hop_text(why):
     """One hop of a chain as explain prints it."""
     return hop_crossing(why) or _op_text(why.op)
@@ -74,10 +46,10 @@ def hop_crossing(why):
     stacked xs / ys: the per-iteration slices); None for other hops."""
     op = why.op
     rop = getattr(op, "region_op", None)
-    if rop is None or rop.prim.name not in _ROLES:     # (shard_map, custom_vjp_call)
+    role = getattr(op, "role", None)
+    if rop is None or role is None:     # (ops that name no roles: shard_map, custom_vjp)
         return None
     name = _op_text(rop)
-    role = _role(rop, op.outer)
     arg = any(v is op.inner for r in rop.regions for v in r.inputs)
     if why.src is op.outer:       # the inside took it from outside
         if arg:
