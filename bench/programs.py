@@ -19,11 +19,16 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Framework:
-    """One side of the comparison: its numpy module, nn namespace and jit."""
+    """One side of the comparison: its numpy module, nn namespace and jit, and (for the
+    programs that loop, remat or differentiate) its lax, checkpoint and value_and_grad."""
     name: str
     m: Any
     nn: Any
     jit: Callable
+    lax: Any = None
+    checkpoint: Callable | None = None
+    checkpoint_policies: Any = None
+    value_and_grad: Callable | None = None
 
 
 def frameworks() -> dict[str, Framework]:
@@ -32,8 +37,12 @@ def frameworks() -> dict[str, Framework]:
 
     import shardc
     import shardc.numpy as snp
-    return {"shardc": Framework("shardc", snp, shardc.nn, shardc.jit),
-            "jax": Framework("jax", jnp, jax.nn, jax.jit)}
+    return {"shardc": Framework("shardc", snp, shardc.nn, shardc.jit, shardc.lax,
+                                getattr(shardc, "checkpoint", None),
+                                getattr(shardc, "checkpoint_policies", None),
+                                getattr(shardc, "value_and_grad", None)),
+            "jax": Framework("jax", jnp, jax.nn, jax.jit, jax.lax, jax.checkpoint,
+                             jax.checkpoint_policies, jax.value_and_grad)}
 
 
 # ---------------------------------------------------------------- programs
@@ -50,13 +59,17 @@ class Program:
     compile_and_run: bool = True        # False: measure lower/propagate only
     chain: bool = False                 # a chain_N program: also propagate_s
     note: str = ""
+    takes_fw: bool = False              # body(fw, *args): it needs fw.lax, fw.checkpoint...
 
     def fresh(self, fw: Framework):
         """A new jitted function (a fresh closure, so no cache of either side helps)."""
         body, m, nn = self.body, fw.m, fw.nn
-
-        def fn(*args):
-            return body(m, nn, *args)
+        if self.takes_fw:
+            def fn(*args):
+                return body(fw, *args)
+        else:
+            def fn(*args):
+                return body(m, nn, *args)
         fn.__name__ = self.name
         fn.__qualname__ = self.name
         return fw.jit(fn)
@@ -196,6 +209,63 @@ def _ts_inputs():
     return (params, x)
 
 
+# -- deep_mlp_scan, train_step_scan, train_step_remat: the same layers as one
+#    lax.scan over weights stacked on a leading (unsharded) layer dim.
+
+def mlp_layer(m, nn, x, p):
+    """One deep_mlp layer as a scan body: (carry, layer params) -> (carry, None)."""
+    h = rms_norm(m, x, p["g"])
+    h = nn.relu(h @ p["w1"])
+    return x + h @ p["w2"], None
+
+
+def deep_mlp_scan(fw, x, stacked, remat=False):
+    def layer(x, p):
+        return mlp_layer(fw.m, fw.nn, x, p)
+    if remat:
+        layer = fw.checkpoint(layer, policy=fw.checkpoint_policies.nothing_saveable)
+    x, _ = fw.lax.scan(layer, x, stacked)
+    return x
+
+
+def _stack(layers):
+    return {k: np.stack([p[k] for p in layers]) for k in layers[0]}
+
+
+def _dms_inputs():
+    x, params = _dm_inputs()
+    return (x, _stack(params))
+
+
+def _dms_specs():
+    return (_P("data", None), {"g": _P(None, None), "w1": _P(None, None, "model"),
+                               "w2": _P(None, "model", None)})
+
+
+def train_step_scan(fw, params, x, remat=False):
+    m = fw.m
+
+    def loss(ps, x):
+        y = deep_mlp_scan(fw, x, ps, remat=remat)
+        return m.mean(y * y)
+    val, grads = fw.value_and_grad(loss)(params, x)
+    return val, {k: params[k] - 0.01 * grads[k] for k in params}
+
+
+def _tss_inputs():
+    x, params = _dm_inputs()
+    return (_stack(params), x)
+
+
+def _tss_specs():
+    return ({"g": _P(None, None), "w1": _P(None, "fsdp", None),
+             "w2": _P(None, "fsdp", None)}, _P("fsdp", None))
+
+
+def _train_step_remat(fw, params, x):
+    return train_step_scan(fw, params, x, remat=True)
+
+
 # -- chain_N: long chains of elementwise / matmul / reshape ops.
 
 CHAIN_B, CHAIN_D = 16, 64
@@ -252,6 +322,14 @@ def all_programs() -> dict[str, Program]:
             return train_step(m, nn, params, x, vg)
         progs.append(Program("train_step", ts_body, (8,), ("fsdp",), _ts_inputs,
                              _ts_specs()))
+    progs.append(Program("deep_mlp_scan", deep_mlp_scan, (2, 4), ("data", "model"),
+                         _dms_inputs, _dms_specs(), takes_fw=True))
+    if has_grad():
+        progs += [Program("train_step_scan", train_step_scan, (8,), ("fsdp",), _tss_inputs,
+                          _tss_specs(), takes_fw=True),
+                  Program("train_step_remat", _train_step_remat, (8,), ("fsdp",),
+                          _tss_inputs, _tss_specs(), takes_fw=True,
+                          note="layer bodies checkpoint(policy=nothing_saveable)")]
     progs += [_chain(1_000, "chain_1k"), _chain(10_000, "chain_10k"),
               _chain(100_000, "chain_100k")]
     return {p.name: p for p in progs}

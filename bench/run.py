@@ -23,10 +23,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # repeats of the lower (+compile) measurement: (full, quick); chains scale down
 REPEATS = {"default": (7, 3), "chain_1k": (5, 3), "chain_10k": (3, 1), "chain_100k": (2, 1)}
 QUICK_SKIP = ("chain_100k",)
+# `--programs scan`: the loop programs and the unrolled ones they are compared with
+GROUPS = {"scan": ("deep_mlp", "deep_mlp_scan", "train_step", "train_step_scan",
+                   "train_step_remat")}
+# (scan program, unrolled program): the scan's compile_s must be <= 0.2x the unrolled one's
+SCAN_VS_UNROLLED = (("deep_mlp_scan", "deep_mlp"), ("train_step_scan", "train_step"))
+SCAN_COMPILE_TARGET = 0.2
 
 # Targets (from the benchmark issue): metric -> (max ratio shardc/jax, description)
 TARGETS = {"lower_s": 0.5, "call_us": 1.1, "run_s": 1.05, "collective_bytes": 1.0,
-           "peak_bytes": 1.0}
+           "peak_bytes": 1.0, "temp_bytes": 1.0}
 
 
 def _log(*a):
@@ -103,6 +109,7 @@ def bench_program(prog, fws, quick, log=_log):
     row("collective_bytes", sum(c["bytes"] for c in s_coll), sum(c["bytes"] for c in j_coll))
     collectives_seen[prog.name] = {"shardc": s_coll, "jax": j_coll}
     row("peak_bytes", M.peak_bytes(sc), M.peak_bytes(jc))
+    row("temp_bytes", M.temp_bytes(sc), M.temp_bytes(jc))
 
     # run time of the compiled executables on placed inputs
     rs = M.run_s({"shardc": sc, "jax": jc}, args, budget_s=0.5 if quick else 1.5)
@@ -148,7 +155,8 @@ def ratio(s, j):
     return s / j
 
 
-SUMMARY_METRICS = ("lower_s", "compile_s", "call_us", "run_s", "collective_bytes", "peak_bytes")
+SUMMARY_METRICS = ("lower_s", "compile_s", "call_us", "run_s", "collective_bytes", "peak_bytes",
+                   "temp_bytes")
 
 
 def summary_table(results) -> str:
@@ -172,12 +180,12 @@ def summary_table(results) -> str:
         lines.append(f"| {p} | {ops} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5, "
-                 "call_us ≤ 1.1, run_s ≤ 1.05, collective_bytes and peak_bytes ≤ 1). "
+                 "call_us ≤ 1.1, run_s ≤ 1.05, collective, peak and temp bytes ≤ 1). "
                  "Times in s (µ = microseconds), call_us in µs, ops = StableHLO ops.")
-    scaling = scaling_summary(results)
-    if scaling:
-        lines.append("")
-        lines.append(scaling)
+    for extra in (scaling_summary(results), loop_summary(results)):
+        if extra:
+            lines.append("")
+            lines.append(extra)
     return "\n".join(lines)
 
 
@@ -195,11 +203,44 @@ def table(results) -> str:
             mark = f"≤{tgt:g} {'ok' if rat <= tgt else 'MISS'}"
         lines.append(f"| {r['program']} | {m} | {r.get('ops', '')} | {_fmt(r['shardc'], m)} | "
                      f"{_fmt(r.get('jax'), m)} | {'' if rat is None else f'{rat:.2f}'} | {mark} |")
-    scaling = scaling_summary(results)
-    if scaling:
-        lines.append("")
-        lines.append(scaling)
+    for extra in (scaling_summary(results), loop_summary(results)):
+        if extra:
+            lines.append("")
+            lines.append(extra)
     return "\n".join(lines)
+
+
+def loop_summary(results) -> str:
+    """The loop programs against their unrolled / un-rematted counterparts, per side:
+    scan compile_s / unrolled compile_s (target <= 0.2) and train_step_remat's memory
+    against train_step_scan's (target: below it)."""
+    by = {(r["program"], r["metric"]): r for r in results}
+    parts = []
+    for scan, unrolled in SCAN_VS_UNROLLED:
+        a, b = by.get((scan, "compile_s")), by.get((unrolled, "compile_s"))
+        if not (a and b):
+            continue
+        cells = []
+        for side in ("shardc", "jax"):
+            if a.get(side) is None or not b.get(side):
+                continue
+            r = a[side] / b[side]
+            cells.append(f"{side} {a[side]:.3f}/{b[side]:.3f} s = {r:.2f} "
+                         f"({'ok' if r <= SCAN_COMPILE_TARGET else 'MISS'})")
+        parts.append(f"compile_s {scan} / {unrolled} (target ≤ {SCAN_COMPILE_TARGET:g}): "
+                     + "; ".join(cells))
+    for metric in ("peak_bytes", "temp_bytes"):
+        a, b = by.get(("train_step_remat", metric)), by.get(("train_step_scan", metric))
+        if not (a and b):
+            continue
+        cells = []
+        for side in ("shardc", "jax"):
+            if a.get(side) is None or b.get(side) is None:
+                continue
+            cells.append(f"{side} {a[side]:,.0f} vs {b[side]:,.0f} "
+                         f"({'below' if a[side] < b[side] else 'NOT below'})")
+        parts.append(f"{metric} train_step_remat vs train_step_scan: " + "; ".join(cells))
+    return "\n".join(f"- {p}" for p in parts)
 
 
 def scaling_summary(results) -> str:
@@ -229,8 +270,7 @@ def plot(results, path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    metrics = [m for m in ("lower_s", "compile_s", "call_us", "run_s", "collective_bytes",
-                           "peak_bytes")
+    metrics = [m for m in SUMMARY_METRICS
                if any(r["metric"] == m and r.get("jax") is not None for r in results)]
     programs = list(dict.fromkeys(r["program"] for r in results))[::-1]   # first on top
     cols = min(3, len(metrics)) or 1
@@ -270,7 +310,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="fewer repeats, skip chain_100k (about a minute)")
     ap.add_argument("--programs", default="",
-                    help="comma-separated program names (default: all)")
+                    help="comma-separated program names or groups "
+                         f"({', '.join(GROUPS)}; default: all)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     ap.add_argument("--no-plot", action="store_true")
     opts = ap.parse_args(argv)
@@ -285,6 +326,7 @@ def main(argv=None):
     progs = P.all_programs()
     if opts.programs:
         names = [n.strip() for n in opts.programs.split(",") if n.strip()]
+        names = list(dict.fromkeys(g for n in names for g in GROUPS.get(n, (n,))))
         unknown = [n for n in names if n not in progs]
         if unknown:
             sys.exit(f"unknown programs {unknown}; known: {', '.join(progs)}")

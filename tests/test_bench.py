@@ -16,8 +16,9 @@ from bench import run as R
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL = {"lower_s", "trace_s", "prepare_s", "propagate_s", "emit_s", "compile_s",
-       "collective_bytes", "peak_bytes", "run_s", "call_us"}
-BOTH = {"lower_s", "compile_s", "collective_bytes", "peak_bytes", "run_s", "call_us"}
+       "collective_bytes", "peak_bytes", "temp_bytes", "run_s", "call_us"}
+BOTH = {"lower_s", "compile_s", "collective_bytes", "peak_bytes", "temp_bytes", "run_s",
+        "call_us"}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "results.json"
     env = dict(os.environ, XLA_FLAGS="")    # the harness sets its own 8 devices
     done = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--programs",
-                           "seed_layer,mlp_tp", "--out", str(out)], cwd=ROOT, env=env,
+                           "seed_layer,mlp_tp,deep_mlp_scan", "--out", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout, done.stderr
@@ -37,7 +38,7 @@ def test_make_bench_writes_every_metric_for_both_sides(quick_run):
     # no program failed, and both sides' outputs agreed in values and shardings
     assert "FAILED" not in stderr and "WARNING" not in stderr, stderr
     assert "output sharding" not in stderr, stderr
-    for prog in ("seed_layer", "mlp_tp"):
+    for prog in ("seed_layer", "mlp_tp", "deep_mlp_scan"):
         got = {r["metric"]: r for r in rows if r["program"] == prog}
         assert set(got) == ALL, sorted(got)
         for m, r in got.items():
@@ -87,3 +88,35 @@ def test_stablehlo_op_count():
     # sine, the constant 2, its broadcast and the multiply, in generic and pretty form
     assert M.stablehlo_op_count(lowered.text) == 4
     assert M.stablehlo_op_count(lowered.as_text()) == 4
+
+
+def test_scan_programs_compute_what_the_unrolled_ones_do():
+    # the stacked-weight programs are the same models: deep_mlp_scan == deep_mlp, and
+    # train_step_scan / train_step_remat's loss and updates == train_step's (jax side)
+    progs, fw = P.all_programs(), P.frameworks()["jax"]
+    x, layers = progs["deep_mlp"].make_inputs()
+    unrolled = jax.jit(lambda x, ps: P.deep_mlp(jax.numpy, jax.nn, x, ps))(x, layers)
+    scanned = progs["deep_mlp_scan"].fresh(fw)(*progs["deep_mlp_scan"].make_inputs())
+    np.testing.assert_allclose(scanned, unrolled, rtol=1e-5, atol=1e-5)
+    val, new = jax.jit(lambda ps, x: P.train_step(jax.numpy, jax.nn, ps, x,
+                                                  jax.value_and_grad))(layers, x)
+    for name in ("train_step_scan", "train_step_remat"):
+        sval, snew = progs[name].fresh(fw)(*progs[name].make_inputs())
+        np.testing.assert_allclose(sval, val, rtol=1e-5)
+        for k in ("g", "w1", "w2"):
+            np.testing.assert_allclose(snew[k], np.stack([p[k] for p in new]),
+                                       rtol=1e-4, atol=1e-6)
+    # the stacked weights keep the per-layer shardings behind a leading None
+    assert progs["deep_mlp_scan"].specs[1]["w1"] == jax.sharding.PartitionSpec(
+        None, None, "model")
+
+
+def test_loop_summary():
+    rows = [{"program": "deep_mlp_scan", "metric": "compile_s", "shardc": 0.1, "jax": 0.2},
+            {"program": "deep_mlp", "metric": "compile_s", "shardc": 1.0, "jax": 0.5},
+            {"program": "train_step_remat", "metric": "temp_bytes", "shardc": 5, "jax": 5},
+            {"program": "train_step_scan", "metric": "temp_bytes", "shardc": 9, "jax": 5}]
+    text = R.loop_summary(rows)
+    assert "shardc 0.100/1.000 s = 0.10 (ok); jax 0.200/0.500 s = 0.40 (MISS)" in text
+    assert "shardc 5 vs 9 (below); jax 5 vs 5 (NOT below)" in text
+    assert "train_step_scan / train_step" not in text    # absent programs: no line

@@ -289,7 +289,7 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
         for i in range(c, n_out):
             if sp.ct_in[i] is not None and id(sp.ct_in[i]) not in env:
                 env[id(sp.ct_in[i])] = L.zeros(sp.ct_in[i].aval.shape, sp.ct_in[i].aval.dtype)
-        ctx.eval_list(sp.bwd, env)
+        ctx.eval_list(sp.recompute + sp.bwd, env)
         g = [_ct(env, sp, i) for i in range(n)]
         carry = [g[i] for i in fc] + [L.add(s, g[i]) for s, i in zip(acc, fk)]
         return carry, [g[i] for i in fx]

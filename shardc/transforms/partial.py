@@ -101,9 +101,11 @@ def _reads(ops, extra, producer, inputs):
 
 
 def _by_policy(needed, producer, policy):
-    """Which needed forward values are saved, and which ops must be re-run (by id)."""
-    if policy is None:
-        return set(), needed
+    """Which needed forward values are saved, and which ops must be re-run (by id).
+    Without a policy everything is saved but what is cheaper to recompute than to keep
+    (a broadcast of a smaller value, a constant): in a scan each residual is stacked
+    once per iteration, so saving x/rms's [b, d] broadcast of the [b, 1] rms, or the
+    broadcast of a layer's norm gain, costs length * b * d elements for nothing."""
     recompute, saved, seen = set(), [], set()
     stack = list(reversed(needed))
     while stack:
@@ -112,7 +114,7 @@ def _by_policy(needed, producer, policy):
             continue
         seen.add(id(v))
         op = producer.get(id(v))
-        if op is None or _saveable(policy, op):
+        if op is None or (not _cheap(op) if policy is None else _saveable(policy, op)):
             saved.append(v)
             continue
         if id(op) not in recompute:
@@ -124,3 +126,14 @@ def _by_policy(needed, producer, policy):
 def _saveable(policy, op):
     got = policy(op.prim, *[v.aval for v in op.inputs], **op.params)
     return bool(got) and got != "recompute"
+
+
+def _cheap(op):
+    """An op whose result is cheaper to recompute than to save: a broadcast of a smaller
+    operand, or an op reading only literals (a constant)."""
+    if op.regions or op.prim.effectful or len(op.outputs) != 1:
+        return False
+    ins = [v for v in op.inputs if not isinstance(v, Lit)]
+    if not ins:
+        return True
+    return op.prim.name == "broadcast_in_dim" and ins[0].aval.size < op.outputs[0].aval.size
