@@ -10,6 +10,7 @@ part (jax's partial_eval_jaxpr_nounits with a policy).
 from __future__ import annotations
 
 from ..ir import dtypes
+from ..ir.primitive import PropKind
 from ..ir.program import Lit
 from ..ops.region import lookup  # noqa: F401  (re-exported)
 from ..trace import core
@@ -136,4 +137,5 @@ def _cheap(op):
     ins = [v for v in op.inputs if not isinstance(v, Lit)]
     if not ins:
         return True
-    return op.prim.name == "broadcast_in_dim" and ins[0].aval.size < op.outputs[0].aval.size
+    return op.prim.prop_kind is PropKind.BROADCAST and \
+        ins[0].aval.size < op.outputs[0].aval.size
