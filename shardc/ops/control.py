@@ -29,7 +29,7 @@ from ..ir.program import Aval, Value
 from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
-from .region import lookup, add_region_op, reshard, same_type, trace_region, vma_of
+from .region import lookup, add_region_op, same_type, trace_region, vma_of
 
 _BOOL = Aval((), dtypes.bool_)
 
@@ -279,8 +279,7 @@ def _while_lower(ctx, *operands, cond_nconsts, body_nconsts):
     res = ctx.op("stablehlo.while", list(operands), types, types, sharding=False,
                  regions=[ctx.region(ctx.in_avals, region(cond, n, False)),
                           ctx.region(ctx.in_avals, region(body, n + cond_nconsts, True))])
-    return [reshard(ctx, r, a, sh) for r, a, sh in
-            zip(res[:n], ctx.out_avals, ctx.out_shardings)]
+    return res[:n]
 
 
 def _while_flow(op):

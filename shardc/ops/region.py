@@ -115,14 +115,3 @@ def lookup(env, v):
 def same_type(a, b) -> bool:
     """Equal shape and dtype (weak types may differ, as jax lets carries do)."""
     return a.shape == b.shape and a.dtype == b.dtype
-
-
-def reshard(ctx, name, aval, sh):
-    """`name` pinned to sharding `sh` (a result of an op Shardy shards itself); not
-    when lowering only the sources (XLA's Shardy then decides it: the oracle's check)."""
-    from ..lower.emit import sharding_attr, tensor_type
-    if ctx.lowering.sources_only:
-        return name
-    t = tensor_type(aval)
-    return ctx.op("sdy.sharding_constraint", [name], [t], [t],
-                  {"sharding": sharding_attr(sh)}, sharding=False)[0]

@@ -24,7 +24,7 @@ from ..ir.rules import Edge
 from ..ir.sharding import Sharding
 from ..trace import core
 from . import lax as L
-from .region import lookup, add_region_op, reshard, same_type, trace_region, vma_of
+from .region import lookup, add_region_op, same_type, trace_region, vma_of
 
 _I32 = Aval((), dtypes.int32)
 
@@ -82,8 +82,9 @@ def _lower(ctx, *operands, num_carry, num_xs, length, reverse, unroll):
     if rem:
         state = _loop(ctx, operands, state, trips * u, rem, 1, length, reverse)
     carries, ys = state
-    return [reshard(ctx, r, a, sh) for r, a, sh in
-            zip(carries + ys, ctx.out_avals, ctx.out_shardings)]
+    # (not pinned: as every op's, the results' shardings are Shardy's to settle; pinning
+    # a gradient's residual stacks made XLA gather a weight per step of the backward loop)
+    return carries + ys
 
 
 def _loop(ctx, operands, state, start, trips, u, length, reverse):
@@ -132,7 +133,7 @@ def _loop(ctx, operands, state, start, trips, u, length, reverse):
         return [nxt, *carries, *ys, *xs, *consts]
 
     # (XLA rejects a sharding on the while op itself: Shardy takes it from the operands
-    # and the annotated body, and the results are pinned to the decided shardings)
+    # and the annotated body)
     res = ctx.op("stablehlo.while", carried, types, types, sharding=False,
                  regions=[ctx.region(avals, cond), ctx.region(avals, step)])
     return res[1:1 + c], res[1 + c:1 + c + ny]
