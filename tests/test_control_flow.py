@@ -1,0 +1,227 @@
+"""shardc.lax control flow (cond, switch, while_loop, fori_loop, scan, map) against
+jax.lax under jax.jit and NumPy: values, dtypes, weak types and output shardings on
+8 CPU devices. Many programs share one compile (compare_cases)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from helpers import Case, compare_cases, data
+
+
+def lax(m):
+    return shardc.lax if m._base is snp else jax.lax
+
+
+def _np_lax():
+    """Python reference implementations of the control flow (for NumPy runs)."""
+    import types
+
+    def cond(p, t, f, *ops):
+        return t(*ops) if p else f(*ops)
+
+    def switch(i, bs, *ops):
+        return bs[int(np.clip(i, 0, len(bs) - 1))](*ops)
+
+    def while_loop(c, b, v):
+        while c(v):
+            v = b(v)
+        return v
+
+    def fori_loop(lo, hi, b, v):
+        for i in range(int(lo), int(hi)):
+            v = b(np.int32(i), v)
+        return v
+
+    def scan(f, init, xs=None, length=None, reverse=False):
+        leaves, tree = jax.tree_util.tree_flatten(xs)
+        n = length if length is not None else leaves[0].shape[0]
+        c, ys = init, [None] * n
+        for t in (reversed(range(n)) if reverse else range(n)):
+            x = jax.tree_util.tree_unflatten(tree, [a[t] for a in leaves])
+            c, ys[t] = f(c, x)
+        if n == 0 or ys[0] is None:
+            return c, None if n == 0 else ys[0]
+        return c, jax.tree_util.tree_map(lambda *a: np.stack(a), *ys)
+
+    def map_(f, xs, batch_size=None):
+        return scan(lambda c, x: (c, f(x)), (), xs)[1]
+    return types.SimpleNamespace(cond=cond, switch=switch, while_loop=while_loop,
+                                 fori_loop=fori_loop, scan=scan, map=map_)
+
+
+NPLAX = _np_lax()
+
+
+def L(m):
+    if m._base is snp:
+        return shardc.lax
+    if m._base is jnp:
+        return jax.lax
+    return NPLAX
+
+
+F = np.float32
+
+
+def x8():
+    return data((8,), F, seed=1)
+
+
+# ---------------------------------------------------------------- cond / switch
+
+def _cond_cases():
+    a, b = data((4, 3), F, seed=2), data((3,), F, seed=3)
+    cs = []
+    for pv in (True, False):
+        cs.append(Case(f"cond_bool_{pv}", lambda m, p, x: L(m).cond(
+            p, lambda x: m.sin(x) * 2, lambda x: m.cos(x) + 1, x), [np.bool_(pv), a]))
+    for iv in (0, 3, -2):
+        cs.append(Case(f"cond_int_{iv}", lambda m, p, x: L(m).cond(
+            p, lambda x: x + 1, lambda x: x - 1, x), [np.int32(iv), a]))
+    # pytrees in and out, several operands, operand=
+    cs.append(Case("cond_pytree", lambda m, p, x, y: L(m).cond(
+        p, lambda d, y: {"s": d["a"] * y, "t": (d["a"].sum(), y)},
+        lambda d, y: {"s": d["a"] - y, "t": (d["a"].max(), y * 2)}, {"a": x}, y),
+        [np.bool_(True), a, b]))
+    # closures over outer traced values; each branch closes over different ones
+    cs.append(Case("cond_closures", lambda m, p, x, y, z: L(m).cond(
+        p < 0, lambda: x * y, lambda: x + z[0]), [F(-1), a, b, data((2,), F, seed=4)]))
+    cs.append(Case("cond_closure_and_op", lambda m, p, x, y: L(m).cond(
+        p > 0, lambda v: v @ y, lambda v: v.sum(1) + y.sum(), x), [F(2), a, b]))
+    # int outputs and mixed dtypes
+    cs.append(Case("cond_int_out", lambda m, p, x: L(m).cond(
+        p, lambda x: (m.argmax(x, 0).astype(m.int32), x.astype(m.int32)),
+        lambda x: (m.argmin(x, 0).astype(m.int32), (x * 2).astype(m.int32)), x),
+        [np.bool_(False), a]))
+    # no operands, a constant output
+    cs.append(Case("cond_const", lambda m, p: L(m).cond(
+        p, lambda: m.float32(1.0), lambda: m.float32(2.0)), [np.bool_(True)]))
+    for iv in (-3, 0, 1, 2, 7):
+        cs.append(Case(f"switch_{iv}", lambda m, i, x: L(m).switch(
+            i, [lambda x: x * 2, lambda x: m.sin(x), lambda x: -x], x), [np.int32(iv), a]))
+    cs.append(Case("switch_one", lambda m, i, x: L(m).switch(i, [lambda x: x * 3], x),
+                   [np.int32(5), a]))
+    cs.append(Case("switch_pytree_closure", lambda m, i, x, y: L(m).switch(
+        i, [lambda t: (t[0] + y, t[1]), lambda t: (t[0] * 0, t[1] + 1),
+            lambda t: (t[0] @ m.ones((3, 3), m.float32), t[1] * 2)], (x, y)),
+        [np.int32(2), a, b]))
+    cs.append(Case("switch_uint8", lambda m, i, x: L(m).switch(
+        i, [lambda x: x, lambda x: x + 1], x), [np.uint8(200), a]))
+    return cs
+
+
+def test_cond_switch_values():
+    compare_cases(_cond_cases())
+
+
+# ---------------------------------------------------------------- while / fori
+
+def _loop_cases():
+    a = data((4,), F, seed=5)
+    cs = []
+    cs.append(Case("while_pytree", lambda m, x: L(m).while_loop(
+        lambda c: c["i"] < 5, lambda c: {"i": c["i"] + 1, "v": (c["v"][0] * 1.5,
+                                                                  c["v"][1] + c["i"])},
+        {"i": m.int32(0), "v": (x, m.int32(3))}), [a]))
+    cs.append(Case("while_closures", lambda m, x, lim, k: L(m).while_loop(
+        lambda c: c[0].sum() < lim, lambda c: (c[0] + k, c[1] + 1), (x, 0)),
+        [data((4,), F, "pos", seed=6), F(20), F(0.5)]))
+    cs.append(Case("while_zero_trips", lambda m, x: L(m).while_loop(
+        lambda c: c.sum() > 1e9, lambda c: c * 2, x), [a]))
+    for lo, hi in ((0, 5), (2, 7), (5, 2), (3, 3), (-4, -1)):
+        cs.append(Case(f"fori_{lo}_{hi}", lambda m, x, lo=lo, hi=hi: L(m).fori_loop(
+            lo, hi, lambda i, c: (c[0] * 0.9 + i, c[1] + i * i), (x, 0)), [a]))
+    # traced bounds: a while loop
+    cs.append(Case("fori_traced", lambda m, x, lo, hi: L(m).fori_loop(
+        lo, hi, lambda i, c: c + i.astype(m.float32), x), [a, np.int32(1), np.int32(6)]))
+    cs.append(Case("fori_traced_empty", lambda m, x, lo, hi: L(m).fori_loop(
+        lo, hi, lambda i, c: c + i.astype(m.float32), x), [a, np.int32(6), np.int32(-2)]))
+    cs.append(Case("fori_traced_hi", lambda m, x, hi: L(m).fori_loop(
+        0, hi, lambda i, c: c * 2 + i, x), [a, np.int32(3)]))
+    # the index's dtype follows the bounds
+    cs.append(Case("fori_index_dtype", lambda m, x: L(m).fori_loop(
+        m.int16(0), m.int16(3), lambda i, c: (c[0] + i, c[1] + 1.0), (m.int16(0), x)),
+        [a], numpy_ref=False))
+    cs.append(Case("fori_closure", lambda m, x, w: L(m).fori_loop(
+        0, 3, lambda i, c: m.tanh(c @ w), x), [data((2, 4), F, seed=7),
+                                              data((4, 4), F, seed=8)]))
+    return cs
+
+
+def test_loops_values():
+    compare_cases(_loop_cases())
+
+
+def test_fori_index_dtype_matches_jax():
+    """jax's loop index has the bounds' dtype (int16 here; i32 for Python ints), with
+    concrete bounds (a scan) and traced ones (a while loop)."""
+    def f(lax_, np_):
+        def g(x, hi):
+            a = lax_.fori_loop(np_.int16(0), np_.int16(3), lambda i, c: i, np_.int16(0))
+            b = lax_.fori_loop(0, 3, lambda i, c: i, 0)
+            c = lax_.fori_loop(np_.int16(0), hi, lambda i, c: i, np_.int16(0))
+            return a, b, c, x
+        return g
+    args = (F(1), np.int16(4))
+    ours = shardc.jit(f(shardc.lax, snp))(*args)
+    ref = jax.jit(f(jax.lax, jnp))(*args)
+    for o, r in zip(ours, ref):
+        assert o.dtype == r.dtype and o.weak_type == r.weak_type and int(o) == int(r)
+
+
+# ---------------------------------------------------------------- scan / map
+
+def _scan_cases():
+    xs, w = data((5, 3), F, seed=9), data((3, 3), F, seed=10)
+    cs = []
+    for rev in (False, True):
+        cs.append(Case(f"scan_cumsum_rev{rev}", lambda m, x, rev=rev: L(m).scan(
+            lambda c, x: (c + x, c * x), m.zeros((3,), m.float32), x, reverse=rev), [xs]))
+    cs.append(Case("scan_pytrees", lambda m, x, y: L(m).scan(
+        lambda c, t: ({"a": c["a"] + t[0], "n": c["n"] + 1},
+                      {"p": t[0] * c["a"], "q": (t[1].sum(), c["n"])}),
+        {"a": m.zeros((3,), m.float32), "n": m.int32(0)}, (x, y)),
+        [xs, data((5, 2, 2), F, seed=11)]))
+    cs.append(Case("scan_xs_none", lambda m, x: L(m).scan(
+        lambda c, _: (c * 2 + 1, c.sum()), x, None, length=4), [data((3,), F, seed=12)]))
+    cs.append(Case("scan_no_ys", lambda m, x: L(m).scan(
+        lambda c, x: (c + x, None), m.zeros((3,), m.float32), x)[0], [xs]))
+    cs.append(Case("scan_int_carry", lambda m, x: L(m).scan(
+        lambda c, x: ((c[0] + 1, c[1] * 2), (c[0] * x).astype(m.int32)),
+        (m.int32(0), m.uint8(1)), x), [data((5,), np.int32, seed=13)]))
+    cs.append(Case("scan_closure", lambda m, x, w, b: L(m).scan(
+        lambda c, x: (m.tanh(c @ w + x + b), c.sum()), m.ones((3,), m.float32), x),
+        [xs, w, data((3,), F, seed=14)]))
+    cs.append(Case("scan_nested", lambda m, x, w: L(m).scan(
+        lambda c, row: L(m).scan(lambda c2, e: (c2 * 0.5 + e * c, c2.sum() + e), c, row),
+        m.ones((3,), m.float32) * w[0], x), [data((4, 2, 3), F, seed=15), w]))
+    cs.append(Case("scan_cond_inside", lambda m, x: L(m).scan(
+        lambda c, x: L(m).cond(x.sum() > 0, lambda: (c + x, x * 2),
+                               lambda: (c - x, -x)), m.zeros((3,), m.float32), x), [xs]))
+    cs.append(Case("cond_scan_inside", lambda m, p, x: L(m).cond(
+        p, lambda x: L(m).scan(lambda c, e: (c + e, c), m.zeros((3,), m.float32), x)[0],
+        lambda x: x[0], x), [np.bool_(True), xs]))
+    cs.append(Case("scan_fori_inside", lambda m, x: L(m).scan(
+        lambda c, x: (L(m).fori_loop(0, 3, lambda i, v: v * x + 1, c), c),
+        m.ones((3,), m.float32), x), [xs]))
+    cs.append(Case("scan_length0", lambda m, x: L(m).scan(
+        lambda c, x: (c + x, x * 2), m.zeros((3,), m.float32), x[:0])[0], [xs]))
+    cs.append(Case("scan_length1", lambda m, x: L(m).scan(
+        lambda c, x: (c + x, x * 2), m.zeros((3,), m.float32), x[:1]), [xs]))
+    cs.append(Case("scan_bool_ys", lambda m, x: L(m).scan(
+        lambda c, x: (c, x > 0), (), x)[1], [xs]))
+    cs.append(Case("map", lambda m, x: L(m).map(lambda r: (m.sin(r).sum(), r * 2), x), [xs]))
+    for bs in (1, 2, 5, 7):
+        cs.append(Case(f"map_batch{bs}", lambda m, x, bs=bs: L(m).map(
+            lambda r: {"s": r.sum(), "r": r[::-1]}, x, batch_size=bs), [xs]))
+    cs.append(Case("map_batch_closure", lambda m, x, w: L(m).map(
+        lambda r: r @ w, x, batch_size=2), [xs, w]))
+    return cs
+
+
+def test_scan_map_values():
+    compare_cases(_scan_cases())
