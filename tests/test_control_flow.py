@@ -225,3 +225,66 @@ def _scan_cases():
 
 def test_scan_map_values():
     compare_cases(_scan_cases())
+
+
+# ---------------------------------------------------------------- sharded
+
+def SM(m):
+    return shardc.shard_map if m._base is snp else jax.shard_map
+
+
+def _sharded_cases(mesh):
+    x, ws = data((8, 16), F, seed=20), data((3, 16, 16), F, seed=21) / 4
+    cs = []
+    # stacked weights sharded on "y" in their last dim, scanned over: the slice keeps "y"
+    cs.append(Case("scan_stacked_w", lambda m, x, ws: L(m).scan(
+        lambda h, w: (m.tanh(h @ w), (h @ w).sum(0)), x, ws),
+        [x, ws], [P("x", None), P(None, None, "y")]))
+    cs.append(Case("scan_stacked_w_wsc", lambda m, x, ws: L(m).scan(
+        lambda h, w: (m.constrain(m.tanh(h @ w), P("x", "y")), None), x, ws)[0],
+        [x, ws], [P("x", None), P(None, None, "y")], numpy_ref=True))
+    cs.append(Case("scan_xs_sharded", lambda m, xs: L(m).scan(
+        lambda c, r: (c + r, r * 2), m.zeros((16,), m.float32), xs),
+        [x], [P(None, "y")]))
+    cs.append(Case("cond_sharded", lambda m, p, x, y: L(m).cond(
+        p, lambda a, b: (a * 2, b.sum(0)), lambda a, b: (a - 1, b.max(0)), x, y),
+        [np.bool_(True), x, x], [None, P("x", "y"), P(None, "y")]))
+    cs.append(Case("cond_wsc_branch", lambda m, i, x: L(m).switch(
+        i, [lambda a: m.constrain(a * 2, P("y", None)), lambda a: a + 1], x),
+        [np.int32(0), x], [None, P("x", None)]))
+    cs.append(Case("fori_sharded", lambda m, x, w: L(m).fori_loop(
+        0, 4, lambda i, h: m.tanh(h @ w), x), [x, ws[0]], [P("x", None), P(None, "y")]))
+    cs.append(Case("while_sharded", lambda m, x: L(m).while_loop(
+        lambda c: c[1] < 3, lambda c: (c[0] * 1.5 + 1, c[1] + 1), (x, 0))[0],
+        [x], [P("x", "y")]))
+
+    # shard_map inside a scan body
+    def smap_in_scan(m, x, ws):
+        inner = SM(m)(lambda h, w: L(m).psum(h @ w, "y"), mesh=mesh,
+                      in_specs=(P("x", "y"), P("y", None)), out_specs=P("x", None))
+        return L(m).scan(lambda h, w: (m.tanh(inner(h, w)), None), x, ws)[0]
+    # values only: jax's Shardy gives the carry the shard_map's P("x", "y") in_spec,
+    # shardc keeps the init's P("x") (a propagation difference, reported)
+    cs.append(Case("smap_in_scan", smap_in_scan, [x, ws], [P("x", None), None],
+                   numpy_ref=False, check_sharding=False))
+
+    # scan / cond / fori inside a shard_map body, with psum inside the loop
+    def loops_in_smap(m, x, w):
+        def body(h, w):
+            h2, ys = L(m).scan(lambda c, r: (L(m).psum(c * r.sum(), "y") * 0.1, c.sum()),
+                               h, h)
+            f = L(m).fori_loop(0, 3, lambda i, c: L(m).pmax(c, "x") + i, h)
+            # the predicate must agree across devices (a collective in one branch)
+            p = L(m).psum(h.sum(), ("x", "y")) > 0
+            c = L(m).cond(p, lambda: L(m).psum(h, ("x", "y")), lambda: h * 0)
+            return h2, ys, f, c
+        return SM(m)(body, mesh=mesh, in_specs=(P("x", "y"), P()),
+                     out_specs=(P("x", "y"), P(("x", "y")), P(None, "y"), P()),
+                     check_vma=False)(x, w)
+    cs.append(Case("loops_in_smap", loops_in_smap, [x, ws[0]], [P("x", "y"), None],
+                   numpy_ref=False))
+    return cs
+
+
+def test_sharded_values_and_shardings(mesh2x4):
+    compare_cases(_sharded_cases(mesh2x4), mesh2x4)
