@@ -1,0 +1,184 @@
+"""Gradients (grad, value_and_grad, grad of grad, jvp) of shardc.lax control flow
+against jax's under jax.jit, in few compiles; while_loop's reverse mode raises."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from helpers import Case, compare_cases, data
+
+F = np.float32
+
+
+def L(m):
+    return shardc.lax if m._base is snp else jax.lax
+
+
+def AD(m):
+    return shardc if m._base is snp else jax
+
+
+def G(m, f, argnums=0):
+    return AD(m).grad(f, argnums=argnums)
+
+
+def VG(m, f, argnums=0):
+    return AD(m).value_and_grad(f, argnums=argnums)
+
+
+def _grad_cases():
+    a, b, w = data((4, 3), F, seed=1), data((3,), F, seed=2), data((3, 3), F, seed=3) / 2
+    xs = data((5, 3), F, seed=4)
+    cs = []
+
+    def c1(m, p, x, y):
+        def loss(x, y):
+            return L(m).cond(p, lambda x: (m.sin(x) * y).sum(),
+                             lambda x: (x * x).sum() + y.sum(), x)
+        return VG(m, loss, (0, 1))(x, y)
+    for pv in (True, False):
+        cs.append(Case(f"cond_{pv}", c1, [np.bool_(pv), a, b], numpy_ref=False))
+
+    def c2(m, i, x, y):
+        def loss(x, y):
+            # branches close over different values; an int output too
+            r, k = L(m).switch(i, [lambda x: (m.exp(x).sum() * y[0], 1),
+                                   lambda x: ((x @ w).sum(), 2),
+                                   lambda x: (x.sum() * 0 + y[1] * y[2], 3)], x)
+            return r * k
+        return G(m, loss, (0, 1))(x, y)
+    for iv in (-1, 1, 2, 9):
+        cs.append(Case(f"switch_{iv}", c2, [np.int32(iv), a, b], numpy_ref=False))
+
+    def s1(m, x, w, h0, rev):
+        def loss(x, w, h0):
+            h, ys = L(m).scan(lambda h, x: (m.tanh(h @ w + x), (h * x).sum()), h0, x,
+                              reverse=rev)
+            return (h ** 2).sum() + ys.sum()
+        return G(m, loss, (0, 1, 2))(x, w, h0)
+    for rev in (False, True):
+        cs.append(Case(f"scan_rev{rev}", lambda m, x, w, h, rev=rev: s1(m, x, w, h, rev),
+                       [xs, w, b], numpy_ref=False))
+
+    def s2(m, x, w):
+        def loss(x, w):
+            # pytree carry with an int leaf, closed-over w, xs=None elsewhere
+            (h, n), ys = L(m).scan(lambda c, x: ((m.sin(c[0] * w[0]) + x, c[1] + 1),
+                                                 {"y": c[0].sum() * x}), (x[0], 0), x)
+            z, _ = L(m).scan(lambda c, _: (c * w[1], None), h, None, length=3)
+            return z.sum() + ys["y"].sum() + n
+        return VG(m, loss, (0, 1))(x, w)
+    cs.append(Case("scan_pytree", s2, [xs, w], numpy_ref=False))
+
+    def s3(m, x, w):
+        def loss(x, w):
+            def outer(c, row):
+                c2, _ = L(m).scan(lambda d, e: (m.sin(d * e + w[0]), None), c, row)
+                return c2, c2.sum()
+            h, ys = L(m).scan(outer, w[1], x)
+            return h.sum() * ys.sum()
+        return G(m, loss, (0, 1))(x, w)
+    cs.append(Case("scan_nested", s3, [data((3, 2, 3), F, seed=5), w], numpy_ref=False))
+
+    def f1(m, x, w):
+        def loss(x, w):
+            return L(m).fori_loop(1, 4, lambda i, h: m.tanh(h @ w) * i, x).sum()
+        return G(m, loss, (0, 1))(x, w)
+    cs.append(Case("fori_static", f1, [a, w], numpy_ref=False))
+
+    def m1(m, x, w):
+        def loss(x, w):
+            return (L(m).map(lambda r: m.sin(r @ w), x) ** 2).sum() + \
+                L(m).map(lambda r: r * w[0], x, batch_size=2).sum()
+        return G(m, loss, (0, 1))(x, w)
+    cs.append(Case("map", m1, [xs, w], numpy_ref=False))
+
+    def r1(m, x, w):
+        def loss(x, w):
+            body = AD(m).checkpoint(lambda h, x: (m.tanh(h @ w + x), None))
+            return L(m).scan(body, x[0], x)[0].sum()
+        return G(m, loss, (0, 1))(x, w)
+    cs.append(Case("remat_in_scan", r1, [xs, w], numpy_ref=False))
+
+    def cs1(m, p, x):
+        def loss(x):
+            return L(m).cond(p, lambda x: L(m).scan(lambda c, e: (c * e, None),
+                                                   m.ones((), m.float32), x)[0],
+                             lambda x: x.sum(), x)
+        return G(m, loss)(x)
+    cs.append(Case("scan_in_cond", cs1, [np.bool_(True), b * 2], numpy_ref=False))
+
+    def sc(m, x):
+        def loss(x):
+            return L(m).scan(lambda c, e: (L(m).cond(e > 0, lambda: c * e, lambda: c + e),
+                                           None), m.ones((), m.float32), x)[0]
+        return G(m, loss)(x)
+    cs.append(Case("cond_in_scan", sc, [xs[:, 0]], numpy_ref=False))
+
+    # grad of grad
+    def gg(m, x, p):
+        def f(x):
+            a = L(m).cond(p, lambda x: m.sin(x) * x, lambda x: x ** 3, x)
+            b = L(m).scan(lambda c, _: (c * m.sin(x), None), x, None, length=3)[0]
+            c = L(m).fori_loop(0, 2, lambda i, v: v * x, x)
+            return a + b + c
+        return G(m, G(m, f))(x)
+    cs.append(Case("grad_grad", gg, [F(0.7), np.bool_(True)], numpy_ref=False))
+    cs.append(Case("grad_grad_f", gg, [F(0.7), np.bool_(False)], numpy_ref=False))
+    return cs
+
+
+def test_grads():
+    compare_cases(_grad_cases())
+
+
+def _jvp_cases():
+    a, w = data((4, 3), F, seed=6), data((3, 3), F, seed=7) / 2
+    cs = []
+
+    def j(m, x, t, w, p):
+        def f(x):
+            c = L(m).cond(p, lambda x: m.sin(x), lambda x: x * w[0], x)
+            s, ys = L(m).scan(lambda h, r: (m.tanh(h @ w) + r, h.sum()), x[0], x)
+            fo = L(m).fori_loop(0, 3, lambda i, h: h * m.cos(h), x)
+            sw = L(m).switch(2, [lambda x: x, lambda x: -x, lambda x: x * x], x)
+            return c, s, ys, fo, sw
+        return AD(m).jvp(f, (x,), (t,))
+    for pv in (True, False):
+        cs.append(Case(f"jvp_{pv}", lambda m, x, t, w, pv=pv: j(m, x, t, w, pv),
+                       [a, data((4, 3), F, seed=8), w], numpy_ref=False))
+    return cs
+
+
+def test_jvps():
+    compare_cases(_jvp_cases())
+
+
+def test_sharded_grads(mesh2x4):
+    x, ws = data((8, 16), F, seed=9), data((3, 16, 16), F, seed=10) / 4
+
+    def f(m, x, ws):
+        def loss(x, ws):
+            h, _ = L(m).scan(lambda h, w: (m.tanh(h @ w), None), x, ws)
+            return L(m).cond(h.sum() > 0, lambda: (h ** 2).sum(), lambda: h.sum())
+        gx, gw = G(m, loss, (0, 1))(x, ws)
+        # shardc's gradients take their primals' shardings (as test_grad's reference)
+        return m.constrain(gx, P("x", None)), m.constrain(gw, P(None, None, "y"))
+    compare_cases([Case("scan_stacked", f, [x, ws], [P("x", None), P(None, None, "y")],
+                        numpy_ref=False)], mesh2x4)
+
+
+def test_while_loop_reverse_mode_raises():
+    def loss(x):
+        return shardc.lax.while_loop(lambda c: c < 3.0, lambda c: c * 2, x)
+    with pytest.raises(shardc.ShardcError) as e:
+        shardc.jit(shardc.grad(loss))(F(1.0))
+    assert "Reverse-mode differentiation does not work for lax.while_loop" in str(e.value)
+    assert e.value.loc.file == __file__, e.value.loc
+    with pytest.raises(shardc.ShardcError) as e:
+        shardc.jit(shardc.grad(lambda x, n: shardc.lax.fori_loop(0, n, lambda i, c: c * x,
+                                                                  x)))(F(1.0), 3)
+    assert e.value.loc.file == __file__, e.value.loc
