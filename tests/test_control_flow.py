@@ -82,6 +82,9 @@ def _cond_cases():
     for iv in (0, 3, -2):
         cs.append(Case(f"cond_int_{iv}", lambda m, p, x: L(m).cond(
             p, lambda x: x + 1, lambda x: x - 1, x), [np.int32(iv), a]))
+    for pv in (0.0, -0.5, np.nan):   # float predicates mean pred != 0, as jax
+        cs.append(Case(f"cond_float_{pv}", lambda m, p, x: L(m).cond(
+            p, lambda x: x + 1, lambda x: x - 1, x), [F(pv), a]))
     # pytrees in and out, several operands, operand=
     cs.append(Case("cond_pytree", lambda m, p, x, y: L(m).cond(
         p, lambda d, y: {"s": d["a"] * y, "t": (d["a"].sum(), y)},

@@ -7,6 +7,7 @@ types. Outside a trace they run under shardc.jit, as jax's do.
 """
 from __future__ import annotations
 
+import builtins
 import operator
 
 import jax
@@ -33,7 +34,8 @@ def _paths(tree_like):
 
 
 def _aval_str(a):
-    return f"{dtypes.short_name(a.dtype)}[{','.join(map(str, a.shape))}]"
+    # builtins.map: this module's `map` is lax.map
+    return f"{dtypes.short_name(a.dtype)}[{','.join(builtins.map(str, a.shape))}]"
 
 
 def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro):
@@ -76,13 +78,15 @@ def cond(pred, true_fun, false_fun, *operands, operand=None):
         raise ShardcTypeError(f"Pred must be a scalar, got {pred_str(pred)} of shape "
                               f"{a.shape}.")
     if a.dtype != dtypes.bool_:
-        if not dtypes.is_int(a.dtype):
+        # jax: integer and float predicates mean pred != 0; complex ones are rejected
+        if not (dtypes.is_int(a.dtype) or dtypes.is_float(a.dtype)):
             raise ShardcTypeError(f"Pred type must be either boolean or number, got "
                                   f"{dtypes.short_name(a.dtype)}: use a bool[] predicate "
                                   "(e.g. x > 0)")
-        pred = L.ne(pred, 0)
+        pred = L.ne(pred, L.full((), 0, a.dtype))
     index = L.convert_element_type(pred, dtypes.int32)
-    return _switch(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"])
+    return _switch(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"],
+                   "cond", report_last_first=True)
 
 
 def pred_str(p):
@@ -111,10 +115,13 @@ def switch(index, branches, *operands, operand=None):
         return branches[0](*operands)
     index = L.convert_element_type(index, dtypes.int32)
     index = L.min(L.max(index, 0), len(branches) - 1)
-    return _switch(index, branches, operands, [f"branch {k}" for k in range(len(branches))])
+    return _switch(index, branches, operands, [f"branch {k}" for k in range(len(branches))],
+                   "switch")
 
 
-def _switch(index, branches, operands, names):
+def _switch(index, branches, operands, names, what, report_last_first=False):
+    """report_last_first: name the later branch first in errors (cond's true_fun, as
+    jax, though false_fun is branch 0)."""
     leaves, tree = _tree.tree_flatten(operands)
     first = {}
 
@@ -126,9 +133,12 @@ def _switch(index, branches, operands, names):
             if not first:
                 first.update(tree=otree, avals=avals, example=out)
             else:
-                _check_same(f"{names[0]} output", f"{names[k]} output", first["tree"], otree,
-                            first["avals"], avals, first["example"],
-                            f"{names[0]} and {names[k]} output must have identical types")
+                a = (f"{names[0]} output", first["tree"], first["avals"])
+                b = (f"{names[k]} output", otree, avals)
+                if report_last_first:
+                    a, b = b, a
+                _check_same(a[0], b[0], a[1], b[1], a[2], b[2], first["example"],
+                            f"{what} branches must have equal output types")
             return outs
         return flat
     outs = bind_cond(index, [wrap(k, f) for k, f in enumerate(branches)], leaves,
@@ -167,7 +177,8 @@ def while_loop(cond_fun, body_fun, init_val):
         outs, otree = _tree.tree_flatten(out)
         _check_same("the input carry init_val", "the body_fun output", tree, otree, avals,
                     _avals(outs), init_val,
-                    "body_fun output and input must have identical types")
+                    "while_loop body function carry input and carry output must have "
+                    "equal types")
         return outs
     return _tree.tree_unflatten(tree, bind_while(c, b, leaves))
 
