@@ -110,6 +110,20 @@ def _forms_cases():
         return AD(m).grad(lambda x: outer(x).sum())(x)
     cs.append(Case("nested", nested, [x, w], numpy_ref=False))
 
+    def closure(m, x, w, b):     # gradients reach values the function closes over
+        def loss(w, b):
+            ck = AD(m).checkpoint(lambda x, *, scale: m.sin(x @ w + b) * scale,
+                                  policy=POL(m).nothing_saveable)
+            return ck(x, scale=b[0]).sum()
+        return AD(m).value_and_grad(loss, (0, 1))(w, b)
+    cs.append(Case("closure_kwargs", closure, [x, w, data((6,), F, seed=8)],
+                   numpy_ref=False))
+
+    def neg_static(m, x, w):
+        ck = AD(m).checkpoint(lambda x, w, k: m.sin(x @ w) ** k, static_argnums=(-1,))
+        return AD(m).grad(lambda x: ck(x, w, 3).sum())(x)
+    cs.append(Case("static_argnums_negative", neg_static, [x, w], numpy_ref=False))
+
     def gradgrad(m, x):
         ck = AD(m).checkpoint(lambda x: m.sin(x) * x)
         return AD(m).grad(AD(m).grad(lambda x: ck(x)))(x)
