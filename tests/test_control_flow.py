@@ -67,8 +67,8 @@ def L(m):
 F = np.float32
 
 
-def x8():
-    return data((8,), F, seed=1)
+def AD(m):
+    return shardc if m._base is snp else jax
 
 
 # ---------------------------------------------------------------- cond / switch
@@ -159,21 +159,55 @@ def test_loops_values():
     compare_cases(_loop_cases())
 
 
-def test_fori_index_dtype_matches_jax():
-    """jax's loop index has the bounds' dtype (int16 here; i32 for Python ints), with
-    concrete bounds (a scan) and traced ones (a while loop)."""
-    def f(lax_, np_):
-        def g(x, hi):
-            a = lax_.fori_loop(np_.int16(0), np_.int16(3), lambda i, c: i, np_.int16(0))
-            b = lax_.fori_loop(0, 3, lambda i, c: i, 0)
-            c = lax_.fori_loop(np_.int16(0), hi, lambda i, c: i, np_.int16(0))
-            return a, b, c, x
-        return g
-    args = (F(1), np.int16(4))
-    ours = shardc.jit(f(shardc.lax, snp))(*args)
-    ref = jax.jit(f(jax.lax, jnp))(*args)
-    for o, r in zip(ours, ref):
-        assert o.dtype == r.dtype and o.weak_type == r.weak_type and int(o) == int(r)
+def _index_types(lax_, np_, lo, hi, traced):
+    """The (dtype, weak) of fori_loop's index and of its result, in one jitted trace."""
+    seen = []
+
+    def g(x, lo_t, hi_t):
+        def body(i, c):
+            seen.append(i)
+            return c + i
+        out = lax_.fori_loop(lo_t if traced else lo, hi_t if traced else hi, body, x)
+        seen.append(out)
+        return out
+    jit = shardc.jit if lax_ is shardc.lax else jax.jit
+    jit(g)(np.float32(0), lo, hi)
+    return [(str(a.dtype), a.weak_type) if hasattr(a, "weak_type") else
+            (str(a.aval.dtype), a.aval.weak) for a in seen]
+
+
+@pytest.mark.parametrize("lo,hi,traced", [
+    (0, 3, False), (np.int16(0), np.int16(3), False), (np.int16(1), np.int16(4), True),
+    (np.int8(1), np.int8(4), True)])
+def test_fori_index_type_matches_jax(lo, hi, traced):
+    """Concrete bounds: the index is a weak i32 (from the Python int lo) whatever the
+    bounds' dtype, as jax's; traced bounds: the bounds' dtype."""
+    ours = _index_types(shardc.lax, snp, lo, hi, traced)
+    ref = [(str(a.dtype), a.weak_type) for a in _jax_index_avals(lo, hi, traced)]
+    assert ours == ref
+
+
+def _jax_index_avals(lo, hi, traced):
+    seen = []
+
+    def g(x, lo_t, hi_t):
+        def body(i, c):
+            seen.append(i.aval)
+            return c + i
+        out = jax.lax.fori_loop(lo_t if traced else lo, hi_t if traced else hi, body, x)
+        seen.append(out.aval)
+        return out
+    jax.jit(g)(np.float32(0), lo, hi)
+    return seen
+
+
+def test_fori_bounds_of_different_types():
+    with pytest.raises(shardc.ShardcError, match="must have equal types, got i16 and i8"):
+        shardc.jit(lambda lo, hi: shardc.lax.fori_loop(lo, hi, lambda i, c: c, 0.0))(
+            np.int16(0), np.int8(2))
+    with pytest.raises(TypeError, match="must have equal types"):
+        jax.jit(lambda lo, hi: jax.lax.fori_loop(lo, hi, lambda i, c: c, 0.0))(
+            np.int16(0), np.int8(2))
 
 
 # ---------------------------------------------------------------- scan / map
@@ -291,3 +325,83 @@ def _sharded_cases(mesh):
 
 def test_sharded_values_and_shardings(mesh2x4):
     compare_cases(_sharded_cases(mesh2x4), mesh2x4)
+
+
+def _weak_and_passthrough_cases():
+    """Weak types of results follow jax's rules (cond: branch 0's; scan and while: the
+    body's outputs'; Python-scalar results stay weak), and values passed through."""
+    xs, a = data((5, 3), F, seed=1), data((3,), F, seed=2)
+    cs = []
+    def case(label, fn, arrays, **kw):
+        cs.append(Case(label, fn, arrays, **kw))
+    case("scan_weak_init", lambda m, x: L(m).scan(lambda c, x: (c + x[0], c), 0.0, x), [xs])
+    case("scan_weak_init_int", lambda m, x: L(m).scan(
+        lambda c, x: (c + x.astype(m.int32), c), 0, x), [xs])
+    case("while_weak_init", lambda m, x: L(m).while_loop(
+        lambda c: c < 10, lambda c: c + x[0] * x[0] + 1, 0.0), [a])
+    case("fori_weak_int", lambda m, x: L(m).fori_loop(0, 4, lambda i, c: c + i, 0), [a])
+    case("fori_weak_float", lambda m, x: L(m).fori_loop(
+        0, 4, lambda i, c: c + x[0], 1.0), [a])
+    case("cond_weak_branch", lambda m, p, x: L(m).cond(p, lambda: x[0], lambda: 1.0),
+         [np.bool_(True), a])
+    case("cond_weak_both", lambda m, p: L(m).cond(p, lambda: 2.0, lambda: 1.0),
+         [np.bool_(False)])
+    case("scan_passthrough", lambda m, x, k: L(m).scan(
+        lambda c, x: (c, (x, k, c, 1.0)), a, x), [xs, a])
+    case("scan_dict_xs_none_leaf", lambda m, x: L(m).scan(
+        lambda c, t: (c + t["a"], {"y": None, "z": t["a"]}), m.zeros(3), {"a": x, "b": None}),
+        [xs])
+    case("map_pytree_none", lambda m, x: L(m).map(lambda t: (t[0] * 2, None), (x, None)),
+         [xs])
+    case("map_batch_gt_len", lambda m, x: L(m).map(lambda r: r * 2, x, batch_size=9), [xs])
+
+    def g1(m, p, x, k):
+        def loss(x, k):
+            r = L(m).cond(p, lambda x: (x, 3.0 * m.ones(3)), lambda x: (k, x * k), x)
+            return (r[0] * r[1]).sum()
+        return AD(m).grad(loss, (0, 1))(x, k)
+    for pv in (True, False):
+        case(f"cond_grad_passthrough_{pv}", g1, [np.bool_(pv), a, a * 2], numpy_ref=False)
+    def g2(m, x, k):
+        def loss(x, k):
+            c, ys = L(m).scan(lambda c, x: (c, (x, k, c, 1.0, x[0] > 0)), k * 2, x)
+            return ys[0].sum() + ys[1].sum() * 2 + (ys[2] * ys[3]).sum() + c.sum()
+        return AD(m).grad(loss, (0, 1))(x, k)
+    cs.append(Case("scan_grad_passthrough", g2, [xs, a], numpy_ref=False))
+    def g3(m, x):
+        def loss(x):
+            return L(m).cond(x.sum() > 0, lambda: x * x, lambda: -x).sum()
+        return AD(m).grad(loss)(x)
+    cs.append(Case("cond_grad_pred_depends", g3, [a], numpy_ref=False))
+    def g4(m, x):
+        def loss(x):
+            return L(m).scan(lambda c, x: (c * x, None), 1.0, x)[0]
+        return AD(m).grad(loss)(x)
+    cs.append(Case("scan_grad_weak", g4, [a], numpy_ref=False))
+    def g5(m, x, i):
+        def loss(x):
+            c, _ = L(m).scan(lambda c, x: ((c[0] * x, c[1] + 1), None), (1.0, i), x)
+            return c[0]
+        return AD(m).value_and_grad(loss)(x)
+    cs.append(Case("scan_grad_int_carry_arg", g5, [a, np.int32(2)], numpy_ref=False))
+    def g6(m, x):
+        def loss(x):
+            return L(m).fori_loop(0, 3, lambda i, c: c * x, x)
+        return AD(m).grad(lambda x: loss(x).sum())(x), AD(m).jvp(loss, (x,), (x,))
+    cs.append(Case("fori_grad_jvp_closure", g6, [a], numpy_ref=False))
+    def g7(m, x):
+        def f(x):
+            return L(m).map(lambda r: m.sin(r) * x[0], x, batch_size=2)
+        return AD(m).jvp(f, (x,), (x * 2,))
+    cs.append(Case("map_jvp", g7, [xs], numpy_ref=False))
+    def g8(m, x, i):
+        def f(x):
+            return L(m).switch(i, [lambda x: x, lambda x: m.sin(x), lambda x: 2.0 * m.ones(3)], x)
+        return AD(m).jvp(f, (x,), (x * 2,)), AD(m).grad(lambda x: f(x).sum())(x)
+    for iv in (0, 2):
+        cs.append(Case(f"switch_jvp_{iv}", g8, [a, np.int32(iv)], numpy_ref=False))
+    return cs
+
+
+def test_weak_types_and_passthrough():
+    compare_cases(_weak_and_passthrough_cases())

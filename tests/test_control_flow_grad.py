@@ -1,7 +1,6 @@
 """Gradients (grad, value_and_grad, grad of grad, jvp) of shardc.lax control flow
 against jax's under jax.jit, in few compiles; while_loop's reverse mode raises."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P

@@ -5,9 +5,7 @@ import functools
 
 import jax
 import jax.ad_checkpoint
-import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.sharding import PartitionSpec as P
 
 import shardc

@@ -204,19 +204,18 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     if core.current_builder() is None:
         return _in_jit(lambda v: fori_loop(lower, upper, body_fun, v, unroll=unroll),
                        init_val)
+    idt = _index_dtype(lower, upper)
     if lo is not None and hi is not None:
-        idt = _index_dtype(lower, upper)
-
+        # as jax: the index starts from the Python int lo (a weak i32, whatever the
+        # bounds' dtype)
         def step(carry, _):
             i, x = carry
-            return (L.add(i, L.full((), 1, idt)), body_fun(i, x)), None
-        start = L.full((), lo, idt)
-        (_, out), _ = scan(step, (start, init_val), None, length=max(hi - lo, 0),
+            return (i + 1, body_fun(i, x)), None
+        (_, out), _ = scan(step, (lo, init_val), None, length=max(hi - lo, 0),
                            unroll=1 if unroll is None else unroll)
         return out
     if unroll is not None and unroll is not False and unroll != 1:
         raise ShardcError("fori_loop: unroll needs concrete lower and upper bounds")
-    idt = _index_dtype(lower, upper)
     lower = L.convert_element_type(lower if core.is_tracer(lower) else L.full((), lower, idt),
                                    idt)
     upper = L.convert_element_type(upper if core.is_tracer(upper) else L.full((), upper, idt),
@@ -232,14 +231,21 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
 
 def _index_dtype(lower, upper):
-    """The loop index's dtype: the bounds' (jax requires they agree), i32 for ints."""
-    for x in (lower, upper):
-        dt = getattr(x, "dtype", None)
-        if dt is not None:
-            if not dtypes.is_int(dt):
-                raise ShardcTypeError(f"fori_loop: bounds must be integers, got {dt}")
-            return dtypes.canonicalize(dt)
-    return dtypes.default_int()
+    """The traced loop index's dtype: the bounds' (they must agree, but a weak bound,
+    e.g. a Python int, takes the other's), as jax."""
+    avals = [core.aval_of(x) for x in (lower, upper)]
+    for a in avals:
+        if not dtypes.is_int(a.dtype):
+            raise ShardcTypeError(f"fori_loop: bounds must be integers, got "
+                                  f"{dtypes.short_name(a.dtype)}")
+    lo, hi = avals
+    if lo.dtype == hi.dtype:
+        return lo.dtype
+    if lo.weak != hi.weak and dtypes.is_signed(lo.dtype) and dtypes.is_signed(hi.dtype):
+        return hi.dtype if lo.weak else lo.dtype
+    raise ShardcTypeError(f"lower and upper arguments to fori_loop must have equal types, "
+                          f"got {dtypes.short_name(lo.dtype)} and "
+                          f"{dtypes.short_name(hi.dtype)}")
 
 
 # ---------------------------------------------------------------- scan / map
