@@ -405,3 +405,78 @@ def _weak_and_passthrough_cases():
 
 def test_weak_types_and_passthrough():
     compare_cases(_weak_and_passthrough_cases())
+
+
+def _sharded_more_cases(mesh):
+    x, ws = data((8, 16), F, seed=20), data((4, 16, 16), F, seed=21) / 4
+    pol = {True: shardc.checkpoint_policies, False: jax.checkpoint_policies}
+    cs = []
+
+    def case(label, fn, arrays, specs, **kw):
+        cs.append(Case(label, fn, arrays, specs, **kw))
+    # the scanned dim itself sharded
+    case("scan_xs_lead_sharded", lambda m, xs: L(m).scan(
+        lambda c, r: (c + r, r * 2), m.zeros((16,), m.float32), xs), [x], [P("x", "y")])
+    case("scan_ws_lead_sharded", lambda m, x, ws: L(m).scan(
+        lambda h, w: (m.tanh(h @ w), None), x, ws)[0], [x, ws],
+        [P("x", None), P("x", None, "y")])
+    case("map_batch_sharded", lambda m, x: L(m).map(lambda r: r * 2, x, batch_size=3),
+         [x], [P(None, "y")])
+
+    def smap_in_cond(m, p, x):
+        inner = SM(m)(lambda h: L(m).psum(h, "y"), mesh=mesh, in_specs=P("x", "y"),
+                      out_specs=P("x", None))
+        return L(m).cond(p, lambda: inner(x), lambda: x * 2)
+    case("smap_in_cond", smap_in_cond, [np.bool_(True), x], [None, P("x", "y")],
+         numpy_ref=False)
+
+    def while_in_smap(m, x):
+        def body(h):    # collectives in the predicate and in the body
+            return L(m).while_loop(lambda c: L(m).psum(c[1], "x") < 6,
+                                   lambda c: (L(m).psum(c[0], "y") * 0.25, c[1] + 1), (h, 0))
+        return SM(m)(body, mesh=mesh, in_specs=P("x", "y"), out_specs=(P("x", "y"), P()),
+                     check_vma=False)(x)
+    case("while_in_smap", while_in_smap, [x], [P("x", "y")], numpy_ref=False)
+
+    # gradients through shard_map bodies holding a scan, a checkpoint, a cond; shardc's
+    # gradients take their primals' shardings (as test_grad's reference)
+    def grad_smap_scan(m, x, w):
+        def f(x, w):
+            def body(h, w):
+                return L(m).scan(lambda c, _: (m.tanh(L(m).psum(c @ w, "y")), None), h,
+                                 None, length=2)[0]
+            return SM(m)(body, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                         out_specs=P("x", None))(x, w).sum()
+        gx, gw = AD(m).grad(f, (0, 1))(x, w)
+        return m.constrain(gx, P("x", "y")), m.constrain(gw, P("y", None))
+    case("grad_smap_scan", grad_smap_scan, [x, ws[0]], [P("x", "y"), P("y", None)],
+         numpy_ref=False)
+
+    def remat_in_smap(m, x, w):
+        def f(x, w):
+            def body(h, w):
+                ck = AD(m).checkpoint(lambda h: m.sin(L(m).psum(h @ w, "y")),
+                                      policy=pol[m._base is snp].nothing_saveable)
+                return ck(h)
+            return SM(m)(body, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                         out_specs=P("x", None))(x, w).sum()
+        v, (gx, gw) = AD(m).value_and_grad(f, (0, 1))(x, w)
+        return v, m.constrain(gx, P("x", "y")), m.constrain(gw, P("y", None))
+    case("remat_in_smap", remat_in_smap, [x, ws[0]], [P("x", "y"), P("y", None)],
+         numpy_ref=False)
+
+    def cond_grad_smap(m, x):
+        def f(x):
+            def body(h):
+                p = L(m).psum(h.sum(), ("x", "y")) > 0
+                return L(m).cond(p, lambda: m.sin(h) * L(m).psum(h.sum(), "y"),
+                                 lambda: h * 3)
+            return SM(m)(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))(
+                x).sum()
+        return AD(m).grad(f)(x)
+    case("cond_grad_smap", cond_grad_smap, [x], [P("x", "y")], numpy_ref=False)
+    return cs
+
+
+def test_sharded_more(mesh2x4):
+    compare_cases(_sharded_more_cases(mesh2x4), mesh2x4)
