@@ -181,3 +181,39 @@ def test_while_loop_reverse_mode_raises():
         shardc.jit(shardc.grad(lambda x, n: shardc.lax.fori_loop(0, n, lambda i, c: c * x,
                                                                   x)))(F(1.0), 3)
     assert e.value.loc.file == __file__, e.value.loc
+
+
+def _nested_cases():
+    xs, a = data((5, 3), F, seed=11), data((3,), F, seed=12)
+    pos = data((5, 3), F, "pos", seed=13)
+    cs = []
+
+    def case(label, fn, arrays, **kw):
+        cs.append(Case(label, fn, arrays, **kw))
+    case("cond_in_while", lambda m, x: L(m).while_loop(
+        lambda c: c[1] < 3, lambda c: (L(m).cond(c[1] % 2 == 0, lambda: c[0] * 2,
+                                                 lambda: c[0] + 1), c[1] + 1), (x, 0)), [a])
+    case("while_in_cond", lambda m, p, x: L(m).cond(p, lambda: L(m).while_loop(
+        lambda c: c.sum() < 100, lambda c: c * 2 + 1, x), lambda: x),
+        [np.bool_(True), pos[0]])
+    case("while_in_scan", lambda m, x: L(m).scan(lambda c, r: (L(m).while_loop(
+        lambda v: v.sum() < 50, lambda v: v * 2 + r, c), c.sum()), m.ones(3), x), [pos])
+    case("scan_in_while", lambda m, x: L(m).while_loop(lambda c: c[1] < 3, lambda c: (
+        L(m).scan(lambda d, r: (d + r * c[1], None), c[0], x)[0], c[1] + 1), (x[0], 0)),
+        [xs])
+
+    def one_branch(m, i, x):
+        return AD(m).value_and_grad(lambda x: L(m).switch(i, [lambda x: m.sin(x)], x).sum())(x)
+    case("switch_one_grad", one_branch, [np.int32(3), a], numpy_ref=False)
+
+    def dep_bound(m, x):    # nested fori loops, the inner body reading the outer index
+        def f(x):
+            return L(m).fori_loop(0, 3, lambda i, c: L(m).fori_loop(
+                0, 2, lambda j, d: d * m.cos(d) + j + i, c), x).sum()
+        return AD(m).grad(f)(x)
+    case("fori_nested_grad", dep_bound, [a], numpy_ref=False)
+    return cs
+
+
+def test_nested_loops():
+    compare_cases(_nested_cases())

@@ -19,6 +19,10 @@ def AD(m):
     return shardc if m._base is snp else jax
 
 
+def L(m):
+    return shardc.lax if m._base is snp else jax.lax
+
+
 def POL(m):
     return shardc.checkpoint_policies if m._base is snp else jax.checkpoint_policies
 
@@ -195,3 +199,46 @@ def test_ir_recomputes():
     ir = str(shardc.jit(shardc.value_and_grad(loss, (0, 1, 2))).trace(*args).ir)
     before, _, after = ir.partition("optimization_barrier")
     assert (before.count("dot_general"), after.count("dot_general")) == (2, 5), ir
+
+
+def _more_cases():
+    xs, a = data((5, 3), F, seed=9), data((3,), F, seed=10)
+    cs = []
+
+    def passthrough(m, x, k):   # outputs passed through, constants, int in and out
+        def f(x, k):
+            o = AD(m).checkpoint(lambda x, k: (x, 2.0, k * 0 + 1,
+                                               x.sum() + k.astype(m.float32).sum()))(x, k)
+            return o[0].sum() * o[1] + o[3] * o[2].astype(m.float32).sum()
+        return AD(m).value_and_grad(f)(x, k)
+    cs.append(Case("passthrough_int", passthrough, [a, np.arange(3, dtype=np.int32)],
+                   numpy_ref=False))
+
+    def jvp(m, x):
+        f = AD(m).checkpoint(lambda x: m.sin(NAME(m)(m.cos(x), "c")) * x,
+                             policy=POL(m).save_only_these_names("c"))
+        return AD(m).jvp(f, (x,), (x,)), AD(m).grad(lambda x: f(x).sum())(x)
+    cs.append(Case("jvp", jvp, [a], numpy_ref=False))
+
+    def name_outside(m, x):
+        return AD(m).grad(lambda x: NAME(m)(m.sin(x), "s").sum())(x)
+    cs.append(Case("name_outside_checkpoint", name_outside, [a], numpy_ref=False))
+
+    def in_cond(m, p, x):
+        ck = AD(m).checkpoint(lambda x: m.sin(x) * x, policy=POL(m).nothing_saveable)
+        return AD(m).grad(lambda x: L(m).cond(p, ck, lambda x: x * 2, x).sum())(x)
+    cs.append(Case("in_cond", in_cond, [np.bool_(True), a], numpy_ref=False))
+
+    def scan_gradgrad(m, x):
+        ck = AD(m).checkpoint(lambda c, x: (m.sin(c * x), c.sum()), policy=POL(m).dots_saveable)
+
+        def f(x):
+            return L(m).scan(ck, x[0], x)[0].sum()
+        return AD(m).grad(f)(x), AD(m).grad(lambda s: AD(m).grad(lambda x: f(x * s))(x).sum())(
+            F(1.5))
+    cs.append(Case("scan_grad_grad", scan_gradgrad, [xs], numpy_ref=False))
+    return cs
+
+
+def test_more():
+    compare_cases(_more_cases())
