@@ -88,6 +88,11 @@ def _grad_cases():
         return G(m, loss, (0, 1))(x, w)
     cs.append(Case("fori_static", f1, [a, w], numpy_ref=False))
 
+    def f2(m, x):     # a weakly typed residual (from the weak index) stacked by the scan
+        return G(m, lambda x: L(m).fori_loop(0, 3, lambda i, c: m.sin(c * (i * 0.5)),
+                                             x).sum())(x)
+    cs.append(Case("fori_weak_residual", f2, [b], numpy_ref=False))
+
     def m1(m, x, w):
         def loss(x, w):
             return (L(m).map(lambda r: m.sin(r @ w), x) ** 2).sum() + \

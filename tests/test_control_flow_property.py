@@ -3,7 +3,7 @@ dot bodies: values and gradients equal jax's (few, derandomized examples)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 import shardc
 import shardc.numpy as snp
@@ -66,7 +66,8 @@ ARGS = [data((4, 4), np.float32, seed=1), data((4, 4), np.float32, seed=2) / 2,
 
 
 @settings(max_examples=5, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))
+          suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])     # no shrinking: compiles are slow
 @given(st.lists(programs(), min_size=4, max_size=4))
 def test_random_control_flow(progs):
     ours = shardc.jit(_fn(progs, snp, shardc.lax, shardc))(*ARGS)

@@ -328,7 +328,7 @@ def _restack(ctx, op, sp, stacked, n_out):
     if caps:
         raise ShardcError("internal: a scan body's forward part reads a value from outside",
                           op.loc)
-    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape), weak=False))
+    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape)))      # as _shape
            for r in region.outputs[n_out:]]
     op.regions = (region,)
     op.outputs = list(op.outputs) + new
