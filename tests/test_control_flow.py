@@ -480,3 +480,19 @@ def _sharded_more_cases(mesh):
 
 def test_sharded_more(mesh2x4):
     compare_cases(_sharded_more_cases(mesh2x4), mesh2x4)
+
+
+def test_eager_calls():
+    """Outside a trace the control flow runs under shardc.jit, as jax's does."""
+    from helpers import check_outputs
+    xs = jnp.asarray(data((5, 3), F, seed=30))
+
+    def both(f):
+        check_outputs(f(shardc.lax, snp), f(jax.lax, jnp), what="jax eager")
+    both(lambda lax, m: lax.scan(lambda c, x: (c + x, c * 2), m.zeros(3), xs))
+    both(lambda lax, m: lax.cond(True, lambda x: x * 2, lambda x: x, xs))
+    both(lambda lax, m: lax.switch(7, [lambda x: x * 2, lambda x: x], xs))
+    both(lambda lax, m: lax.fori_loop(jnp.int32(1), jnp.int32(3), lambda i, c: c * i, xs))
+    both(lambda lax, m: lax.while_loop(lambda c: c.sum() < 1000, lambda c: c * 2, xs))
+    both(lambda lax, m: lax.map(lambda r: r.sum(), xs, batch_size=2))
+    both(lambda lax, m: lax.scan(lambda c, _: (c + 1, c), 0, None, length=np.int64(3)))

@@ -36,6 +36,10 @@ def _cases(lax, m):
         "fori_traced_carry_shape": (lambda x: lax.fori_loop(
             0, x.astype(m.int32)[0], lambda i, c: c.sum(), x),
             ["f32[3]", "f32[]"]),
+        "while_cond_float": (lambda x: lax.while_loop(lambda c: c.sum(), lambda c: c, x),
+                             ["cond_fun must return a boolean scalar", "f32[]"]),
+        "while_cond_vector": (lambda x: lax.while_loop(lambda c: c > 0, lambda c: c, x),
+                              ["cond_fun must return a boolean scalar", "bool[3]"]),
         "cond_types": (lambda x: lax.cond(
             x[0] > 0, lambda: (x, x), lambda: (x, x.astype(m.int32))),
             ["[1]", "f32[3]", "i32[3]", "true_fun", "false_fun"]),
