@@ -242,3 +242,28 @@ def _more_cases():
 
 def test_more():
     compare_cases(_more_cases())
+
+
+def test_ir_prevent_cse_and_scan():
+    """prevent_cse=False: no barrier; a checkpointed scan body: the backward scan's body
+    recomputes the forward dot (nothing saveable) instead of stacking its result."""
+    args = [data((4, 6), F, seed=1), data((6, 6), F, seed=2)]
+
+    def loss(x, w):
+        return shardc.checkpoint(lambda x: snp.sin(x @ w), prevent_cse=False,
+                                 policy=shardc.checkpoint_policies.nothing_saveable)(x).sum()
+    ir = str(shardc.jit(shardc.value_and_grad(loss, (0, 1))).trace(*args).ir)
+    assert "optimization_barrier" not in ir and ir.count("dot_general") == 4, ir
+
+    def scanned(policy):
+        def loss(xs, w):
+            body = shardc.checkpoint(lambda c, x: (snp.sin(c @ w) + x, None), policy=policy)
+            return shardc.lax.scan(body, xs[0], xs)[0].sum()
+        ir = str(shardc.jit(shardc.value_and_grad(loss, (0, 1))).trace(
+            data((3, 6, 6), F, seed=3), args[1]).ir)
+        fwd, _, bwd = ir.partition("reverse=True")
+        return fwd.count("dot_general"), bwd.count("dot_general"), ir
+    f, b, ir = scanned(shardc.checkpoint_policies.nothing_saveable)
+    assert (f, b) == (1, 3), ir         # the dot again, then its two transposes
+    f, b, ir = scanned(shardc.checkpoint_policies.dots_saveable)
+    assert (f, b) == (1, 2), ir
