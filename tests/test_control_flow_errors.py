@@ -40,6 +40,9 @@ def _cases(lax, m):
                              ["cond_fun must return a boolean scalar", "f32[]"]),
         "while_cond_vector": (lambda x: lax.while_loop(lambda c: c > 0, lambda c: c, x),
                               ["cond_fun must return a boolean scalar", "bool[3]"]),
+        "scan_not_pair": (lambda x: lax.scan(lambda c, e: c, x, x), ["pair"]),
+        "nested_in_scan": (lambda x: lax.scan(lambda c, e: (lax.cond(
+            e > 0, lambda: c, lambda: c[:2]), None), x, x), ["f32[3]", "f32[2]"]),
         "cond_types": (lambda x: lax.cond(
             x[0] > 0, lambda: (x, x), lambda: (x, x.astype(m.int32))),
             ["[1]", "f32[3]", "i32[3]", "true_fun", "false_fun"]),
