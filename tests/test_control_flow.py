@@ -252,9 +252,11 @@ def _scan_cases():
     cs.append(Case("scan_bool_ys", lambda m, x: L(m).scan(
         lambda c, x: (c, x > 0), (), x)[1], [xs]))
     cs.append(Case("map", lambda m, x: L(m).map(lambda r: (m.sin(r).sum(), r * 2), x), [xs]))
-    for bs in (1, 2, 5, 7):
+    for bs in (0, 1, 2, 5, 7):     # 0: one full batch, as jax
         cs.append(Case(f"map_batch{bs}", lambda m, x, bs=bs: L(m).map(
             lambda r: {"s": r.sum(), "r": r[::-1]}, x, batch_size=bs), [xs]))
+    cs.append(Case("map_batch_empty", lambda m, x: L(m).map(lambda r: r * 2, x[:0],
+                                                          batch_size=2), [xs]))
     cs.append(Case("map_batch_closure", lambda m, x, w: L(m).map(
         lambda r: r @ w, x, batch_size=2), [xs, w]))
     return cs

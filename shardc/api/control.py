@@ -316,8 +316,10 @@ def map(f, xs, *, batch_size=None):
     leaves, tree = _tree.tree_flatten(xs)
     n = core.aval_of(leaves[0]).shape[0] if leaves else 0
     b = operator.index(batch_size)
-    if b <= 0:
-        raise ShardcError(f"map: batch_size must be positive, got {b}")
+    if b < 0:
+        raise ShardcError(f"map: batch_size must not be negative, got {b}")
+    if b == 0 or n == 0:      # jax: batch_size=0 is one full batch (same values)
+        return map(f, xs)
     full, rem = divmod(n, b)
     out = []
     if full:
