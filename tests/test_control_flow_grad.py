@@ -222,3 +222,48 @@ def _nested_cases():
 
 def test_nested_loops():
     compare_cases(_nested_cases())
+
+
+def _inactive_cases():
+    """Loops nothing differentiable flows into are not differentiated (as jax), so a
+    while_loop over constants, stop_gradient'ed or integer values does not raise."""
+    a, pos = data((3,), F, seed=21), data((3,), F, "pos", seed=22)
+    cs = []
+
+    def case(label, fn, arrays):
+        cs.append(Case(label, fn, arrays, numpy_ref=False))
+
+    def consts(m, x, k):
+        return VG(m, lambda x: x.sum() * L(m).while_loop(lambda c: c < 10,
+                                                         lambda c: c + k, 0.0))(x)
+    case("while_on_consts", consts, [a, F(3)])
+
+    def ints(m, x):
+        def f(x):
+            n, y = L(m).while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]),
+                                   (0, x.sum() > 0))
+            return x.sum() * n * y
+        return VG(m, f)(x)
+    case("while_int_carry", ints, [a])
+
+    def stopped(m, x):
+        def f(x):
+            n = L(m).while_loop(lambda c: c.sum() < 10, lambda c: c * 2,
+                                L(m).stop_gradient(x))
+            return (x * n).sum()
+        return VG(m, f)(x)
+    case("while_stop_gradient", stopped, [pos])
+
+    def traced_bounds(m, x, n):
+        return VG(m, lambda x: L(m).fori_loop(0, n, lambda i, c: c + 1.0, 0.0) * x.sum())(x)
+    case("fori_traced_bounds_on_consts", traced_bounds, [a, np.int32(3)])
+
+    def weak_operand(m, p, x):
+        return VG(m, lambda x: L(m).cond(p, lambda a, b: a * b, lambda a, b: a + b, x,
+                                         2.0).sum())(x)
+    case("cond_weak_operand", weak_operand, [np.bool_(True), a])
+    return cs
+
+
+def test_inactive_loops():
+    compare_cases(_inactive_cases())

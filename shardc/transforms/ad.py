@@ -110,9 +110,16 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
 
     for v, c in zip(out_vals, out_cts):
         add(v, c)
+    # only ops reading what depends on wrt_vals pass cotangents on (as jax's linearize:
+    # a while_loop on constants is not differentiated, so it does not raise)
+    active = {id(w) for w in wrt_vals}
+    for op in ops:
+        if op.prim.vjp is not nondiff and \
+                any(type(v) is not Lit and id(v) in active for v in op.inputs):
+            active.update(id(v) for v in op.outputs)
     for op in reversed(ops):
         cts = [ct.pop(id(v), None) for v in op.outputs]
-        if all(c is None for c in cts):
+        if all(c is None for c in cts) or not any(id(v) in active for v in op.outputs):
             continue
         rule = op.prim.vjp
         if rule is None:
