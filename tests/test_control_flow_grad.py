@@ -267,3 +267,51 @@ def _inactive_cases():
 
 def test_inactive_loops():
     compare_cases(_inactive_cases())
+
+
+def _weighted(ys):
+    return sum((y * (i + 1)).sum() for i, y in enumerate(ys))
+
+
+def _aliasing_cases():
+    """Outputs that are block arguments, closed-over values or one value twice; carries
+    that swap."""
+    xs, a = data((5, 3), F, seed=31), data((3,), F, seed=32)
+    cs = []
+
+    def scan_dup(m, x, k):
+        def f(x, k):
+            c, ys = L(m).scan(lambda c, r: ((k, r), (c[0], c[0], r, r)), (x[0], x[1]), x)
+            return c[0].sum() * c[1].sum() + _weighted(ys)
+        return VG(m, f, (0, 1))(x, k)
+    cs.append(Case("scan_dup_outputs", scan_dup, [xs, a], numpy_ref=False))
+
+    def cond_dup(m, p, x, k):
+        def f(x, k):
+            return _weighted(L(m).cond(p, lambda x: (x, x, k, k), lambda x: (k, x * 2, x, k),
+                                       x))
+        return VG(m, f, (0, 1))(x, k)
+    for pv in (True, False):
+        cs.append(Case(f"cond_dup_outputs_{pv}", cond_dup, [np.bool_(pv), a, a * 3],
+                       numpy_ref=False))
+
+    def remat_dup(m, x, k):
+        def f(x, k):
+            return _weighted(AD(m).checkpoint(lambda x, k: (x, x, k, m.sin(x), k))(x, k))
+        return VG(m, f, (0, 1))(x, k)
+    cs.append(Case("remat_dup_outputs", remat_dup, [a, a * 3], numpy_ref=False))
+    cs.append(Case("while_swap", lambda m, x: L(m).while_loop(
+        lambda c: c[2] < 3, lambda c: (c[1], c[0], c[2] + 1), (x, x * 2, 0)), [a],
+        numpy_ref=False))
+
+    def scan_swap(m, x):
+        def f(x):
+            c, _ = L(m).scan(lambda c, r: ((c[1], c[0] * r), None), (x[0], x[1]), x)
+            return (c[0] * 2 + c[1]).sum()
+        return VG(m, f)(x)
+    cs.append(Case("scan_swap_grad", scan_swap, [xs], numpy_ref=False))
+    return cs
+
+
+def test_aliasing():
+    compare_cases(_aliasing_cases())
