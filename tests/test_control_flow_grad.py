@@ -171,8 +171,48 @@ def test_sharded_grads(mesh2x4):
         gx, gw = G(m, loss, (0, 1))(x, ws)
         # shardc's gradients take their primals' shardings (as test_grad's reference)
         return m.constrain(gx, P("x", None)), m.constrain(gw, P(None, None, "y"))
-    compare_cases([Case("scan_stacked", f, [x, ws], [P("x", None), P(None, None, "y")],
-                        numpy_ref=False)], mesh2x4)
+    cs = [Case("scan_stacked", f, [x, ws], [P("x", None), P(None, None, "y")],
+               numpy_ref=False)]
+    mesh = mesh2x4
+
+    def g1(m, x, ws):
+        def f(x, ws):
+            h, ys = L(m).scan(lambda h, w: (m.constrain(m.tanh(h @ w), P("x", "y")),
+                                            m.constrain(h.sum(0), P("y"))), x, ws)
+            return (h ** 2).sum() + ys.sum()
+        gx, gw = G(m, f, (0, 1))(x, ws)
+        return m.constrain(gx, P("x", None)), m.constrain(gw, P(None, None, "y"))
+    cs.append(Case("grad_wsc_in_scan", g1, [x, ws], [P("x", None), P(None, None, "y")],
+                   numpy_ref=False))
+
+    def g2(m, x, ws):
+        sm = shardc.shard_map if m._base is snp else jax.shard_map
+        inner = sm(lambda h, w: L(m).psum(h @ w, "y"), mesh=mesh,
+                   in_specs=(P("x", "y"), P("y", None)), out_specs=P("x", None))
+
+        def f(x, ws):
+            return L(m).scan(lambda h, w: (m.tanh(inner(h, w)), None), x, ws)[0].sum()
+        gx, gw = G(m, f, (0, 1))(x, ws)
+        return m.constrain(gx, P("x", None)), m.constrain(gw, P())
+    cs.append(Case("grad_smap_in_scan", g2, [x, ws], [P("x", None), None], numpy_ref=False))
+
+    def j1(m, x, ws, p):
+        def f(x):
+            h, _ = L(m).scan(lambda h, w: (m.tanh(h @ w), None), x, ws)
+            return (L(m).cond(p, lambda: h * 2, lambda: h),
+                    L(m).fori_loop(0, 2, lambda i, c: m.sin(c), x))
+        return AD(m).jvp(f, (x,), (x * 0.1,))
+    cs.append(Case("jvp_sharded", j1, [x, ws, np.bool_(True)],
+                   [P("x", "y"), P(None, None, "y"), None], numpy_ref=False))
+
+    def g3(m, x, ws):
+        pol = (shardc if m._base is snp else jax).checkpoint_policies.dots_saveable
+        ck = AD(m).checkpoint(lambda h, w: (m.tanh(h @ w), None), policy=pol)
+        gx, gw = G(m, lambda x, ws: L(m).scan(ck, x, ws)[0].sum(), (0, 1))(x, ws)
+        return m.constrain(gx, P("x", None)), m.constrain(gw, P(None, None, "y"))
+    cs.append(Case("grad_remat_scan_sharded", g3, [x, ws], [P("x", None), P(None, None, "y")],
+                   numpy_ref=False))
+    compare_cases(cs, mesh2x4)
 
 
 def test_while_loop_reverse_mode_raises():
