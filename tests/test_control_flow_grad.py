@@ -302,6 +302,28 @@ def _inactive_cases():
         return VG(m, lambda x: L(m).cond(p, lambda a, b: a * b, lambda a, b: a + b, x,
                                          2.0).sum())(x)
     case("cond_weak_operand", weak_operand, [np.bool_(True), a])
+
+    # in bodies: a while_loop on the body's constants (closed over, not differentiated)
+    def while_on(m, k):
+        return L(m).while_loop(lambda v: v < 5.0, lambda v: v + k, 0.0)
+
+    def in_scan(m, x, k):
+        def f(x):
+            def body(c, r):
+                n = L(m).while_loop(lambda v: v < c[1] + 2, lambda v: v + 1, 0)
+                return (c[0] * r * n * while_on(m, k), c[1] + 1), None
+            return L(m).scan(body, (x[0], 0), x)[0][0].sum()
+        return VG(m, f)(x)
+    case("while_in_scan", in_scan, [data((5, 3), F, seed=23), F(1.5)])
+
+    def in_cond(m, p, x, k):
+        return VG(m, lambda x: L(m).cond(p, lambda x: x * while_on(m, k), lambda x: x,
+                                         x).sum())(x)
+    case("while_in_cond", in_cond, [np.bool_(True), a, F(1.5)])
+
+    def in_remat(m, x, k):
+        return VG(m, lambda x: AD(m).checkpoint(lambda x: x * while_on(m, k))(x).sum())(x)
+    case("while_in_checkpoint", in_remat, [a, F(1.5)])
     return cs
 
 

@@ -156,7 +156,8 @@ def _cond_vjp(ctx, cts, index, *ops):
     op = ctx.op
     n_out = len(op.outputs)
     mask = [c is not None for c in cts]
-    splits = [ctx.split_region(r, mask) for r in op.regions]
+    active = ctx.active[1:] if ctx.active is not None else None     # (after the index)
+    splits = [ctx.split_region(r, mask, active=active) for r in op.regions]
     inputs_of = [{id(v): i for i, v in enumerate(sp.inputs)} for sp in splits]
     # per branch: the residuals it computes (read operands are passed as they are)
     own = [[v for v in sp.saved if id(v) not in ins] for sp, ins in zip(splits, inputs_of)]

@@ -220,7 +220,10 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     c, x, n = _split(len(ins), num_carry, num_xs)
     n_out = len(op.outputs)
     mask = [True] * c + [cts[i] is not None for i in range(c, n_out)]
-    sp = ctx.split_region(body, mask)
+    # carries count as active (one may become so in a later step); xs and consts as
+    # their operands are
+    active = None if ctx.active is None else [True] * c + list(ctx.active[c:])
+    sp = ctx.split_region(body, mask, active=active)
     kind = {id(v): ("c" if i < c else "x" if i < x else "k", i)
             for i, v in enumerate(sp.inputs)}
     invariant = _invariant(sp, kind)
