@@ -7,6 +7,7 @@ types. Outside a trace they run under shardc.jit, as jax's do.
 """
 from __future__ import annotations
 
+import builtins
 import operator
 
 import jax
@@ -33,8 +34,8 @@ def _paths(tree_like):
 
 
 def _aval_str(a):
-    # (this module defines lax.map: the builtin is not in reach here)
-    return f"{dtypes.short_name(a.dtype)}[{','.join(str(d) for d in a.shape)}]"
+    # builtins.map: this module's `map` is lax.map
+    return f"{dtypes.short_name(a.dtype)}[{','.join(builtins.map(str, a.shape))}]"
 
 
 def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro):
@@ -77,13 +78,15 @@ def cond(pred, true_fun, false_fun, *operands, operand=None):
         raise ShardcTypeError(f"Pred must be a scalar, got {pred_str(pred)} of shape "
                               f"{a.shape}.")
     if a.dtype != dtypes.bool_:
-        if not dtypes.is_int(a.dtype):
+        # jax: integer and float predicates mean pred != 0; complex ones are rejected
+        if not (dtypes.is_int(a.dtype) or dtypes.is_float(a.dtype)):
             raise ShardcTypeError(f"Pred type must be either boolean or number, got "
                                   f"{dtypes.short_name(a.dtype)}: use a bool[] predicate "
                                   "(e.g. x > 0)")
-        pred = L.ne(pred, 0)
+        pred = L.ne(pred, L.full((), 0, a.dtype))
     index = L.convert_element_type(pred, dtypes.int32)
-    return _switch(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"])
+    return _switch(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"],
+                   "cond", report_last_first=True)
 
 
 def pred_str(p):
@@ -112,10 +115,13 @@ def switch(index, branches, *operands, operand=None):
         return branches[0](*operands)
     index = L.convert_element_type(index, dtypes.int32)
     index = L.min(L.max(index, 0), len(branches) - 1)
-    return _switch(index, branches, operands, [f"branch {k}" for k in range(len(branches))])
+    return _switch(index, branches, operands, [f"branch {k}" for k in range(len(branches))],
+                   "switch")
 
 
-def _switch(index, branches, operands, names):
+def _switch(index, branches, operands, names, what, report_last_first=False):
+    """report_last_first: name the later branch first in errors (cond's true_fun, as
+    jax, though false_fun is branch 0)."""
     leaves, tree = _tree.tree_flatten(operands)
     first = {}
 
@@ -127,9 +133,12 @@ def _switch(index, branches, operands, names):
             if not first:
                 first.update(tree=otree, avals=avals, example=out)
             else:
-                _check_same(f"{names[0]} output", f"{names[k]} output", first["tree"], otree,
-                            first["avals"], avals, first["example"],
-                            f"{names[0]} and {names[k]} output must have identical types")
+                a = (f"{names[0]} output", first["tree"], first["avals"])
+                b = (f"{names[k]} output", otree, avals)
+                if report_last_first:
+                    a, b = b, a
+                _check_same(a[0], b[0], a[1], b[1], a[2], b[2], first["example"],
+                            f"{what} branches must have equal output types")
             return outs
         return flat
     outs = bind_cond(index, [wrap(k, f) for k, f in enumerate(branches)], leaves,
@@ -168,7 +177,8 @@ def while_loop(cond_fun, body_fun, init_val):
         outs, otree = _tree.tree_flatten(out)
         _check_same("the input carry init_val", "the body_fun output", tree, otree, avals,
                     _avals(outs), init_val,
-                    "body_fun output and input must have identical types")
+                    "while_loop body function carry input and carry output must have "
+                    "equal types")
         return outs
     return _tree.tree_unflatten(tree, bind_while(c, b, leaves))
 
@@ -194,17 +204,19 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     if core.current_builder() is None:
         return _in_jit(lambda v: fori_loop(lower, upper, body_fun, v, unroll=unroll),
                        init_val)
-    idt, weak = _index_dtype(lower, upper)
+    idt = _index_dtype(lower, upper)
     if lo is not None and hi is not None:
+        # as jax: the index starts from the Python int lo (a weak i32, whatever the
+        # bounds' dtype)
         def step(carry, _):
             i, x = carry
-            return (L.add(i, 1), body_fun(i, x)), None
-        start = L.full((), lo, idt, weak)
-        (_, out), _ = scan(step, (start, init_val), None, length=max(hi - lo, 0),
+            return (i + 1, body_fun(i, x)), None
+        (_, out), _ = scan(step, (lo, init_val), None, length=max(hi - lo, 0),
                            unroll=1 if unroll is None else unroll)
         return out
     if unroll is not None and unroll is not False and unroll != 1:
         raise ShardcError("fori_loop: unroll needs concrete lower and upper bounds")
+    weak = all(core.aval_of(b).weak for b in (lower, upper))   # (Python ints: as jax)
     lower, upper = (L.convert_element_type(b, idt, weak) if core.is_tracer(b) else
                     L.full((), b, idt, weak) for b in (lower, upper))
 
@@ -213,20 +225,26 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     def b(v):
         i, u, x = v
-        return L.add(i, 1), u, body_fun(i, x)
+        return L.add(i, L.full((), 1, idt)), u, body_fun(i, x)
     return while_loop(c, b, (lower, upper, init_val))[2]
 
 
 def _index_dtype(lower, upper):
-    """The loop index's dtype and weak type, as jax's: the bounds' (promoted if they
-    differ), weak when both are (Python ints)."""
-    avals = [core.aval_of(b) for b in (lower, upper)]
+    """The traced loop index's dtype: the bounds' (they must agree, but a weak bound,
+    e.g. a Python int, takes the other's), as jax."""
+    avals = [core.aval_of(x) for x in (lower, upper)]
     for a in avals:
         if not dtypes.is_int(a.dtype):
-            raise ShardcTypeError(f"fori_loop: bounds must be integers, got {a}")
-    dt = avals[0].dtype if avals[0].dtype == avals[1].dtype else \
-        dtypes.promote((avals[0].dtype, False), (avals[1].dtype, False))[0]
-    return dt, all(a.weak for a in avals)
+            raise ShardcTypeError(f"fori_loop: bounds must be integers, got "
+                                  f"{dtypes.short_name(a.dtype)}")
+    lo, hi = avals
+    if lo.dtype == hi.dtype:
+        return lo.dtype
+    if lo.weak != hi.weak and dtypes.is_signed(lo.dtype) and dtypes.is_signed(hi.dtype):
+        return hi.dtype if lo.weak else lo.dtype
+    raise ShardcTypeError(f"lower and upper arguments to fori_loop must have equal types, "
+                          f"got {dtypes.short_name(lo.dtype)} and "
+                          f"{dtypes.short_name(hi.dtype)}")
 
 
 # ---------------------------------------------------------------- scan / map
@@ -297,8 +315,10 @@ def map(f, xs, *, batch_size=None):
     leaves, tree = _tree.tree_flatten(xs)
     n = core.aval_of(leaves[0]).shape[0] if leaves else 0
     b = operator.index(batch_size)
-    if b <= 0:
-        raise ShardcError(f"map: batch_size must be positive, got {b}")
+    if b < 0:
+        raise ShardcError(f"map: batch_size must not be negative, got {b}")
+    if b == 0 or n == 0:      # jax: batch_size=0 is one full batch (same values)
+        return map(f, xs)
     full, rem = divmod(n, b)
     out = []
     if full:

@@ -52,8 +52,7 @@ def _cond_shape(index, *avals, regions):
         if len(r.results) != len(first) or not all(map(same_type, r.results, first)):
             raise ShardcError(f"cond: branch {k} yields {list(r.results)}, branch 0 "
                               f"{list(first)}")
-    return tuple(a.update(weak=all(r.results[j].weak for r in regions))
-                 for j, a in enumerate(first))
+    return tuple(first)      # branch 0's weak types, as jax's cond
 
 
 def _cond_lower(ctx, index, *operands):
@@ -159,7 +158,8 @@ def _cond_vjp(ctx, cts, index, *ops):
     op = ctx.op
     n_out = len(op.outputs)
     mask = [c is not None for c in cts]
-    splits = [ctx.split_region(r, mask) for r in op.regions]
+    active = ctx.active[1:] if ctx.active is not None else None     # (after the index)
+    splits = [ctx.split_region(r, mask, active=active) for r in op.regions]
     inputs_of = [{id(v): i for i, v in enumerate(sp.inputs)} for sp in splits]
     # per branch: the residuals it computes (read operands are passed as they are)
     own = [[v for v in sp.saved if id(v) not in ins] for sp, ins in zip(splits, inputs_of)]
@@ -258,7 +258,7 @@ def _while_shape(*avals, cond_nconsts, body_nconsts, regions):
     if len(body.results) != n or not all(map(same_type, body.results, carry)):
         raise ShardcError(f"while: the body yields {list(body.results)}, the carries are "
                           f"{list(carry)}")
-    return tuple(carry)
+    return tuple(body.results)     # the body's weak types, as jax's while
 
 
 def _while_lower(ctx, *operands, cond_nconsts, body_nconsts):
@@ -318,7 +318,8 @@ def bind_while(cond_fn, body_fn, init, loc=None):
     body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas)
     params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
     out_vmas = [mc.vma_of(r) for r in body.outputs] if mc is not None else None
-    return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], avals, loc,
+    out_avals = [r.aval for r in body.outputs]
+    return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], out_avals, loc,
                          out_vmas)
 
 

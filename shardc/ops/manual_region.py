@@ -76,8 +76,11 @@ def body_value(b, x):
     v = core.constant_value(b, x) if not core.is_tracer(x) else b.to_value(x)
     if isinstance(v, Lit):
         from .special import constant_p
-        (v,) = b.add(constant_p, [], {"value": np.asarray(v.value, v.aval.dtype)},
-                     [Aval((), v.aval.dtype)], user_loc())
+        params = {"value": np.asarray(v.value, v.aval.dtype)}
+        if v.aval.weak:      # a Python scalar result stays weakly typed, as in jax
+            params["weak_type"] = True
+        (v,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)],
+                     user_loc())
     return v
 
 

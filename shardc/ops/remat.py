@@ -47,7 +47,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     op = ctx.op
     (body,) = op.regions
     n_out = len(op.outputs)
-    sp = ctx.split_region(body, [c is not None for c in cts], policy or _nothing)
+    sp = ctx.split_region(body, [c is not None for c in cts], policy or _nothing, ctx.active)
     index = {id(v): i for i, v in enumerate(sp.inputs)}
     saved = [v for v in sp.saved if id(v) not in index]
 

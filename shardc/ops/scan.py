@@ -48,8 +48,9 @@ def _shape(*avals, num_carry, num_xs, length, reverse, unroll, regions):
     if len(res) < c or not all(map(same_type, res[:c], avals[:c])):
         raise ShardcError(f"scan: the body yields {list(res)}, whose first {c} (the "
                           f"carries) must have the types of {list(avals[:c])}")
-    return tuple(avals[:c]) + tuple(r.update(shape=(length, *r.shape), weak=False)
-                                    for r in res[c:])
+    # as jax's scan: the results' weak types are the body's outputs' (a weak init whose
+    # body output is strong gives a strong carry; ys stay weak if the body's are)
+    return tuple(res[:c]) + tuple(r.update(shape=(length, *r.shape)) for r in res[c:])
 
 
 def _data_flow(op):
@@ -194,8 +195,14 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     params = {"num_carry": nc, "num_xs": len(xs), "length": length, "reverse": reverse,
               "unroll": unroll}
     res = region.outputs
-    out_avals = init_avals + [r.aval.update(shape=(length, *r.aval.shape), weak=False)
-                              for r in res[nc:]]
+    if length == 0:
+        # no step runs: XLA rejects the body's slices of zero-length xs
+        carry = [x if r.aval.weak or not core.aval_of(x).weak else
+                 L.convert_element_type(x, r.aval.dtype) for x, r in zip(init, res)]
+        return carry, [L.zeros((0, *r.aval.shape), r.aval.dtype) for r in res[nc:]]
+    # the results' weak types are the body's outputs' (as _shape)
+    out_avals = [r.aval for r in res[:nc]] + [r.aval.update(shape=(length, *r.aval.shape))
+                                              for r in res[nc:]]
     out_vmas = [mc.vma_of(r) for r in res] if mc is not None else None
     outs = add_region_op(scan_p, list(init) + list(xs) + caps, params, [region], out_avals,
                          loc, out_vmas)
@@ -250,7 +257,10 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     c, x, n = _split(len(ins), num_carry, num_xs)
     n_out = len(op.outputs)
     mask = [True] * c + [cts[i] is not None for i in range(c, n_out)]
-    sp = ctx.split_region(body, mask)
+    # carries count as active (one may become so in a later step); xs and consts as
+    # their operands are
+    active = None if ctx.active is None else [True] * c + list(ctx.active[c:])
+    sp = ctx.split_region(body, mask, active=active)
     kind = {id(v): ("c" if i < c else "x" if i < x else "k", i)
             for i, v in enumerate(sp.inputs)}
     invariant = _invariant(sp, kind)
@@ -358,7 +368,7 @@ def _restack(ctx, op, sp, stacked, n_out):
     if caps:
         raise ShardcError("internal: a scan body's forward part reads a value from outside",
                           op.loc)
-    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape), weak=False))
+    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape)))      # as _shape
            for r in region.outputs[n_out:]]
     op.regions = (region,)
     op.outputs = list(op.outputs) + new

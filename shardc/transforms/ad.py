@@ -26,10 +26,12 @@ _tree = jax.tree_util
 
 class VjpCtx:
     """What a VJP rule sees besides the cotangents and primal inputs."""
-    __slots__ = ("op", "outs", "builder", "level")
+    __slots__ = ("op", "outs", "builder", "level", "active")
 
-    def __init__(self, op, outs, builder, level=None):
+    def __init__(self, op, outs, builder, level=None, active=None):
         self.op, self.outs, self.builder, self.level = op, outs, builder, level
+        # per operand: does it depend on what is differentiated (None: all may)
+        self.active = active
 
     @property
     def in_avals(self):
@@ -46,9 +48,9 @@ class VjpCtx:
     def eval_ops(self, program, args):
         return eval_ops(program, args)
 
-    def split_region(self, region, ct_mask, policy=None):
+    def split_region(self, region, ct_mask, policy=None, active=None):
         from .partial import split_region
-        return split_region(region, ct_mask, policy)
+        return split_region(region, ct_mask, policy, active)
 
     def eval_list(self, ops, env):
         from .partial import eval_list
@@ -94,11 +96,12 @@ def _rebind(op, ins, evaluate):
     return outs
 
 
-def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
+def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None):
     """Cotangents of `wrt_vals` given cotangents of `out_vals`, by walking `ops` backwards.
 
     Values are IR Values of `builder`; cotangents are tracers (or None for zero).
-    `level` names the differentiation (see _claim)."""
+    `level` names the differentiation (see _claim). `active`: the wrt_vals that depend
+    on what is differentiated outside (default: all); only ops reading them count."""
     ct: dict = {}
     mc = builder.manual
 
@@ -113,9 +116,16 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
 
     for v, c in zip(out_vals, out_cts):
         add(v, c)
+    # only ops reading what depends on wrt_vals pass cotangents on (as jax's linearize:
+    # a while_loop on constants is not differentiated, so it does not raise)
+    active = {id(w) for w in (wrt_vals if active is None else active)}
+    for op in ops:
+        if op.prim.vjp is not nondiff and \
+                any(type(v) is not Lit and id(v) in active for v in op.inputs):
+            active.update(id(v) for v in op.outputs)
     for op in reversed(ops):
         cts = [ct.pop(id(v), None) for v in op.outputs]
-        if all(c is None for c in cts):
+        if all(c is None for c in cts) or not any(id(v) in active for v in op.outputs):
             continue
         rule = op.prim.vjp
         if rule is None:
@@ -124,7 +134,8 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None):
             continue
         if not getattr(rule, "keeps_none", False):   # (a rule that tells None from zero)
             cts = _zeros_for_none(cts, op.outputs)
-        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level)
+        ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level,
+                     [type(v) is not Lit and id(v) in active for v in op.inputs])
         ins = [_as_tracer(builder, v) for v in op.inputs]
         in_cts = rule(ctx, cts, *ins, **op.params)
         for v, c in zip(op.inputs, in_cts):

@@ -47,10 +47,12 @@ def eval_list(ops, env):
     return env
 
 
-def split_region(region, ct_mask, policy=None):
+def split_region(region, ct_mask, policy=None, active=None):
     """The Split of `region`'s gradient. ct_mask[i]: output i gets a cotangent (only
     float outputs can). policy(prim, *avals, **params) -> bool says which forward ops'
-    results may be saved (None: all); the body's inputs always may."""
+    results may be saved (None: all); the body's inputs always may. active[i]: input i
+    depends on what is differentiated (None: all may); ops reading only inactive
+    inputs are not differentiated (a while_loop on constants)."""
     from .ad import backward, eval_ops
     outer = core.current_builder()
     b = core.Builder("joint", parent=outer)
@@ -73,7 +75,8 @@ def split_region(region, ct_mask, policy=None):
                         else frozenset()
             cts.append(ct)
         in_vals = [t.value for t in ins]
-        got = backward(b.program.ops[:n_fwd], b, out_vals, cts, in_vals)
+        act = None if active is None else [v for v, a in zip(in_vals, active) if a]
+        got = backward(b.program.ops[:n_fwd], b, out_vals, cts, in_vals, active=act)
     ops = b.program.ops
     sp = Split()
     sp.inputs, sp.outputs = in_vals, out_vals
