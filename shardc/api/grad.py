@@ -152,15 +152,29 @@ def jvp(fun, primals, tangents):
         out = _tree.tree_unflatten(out_tree, outs)
         t_out = _tree.tree_unflatten(out_tree, touts)
     else:
-        def f(*ps):
+        is_f = [_is_float(v.aval) for v in region.outputs]
+
+        def f(*ps):        # float outputs are differentiated, the others ride along
             got = eval_ops(region, list(_tree.tree_leaves(ps)) + caps)
-            return _tree.tree_unflatten(out_tree, [g.value if isinstance(g, Lit) else g
-                                                   for g in got])
-        out, _, vjp_fn = _traced_vjp(f, primals)
-        from . import numpy as snp
-        ct0 = _tree.tree_map(lambda o: snp.zeros_like(o), out)
-        _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
-        (t_out,) = transpose(tangents)
+            got = [g.value if isinstance(g, Lit) else g for g in got]
+            return ([g for g, k in zip(got, is_f) if k],
+                    [g for g, k in zip(got, is_f) if not k])
+        fo, io, vjp_fn = _traced_vjp(f, primals, has_aux=True)
+        touts = []
+        if fo:
+            from . import numpy as snp
+            ct0 = [snp.zeros_like(o) for o in fo]
+            _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
+            (touts,) = transpose(tangents)
+        fi, ti, ii = iter(fo), iter(touts), iter(io)
+        outs, tans = [], []
+        for k in is_f:        # (an integer output's tangent is zero, as jax's float0)
+            o = next(fi) if k else next(ii)
+            outs.append(o)
+            tans.append(next(ti) if k else L.zeros(core.aval_of(o).shape,
+                                                   core.aval_of(o).dtype))
+        out = _tree.tree_unflatten(out_tree, outs)
+        t_out = _tree.tree_unflatten(out_tree, tans)
     from .numpy._util import aval as aval_of, convert
     t_out = _tree.tree_map(lambda t, o: convert(t, aval_of(o).dtype, aval_of(o).weak),
                            t_out, out)
