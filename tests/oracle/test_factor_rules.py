@@ -42,6 +42,8 @@ for _n in COMPARE:
 OPS.update({
     "not": [([B], [B], "")],
     "is_finite": [([F], [B], "")],
+    "name": [([F], [F], "{name='h'}")],
+    "optimization_barrier": [([F, F], [F, F], ""), ([F, "f32[16]"], [F, "f32[16]"], "")],
     "select": [([B, F, F], [F], "")],
     "convert_element_type": [([F], [I], "{new_dtype=i32, weak_type=False}")],
     "integer_pow": [([F], [F], "{y=3}")],
