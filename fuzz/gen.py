@@ -12,8 +12,11 @@ import dataclasses
 import itertools
 
 import jax
+import jax.ad_checkpoint
 import jax.numpy as jnp
 import numpy as np
+
+from .control import ControlSteps
 
 MESHES = [((8,), ("x",)), ((2, 4), ("x", "y")), ((4, 2), ("x", "y")),
           ((2, 2, 2), ("x", "y", "z")), ((1, 8), ("x", "y"))]
@@ -57,9 +60,10 @@ def spec_text(spec) -> str:
     return "P(" + ", ".join(dim(d) for d in spec) + ")"
 
 
-class Gen:
+class Gen(ControlSteps):
     def __init__(self, rng: np.random.Generator):
         self.rng = rng
+        self.ntemp = 0      # control-flow bodies' temporaries t0, t1, ...
 
     def choice(self, xs):
         return xs[int(self.rng.integers(len(xs)))]
@@ -91,6 +95,8 @@ class Gen:
             last.append(f"v{int(rng.integers(n_in, k - 1)) if k - 1 > n_in else 0}")
         prog.out = last
         prog.grad = inputs[0][1] == "float32" and rng.random() < 0.3 and bool(prog.lines)
+        if any("L.while_loop" in ln for ln in prog.lines):
+            prog.grad = False       # reverse mode through while_loop: jax refuses too
         if rng.random() < 0.2:
             prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in prog.out]
         return prog
@@ -122,10 +128,18 @@ class Gen:
     # ------------------------------------------------------------ steps
 
     def step(self, avals, mesh):
-        kinds = [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
-                 self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
-                 self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype]
+        kinds = self.simple_kinds() + [self.control] * 4
         return self.choice(kinds)(avals, mesh)
+
+    def simple_kinds(self):
+        return [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
+                self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
+                self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype]
+
+    @staticmethod
+    def limit_ok(out):
+        n = int(np.prod(out.shape, dtype=np.int64))
+        return not (n > MAX_ELEMS or (out.ndim and n == 0) or out.ndim > 4)
 
     def pick(self, avals, pred=lambda a: True):
         ks = [k for k, a in enumerate(avals) if pred(a)]
@@ -324,9 +338,11 @@ def namespace(framework, mesh):
     if framework == "shardc":
         import shardc
         import shardc.numpy as snp
-        ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map)
+        ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map, ck=shardc.checkpoint,
+                  CP=shardc.checkpoint_policies, cn=shardc.ad_checkpoint.checkpoint_name)
     else:
-        ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map)
+        ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map, ck=jax.checkpoint,
+                  CP=jax.checkpoint_policies, cn=jax.ad_checkpoint.checkpoint_name)
     ns.update(MESH=mesh, P=PartitionSpec, NS=NamedSharding, np=np)
     return ns
 
@@ -370,8 +386,7 @@ def _abstract(prog, expr, avals):
         (out,) = jax.eval_shape(fn, *avals)
     except Exception:  # noqa: BLE001 -- any rejection means: sample another step
         return None
-    n = int(np.prod(out.shape, dtype=np.int64))
-    if n > MAX_ELEMS or (out.ndim and n == 0) or out.ndim > 4:
+    if not Gen.limit_ok(out):
         return None
     return jax.ShapeDtypeStruct(out.shape, out.dtype)
 
