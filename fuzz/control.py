@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 MAX_DEPTH = 2
+_NS: dict = {}      # mesh -> jax's namespace for checking body steps
 POLICIES = ["None", "CP.nothing_saveable", "CP.everything_saveable", "CP.dots_saveable",
             "CP.dots_with_no_batch_dims_saveable", "CP.save_only_these_names('n0')",
             "CP.save_any_names_but_these('n1')"]
@@ -97,7 +98,9 @@ class ControlSteps:
     def eval_local(self, expr, env, mesh):
         """The aval of `expr` over `env` per jax, or None."""
         from .gen import make_mesh, namespace
-        ns = namespace("jax", make_mesh(mesh))
+        if mesh not in _NS:
+            _NS[mesh] = namespace("jax", make_mesh(mesh))
+        ns = _NS[mesh]
         names = list(env)
         try:
             code = compile(expr, "<fuzz body>", "eval")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 
 import jax
 import jax.ad_checkpoint
@@ -23,6 +24,8 @@ MESHES = [((8,), ("x",)), ((2, 4), ("x", "y")), ((4, 2), ("x", "y")),
 DTYPES = ["float32", "float32", "float32", "bfloat16", "int32", "bool"]
 SIZES = [1, 2, 3, 4, 6, 8, 8, 16]
 MAX_ELEMS = 4096
+# FUZZ_CONTROL=1 (read by the worker processes too): mostly control flow, more gradients
+CONTROL_FOCUS = os.environ.get("FUZZ_CONTROL") == "1"
 
 
 @dataclasses.dataclass
@@ -73,7 +76,7 @@ class Gen(ControlSteps):
         mesh = self.choice(MESHES)
         n_in = int(rng.integers(1, 4))
         inputs = [self.input_type() for _ in range(n_in)]
-        if self.rng.random() < 0.25:        # a float first input to differentiate
+        if self.rng.random() < (0.6 if CONTROL_FOCUS else 0.25):   # a float input to differentiate
             inputs[0] = (inputs[0][0], "float32")
         specs = [self.spec(shape, mesh) for shape, _ in inputs]
         prog = Program(mesh, inputs, specs, [], [])
@@ -94,7 +97,8 @@ class Gen(ControlSteps):
         if k > 2 and rng.random() < 0.4:
             last.append(f"v{int(rng.integers(n_in, k - 1)) if k - 1 > n_in else 0}")
         prog.out = last
-        prog.grad = inputs[0][1] == "float32" and rng.random() < 0.3 and bool(prog.lines)
+        p_grad = 0.6 if CONTROL_FOCUS else 0.3
+        prog.grad = inputs[0][1] == "float32" and rng.random() < p_grad and bool(prog.lines)
         if any("L.while_loop" in ln for ln in prog.lines):
             prog.grad = False       # reverse mode through while_loop: jax refuses too
         if rng.random() < 0.2:
@@ -128,7 +132,7 @@ class Gen(ControlSteps):
     # ------------------------------------------------------------ steps
 
     def step(self, avals, mesh):
-        kinds = self.simple_kinds() + [self.control] * 4
+        kinds = self.simple_kinds() + [self.control] * (40 if CONTROL_FOCUS else 8)
         return self.choice(kinds)(avals, mesh)
 
     def simple_kinds(self):
