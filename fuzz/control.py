@@ -121,7 +121,7 @@ class ControlSteps:
         same = [n for n, a in locals_ if a.shape == aval.shape and
                 (not strict or a.dtype == aval.dtype)]
         if same:
-            n = self.choice(same)
+            n = self.late(same)
             if jnp.issubdtype(aval.dtype, jnp.floating) and self.rng.random() < 0.3:
                 n = f"m.tanh({n})"      # keeps loop carries bounded
             return f"{n}.astype({dtext(aval.dtype)})"
@@ -129,6 +129,10 @@ class ControlSteps:
             return f"m.zeros({tuple(aval.shape)}, {dtext(aval.dtype)})"
         n, _ = self.choice(locals_)
         return f"m.broadcast_to(m.sum({n}), {tuple(aval.shape)}).astype({dtext(aval.dtype)})"
+
+    def late(self, xs):
+        """Mostly the last of `xs` (a body's latest temporary), so results use the body."""
+        return xs[-1] if self.rng.random() < 0.6 else self.choice(xs)
 
     def carries(self, locals_, lo=0, hi=3):
         k = int(self.rng.integers(lo, hi))
@@ -151,7 +155,7 @@ class ControlSteps:
         penv = {f"c{d}": tuple(a for _, a in cp), f"x{d}": tuple(a for _, a in xp)}
         temps, body, _ = self.body(cp + xp, locals_, env, mesh, d, penv)
         outs = [self.matching(body, a) for _, a in cp]
-        ys = [self.choice(body)[0] for _ in range(int(self.rng.integers(0, 3)))]
+        ys = [self.late(body)[0] for _ in range(int(self.rng.integers(0, 3)))]
         leaves = [f"[0][{i}]" for i in range(len(outs))] + [f"[1][{j}]" for j in range(len(ys))]
         if not leaves:
             return None
@@ -200,7 +204,7 @@ class ControlSteps:
         for _ in range(nb):
             temps, body, _ = self.body(op, locals_, env, mesh, d, penv)
             if types is None:
-                types = [self.choice(body)[1] for _ in range(int(self.rng.integers(1, 3)))] \
+                types = [self.late(body)[1] for _ in range(int(self.rng.integers(1, 3)))] \
                     if body else [None]
                 if types == [None]:
                     return None, None
