@@ -44,7 +44,7 @@ def main(argv=None):
             more += res.bytes_shardc > res.bytes_jax
             less += res.bytes_shardc < res.bytes_jax
             same += res.bytes_shardc == res.bytes_jax
-        if res.kind in ("shardc_error", "harness"):     # listed, not shrunk
+        if res.kind in ("shardc_error", "harness", "jax_error", "both_error"):   # listed only
             print(f"[{i}] {res.kind}: {res.detail} (program seed {seed})", flush=True)
         if res.kind in BAD or res.kind == "sharding":
             crashed = "aborted" in res.detail   # shrinking it would abort this process

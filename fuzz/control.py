@@ -224,8 +224,9 @@ class ControlSteps:
 
     def switch(self, locals_, env, mesh, d):
         p, _ = self.choice(locals_)
+        # (a constant index would let XLA fold jax's case away, its output sharding too)
         idx = self.choice([f"m.sum({p} > 0).astype(m.int32)", f"(m.sum({p}) > 0).astype(m.int32)",
-                           f"m.int32({int(self.rng.integers(-1, 4))})"])
+                           f"m.sum({p} > 0).astype(m.int32) - 1"])
         ops = self.carries(locals_, 0, 3)
         fns, n = self.branches(locals_, env, mesh, d, ops, int(self.rng.integers(1, 4)))
         if fns is None:
