@@ -157,6 +157,10 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     params = {"num_carry": nc, "num_xs": len(xs), "length": length, "reverse": reverse,
               "unroll": unroll}
     res = region.outputs
+    if length == 0:
+        # no iteration: the init, and empty ys (a loop over zero-size buffers is no
+        # valid HLO: its slices and updates are larger than the buffers)
+        return list(init), [L.zeros((0, *r.aval.shape), r.aval.dtype) for r in res[nc:]]
     out_avals = init_avals + [r.aval.update(shape=(length, *r.aval.shape), weak=False)
                               for r in res[nc:]]
     out_vmas = [mc.vma_of(r) for r in res] if mc is not None else None
