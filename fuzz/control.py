@@ -1,4 +1,4 @@
-"""Control-flow steps for the fuzzer: scan, cond/switch, fori_loop, while_loop and
+"""Control-flow steps for the fuzzer: scan, map, cond/switch, fori_loop, while_loop and
 checkpoint, their bodies made of the same random steps (with_sharding_constraint and
 shard_map included), nested up to MAX_DEPTH.
 
@@ -50,7 +50,7 @@ class ControlSteps:
         if not locals_:
             return None
         kinds = [self.scan, self.scan, self.cond, self.switch, self.fori, self.while_,
-                 self.remat]
+                 self.remat, self.map_]
         return self.choice(kinds)(locals_, env, mesh, depth + 1)
 
     # ------------------------------------------------------------ bodies
@@ -166,6 +166,17 @@ class ControlSteps:
             kw += ", reverse=True"
         return (f"L.scan({fn}, {tup([n for n, _ in init])}, {xs_text}{kw})"
                 f"{self.choice(leaves)}")
+
+    def map_(self, locals_, env, mesh, d):
+        seq = [(n, a) for n, a in locals_ if a.ndim >= 1 and a.shape[0] > 0]
+        if not seq:
+            return None
+        xs, a = self.choice(seq)
+        xp = (f"x{d}", jax.ShapeDtypeStruct(a.shape[1:], a.dtype))
+        temps, body, _ = self.body([xp], locals_, env, mesh, d, {xp[0]: xp[1]})
+        fn = f"lambda x{d}: " + self.wrap(temps, self.late(body)[0])
+        kw = f", batch_size={self.choice([1, 2, 3])}" if self.rng.random() < 0.5 else ""
+        return f"L.map({fn}, {xs}{kw})"
 
     def fori(self, locals_, env, mesh, d):
         init = self.carries(locals_, 1, 3)
