@@ -102,7 +102,8 @@ class Gen(ControlSteps):
         if any("L.while_loop" in ln for ln in prog.lines):
             prog.grad = False       # reverse mode through while_loop: jax refuses too
         if rng.random() < 0.2:
-            prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in prog.out]
+            outs = ["v0"] if prog.grad else prog.out    # a gradient program returns d/dv0
+            prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in outs]
         return prog
 
     def input_type(self):
