@@ -48,3 +48,32 @@ def test_zero_length_scan(case, grad):
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6)
     if not grad:    # (jax's gradient here is a constant, which it leaves replicated)
         assert same_sharding(got.sharding, ref.sharding, got.ndim)
+
+
+YS_WEAK = {
+    "bool_max": lambda m: lambda c, e: (c, m.maximum(e > 2, 0.5)),
+    "int_times_py": lambda m: lambda c, e: (c, e * 2),
+    "weak_carry": lambda m: lambda c, e: (c + 1.0, c),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YS_WEAK))
+def test_scan_ys_keep_weak_type(case):
+    """fuzz seed 6000693 (lax.map of maximum(bool, 0.5)): jax's stacked ys keep the body's
+    weak type; shardc made them strong."""
+    x = np.arange(6, dtype=np.int32)
+    got, ref = [jit(lambda v, m=m, L=L: L.scan(YS_WEAK[case](m), 0.0, v))(x)
+                for jit, m, L in [(shardc.jit, snp, shardc.lax), (jax.jit, jnp, jax.lax)]]
+    for g, r in zip(got, ref):
+        assert (g.dtype, g.weak_type) == (r.dtype, r.weak_type)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+
+
+@pytest.mark.parametrize("batch_size", [None, 2, 4])
+def test_map_keeps_weak_type(batch_size):
+    x = np.array([True, False, True, True, False, True])
+    got, ref = [jit(lambda v, m=m, L=L: L.map(lambda e: m.maximum(e, 0.5), v,
+                                               batch_size=batch_size))(x)
+                for jit, m, L in [(shardc.jit, snp, shardc.lax), (jax.jit, jnp, jax.lax)]]
+    assert (got.dtype, got.weak_type) == (ref.dtype, ref.weak_type)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))

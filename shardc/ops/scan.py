@@ -48,7 +48,7 @@ def _shape(*avals, num_carry, num_xs, length, reverse, unroll, regions):
     if len(res) < c or not all(map(same_type, res[:c], avals[:c])):
         raise ShardcError(f"scan: the body yields {list(res)}, whose first {c} (the "
                           f"carries) must have the types of {list(avals[:c])}")
-    return tuple(avals[:c]) + tuple(r.update(shape=(length, *r.shape), weak=False)
+    return tuple(avals[:c]) + tuple(r.update(shape=(length, *r.shape))   # weak stays, as jax
                                     for r in res[c:])
 
 
@@ -161,8 +161,7 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
         # no iteration: the init, and empty ys (a loop over zero-size buffers is no
         # valid HLO: its slices and updates are larger than the buffers)
         return list(init), [L.zeros((0, *r.aval.shape), r.aval.dtype) for r in res[nc:]]
-    out_avals = init_avals + [r.aval.update(shape=(length, *r.aval.shape), weak=False)
-                              for r in res[nc:]]
+    out_avals = init_avals + [r.aval.update(shape=(length, *r.aval.shape)) for r in res[nc:]]
     out_vmas = [mc.vma_of(r) for r in res] if mc is not None else None
     outs = add_region_op(scan_p, list(init) + list(xs) + caps, params, [region], out_avals,
                          loc, out_vmas)
@@ -325,7 +324,7 @@ def _restack(ctx, op, sp, stacked, n_out):
     if caps:
         raise ShardcError("internal: a scan body's forward part reads a value from outside",
                           op.loc)
-    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape), weak=False))
+    new = [Value(r.aval.update(shape=(p["length"], *r.aval.shape)))
            for r in region.outputs[n_out:]]
     op.regions = (region,)
     op.outputs = list(op.outputs) + new
