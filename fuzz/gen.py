@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 
 import jax
+import jax.ad_checkpoint
 import jax.numpy as jnp
 import numpy as np
+
+from .control import ControlSteps
 
 MESHES = [((8,), ("x",)), ((2, 4), ("x", "y")), ((4, 2), ("x", "y")),
           ((2, 2, 2), ("x", "y", "z")), ((1, 8), ("x", "y"))]
 DTYPES = ["float32", "float32", "float32", "bfloat16", "int32", "bool"]
 SIZES = [1, 2, 3, 4, 6, 8, 8, 16]
 MAX_ELEMS = 4096
+# FUZZ_CONTROL=1 (read by the worker processes too): mostly control flow, more gradients
+CONTROL_FOCUS = os.environ.get("FUZZ_CONTROL") == "1"
 
 
 @dataclasses.dataclass
@@ -57,9 +63,10 @@ def spec_text(spec) -> str:
     return "P(" + ", ".join(dim(d) for d in spec) + ")"
 
 
-class Gen:
+class Gen(ControlSteps):
     def __init__(self, rng: np.random.Generator):
         self.rng = rng
+        self.ntemp = 0      # control-flow bodies' temporaries t0, t1, ...
 
     def choice(self, xs):
         return xs[int(self.rng.integers(len(xs)))]
@@ -69,7 +76,7 @@ class Gen:
         mesh = self.choice(MESHES)
         n_in = int(rng.integers(1, 4))
         inputs = [self.input_type() for _ in range(n_in)]
-        if self.rng.random() < 0.25:        # a float first input to differentiate
+        if self.rng.random() < (0.6 if CONTROL_FOCUS else 0.25):   # a float input to differentiate
             inputs[0] = (inputs[0][0], "float32")
         specs = [self.spec(shape, mesh) for shape, _ in inputs]
         prog = Program(mesh, inputs, specs, [], [])
@@ -90,9 +97,13 @@ class Gen:
         if k > 2 and rng.random() < 0.4:
             last.append(f"v{int(rng.integers(n_in, k - 1)) if k - 1 > n_in else 0}")
         prog.out = last
-        prog.grad = inputs[0][1] == "float32" and rng.random() < 0.3 and bool(prog.lines)
+        p_grad = 0.6 if CONTROL_FOCUS else 0.3
+        prog.grad = inputs[0][1] == "float32" and rng.random() < p_grad and bool(prog.lines)
+        if any("L.while_loop" in ln for ln in prog.lines):
+            prog.grad = False       # reverse mode through while_loop: jax refuses too
         if rng.random() < 0.2:
-            prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in prog.out]
+            outs = ["v0"] if prog.grad else prog.out    # a gradient program returns d/dv0
+            prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in outs]
         return prog
 
     def input_type(self):
@@ -122,10 +133,18 @@ class Gen:
     # ------------------------------------------------------------ steps
 
     def step(self, avals, mesh):
-        kinds = [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
-                 self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
-                 self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype]
+        kinds = self.simple_kinds() + [self.control] * (40 if CONTROL_FOCUS else 8)
         return self.choice(kinds)(avals, mesh)
+
+    def simple_kinds(self):
+        return [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
+                self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
+                self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype]
+
+    @staticmethod
+    def limit_ok(out):
+        n = int(np.prod(out.shape, dtype=np.int64))
+        return not (n > MAX_ELEMS or (out.ndim and n == 0) or out.ndim > 4)
 
     def pick(self, avals, pred=lambda a: True):
         ks = [k for k, a in enumerate(avals) if pred(a)]
@@ -324,9 +343,11 @@ def namespace(framework, mesh):
     if framework == "shardc":
         import shardc
         import shardc.numpy as snp
-        ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map)
+        ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map, ck=shardc.checkpoint,
+                  CP=shardc.checkpoint_policies, cn=shardc.ad_checkpoint.checkpoint_name)
     else:
-        ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map)
+        ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map, ck=jax.checkpoint,
+                  CP=jax.checkpoint_policies, cn=jax.ad_checkpoint.checkpoint_name)
     ns.update(MESH=mesh, P=PartitionSpec, NS=NamedSharding, np=np)
     return ns
 
@@ -370,8 +391,7 @@ def _abstract(prog, expr, avals):
         (out,) = jax.eval_shape(fn, *avals)
     except Exception:  # noqa: BLE001 -- any rejection means: sample another step
         return None
-    n = int(np.prod(out.shape, dtype=np.int64))
-    if n > MAX_ELEMS or (out.ndim and n == 0) or out.ndim > 4:
+    if not Gen.limit_ok(out):
         return None
     return jax.ShapeDtypeStruct(out.shape, out.dtype)
 

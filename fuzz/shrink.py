@@ -2,6 +2,7 @@
 self-contained script."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -62,6 +63,14 @@ def shrink(prog: Program, kind: str, seed: int = 0, budget: int = 60) -> Program
             p = dataclasses.replace(prog, lines=prog.lines[:i] + prog.lines[i + 1:])
             if still(p):
                 prog, changed = p, True
+        # a control-flow body's temporaries no one uses
+        for i, ln in enumerate(prog.lines):
+            for cand in _drop_temps(ln):
+                p = dataclasses.replace(prog, lines=prog.lines[:i] + [cand] +
+                                        prog.lines[i + 1:])
+                if still(p):
+                    prog, changed = p, True
+                    break
         # input shardings
         for i, spec in enumerate(prog.in_specs):
             if any(spec):
@@ -71,6 +80,24 @@ def shrink(prog: Program, kind: str, seed: int = 0, budget: int = 60) -> Program
                 if still(p):
                     prog, changed = p, True
     return prog
+
+
+def _drop_temps(line):
+    """`line` without one walrus temporary `tN := ...` of a body (fuzz/control.py) that
+    nothing reads, for each such temporary."""
+    tree = ast.parse(line)
+    names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
+             isinstance(n.ctx, ast.Load)]
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Tuple):
+            continue
+        for j, e in enumerate(node.elts):
+            if isinstance(e, ast.NamedExpr) and e.target.id not in names:
+                node.elts.pop(j)
+                out.append(ast.unparse(tree))
+                node.elts.insert(j, e)
+    return out
 
 
 def repro(prog: Program, seed: int = 0, note: str = "") -> str:

@@ -1,0 +1,79 @@
+"""Bugs the differential fuzzer found (fuzz/control.py's programs), each against jax.jit."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+
+from helpers import same_sharding
+
+
+
+def _both(make, *xs, grad=False):
+    """make(m, L) -> fn, under shardc.jit and jax.jit (optionally the grad of its sum)."""
+    outs = []
+    for jit, m, L, g in [(shardc.jit, snp, shardc.lax, shardc.grad),
+                         (jax.jit, jnp, jax.lax, jax.grad)]:
+        f = make(m, L)
+        if grad:
+            f = g(lambda *a, f=f, m=m: m.sum(f(*a)))
+        outs.append(jit(f)(*xs))
+    return outs
+
+
+ZERO_TRIP = {
+    "fori": lambda m, L: lambda x: L.fori_loop(2, 2, lambda i, c: m.sin(c) * x, x),
+    "scan_length0": lambda m, L: lambda x: L.scan(lambda c, _: (m.sin(c) * x, c), x, None,
+                                                  length=0)[0],
+    "scan_xs0": lambda m, L: lambda x: L.scan(lambda c, xx: (m.sin(c) * xx, c), x[0],
+                                              x[:0])[0],
+    "scan_ys0": lambda m, L: lambda x: L.scan(lambda c, xx: (c, m.sin(c) * xx), x[0],
+                                              x[:0])[1].sum(0),
+}
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("case", sorted(ZERO_TRIP))
+def test_zero_length_scan(case, grad):
+    """fuzz seed 4000621: a zero-trip fori_loop (a scan of length 0) under grad made XLA
+    reject the residual buffers; with xs or ys even the forward scan failed."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = jax.device_put(np.arange(8, dtype=np.float32).reshape(4, 2) - 3,
+                       NamedSharding(mesh, P("y")))
+    got, ref = _both(ZERO_TRIP[case], x, grad=grad)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6)
+    if not grad:    # (jax's gradient here is a constant, which it leaves replicated)
+        assert same_sharding(got.sharding, ref.sharding, got.ndim)
+
+
+YS_WEAK = {
+    "bool_max": lambda m: lambda c, e: (c, m.maximum(e > 2, 0.5)),
+    "int_times_py": lambda m: lambda c, e: (c, e * 2),
+    "weak_carry": lambda m: lambda c, e: (c + 1.0, c),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YS_WEAK))
+def test_scan_ys_keep_weak_type(case):
+    """fuzz seed 6000693 (lax.map of maximum(bool, 0.5)): jax's stacked ys keep the body's
+    weak type; shardc made them strong."""
+    x = np.arange(6, dtype=np.int32)
+    got, ref = [jit(lambda v, m=m, L=L: L.scan(YS_WEAK[case](m), 0.0, v))(x)
+                for jit, m, L in [(shardc.jit, snp, shardc.lax), (jax.jit, jnp, jax.lax)]]
+    for g, r in zip(got, ref):
+        assert (g.dtype, g.weak_type) == (r.dtype, r.weak_type)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+
+
+@pytest.mark.parametrize("batch_size", [None, 2, 4])
+def test_map_keeps_weak_type(batch_size):
+    x = np.array([True, False, True, True, False, True])
+    got, ref = [jit(lambda v, m=m, L=L: L.map(lambda e: m.maximum(e, 0.5), v,
+                                               batch_size=batch_size))(x)
+                for jit, m, L in [(shardc.jit, snp, shardc.lax), (jax.jit, jnp, jax.lax)]]
+    assert (got.dtype, got.weak_type) == (ref.dtype, ref.weak_type)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
