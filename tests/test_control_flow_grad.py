@@ -388,3 +388,21 @@ def test_jvp_with_an_integer_output():
                                                          (x,)))(x, np.int32(2))
     np.testing.assert_array_equal(np.asarray(t), 2 * x)
     assert int(i) == 3 and int(ti) == 0
+
+
+def test_grad_of_cond_on_a_sharded_operand_compiles():
+    """A cond's backward case reads the forward case's residuals from outside its
+    branches; XLA failed to import annotated ops doing that ("tile assignment ...
+    different than the input rank"; fuzz seeds 4000637, 8001179)."""
+    from jax.sharding import NamedSharding
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    b = jax.device_put(np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8),
+                       NamedSharding(mesh, P(None, "y")))
+
+    def loss(np_, lax_):
+        return lambda b: lax_.cond(np_.sum(b) > -1, lambda bb: np_.sum(bb) * 2.0,
+                                   lambda bb: np_.sum(np_.exp(bb)), b)
+    import jax.numpy as jnp
+    got = shardc.jit(shardc.grad(loss(snp, shardc.lax)))(b)
+    want = jax.jit(jax.grad(loss(jnp, jax.lax)))(b)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -58,23 +58,35 @@ def _cond_shape(index, *avals, regions):
 def _cond_lower(ctx, index, *operands):
     from ..lower.emit import tensor_type
     op = ctx.ir_op
+    low = ctx.lowering
     bodies = []
     for r in op.regions:
         names = {id(v): n for v, n in zip(r.inputs, operands)}
         saved, ctx.lines, indent = ctx.lines, [], ctx.indent
         ctx.indent = indent + "    "
+        # The branches' ops carry no sharding of their own (constraints stay): XLA fails
+        # to import an annotated op in a branch that reads a value from outside the case
+        # ("tile assignment ... different than the input rank"), and its Shardy sets
+        # per-op shardings aside before propagating anyway. (Own templates: theirs lack
+        # the shardings.)
+        mode, templates = low.sources_only, low.templates
+        low.sources_only, low.templates = True, {}
         try:
-            ctx.lines.extend(ctx.lowering.body(r, names, ctx.indent))
+            ctx.lines.extend(low.body(r, names, ctx.indent))
             rets = _region_outputs(ctx, r, names)
             inner = ctx.lines
         finally:
             ctx.lines, ctx.indent = saved, indent
+            low.sources_only, low.templates = mode, templates
         types = [tensor_type(v.aval) for v in r.outputs]
         inner.append(f'{indent}    "stablehlo.return"({", ".join(rets)}) : '
                      f'({", ".join(types)}) -> ()')
         bodies.append("{\n" + "\n".join(inner) + f"\n{indent}}}")
+    # (as on a while, XLA misreads a sharding on a case of several results: it pairs a
+    # result with the next one's sharding, so Shardy settles them from the branches)
     return ctx.op("stablehlo.case", [index], [tensor_type(ctx.in_avals[0])],
-                  [tensor_type(a) for a in ctx.out_avals], regions=bodies)
+                  [tensor_type(a) for a in ctx.out_avals], regions=bodies,
+                  sharding=False if len(ctx.out_avals) > 1 else None)
 
 
 def _cond_flow(op):
