@@ -267,3 +267,23 @@ def test_ir_prevent_cse_and_scan():
     assert (f, b) == (1, 3), ir         # the dot again, then its two transposes
     f, b, ir = scanned(shardc.checkpoint_policies.dots_saveable)
     assert (f, b) == (1, 2), ir
+
+
+def test_jax_standard_policies_are_taken_as_shardc_s():
+    """jax.checkpoint_policies.dots_saveable tests jax's dot_general primitive; passed to
+    shardc.checkpoint it must save shardc's dots, not silently save nothing."""
+    import jax
+    import numpy as np
+    import shardc
+    import shardc.numpy as snp
+
+    def f_with(policy):
+        layer = shardc.checkpoint(lambda h, w: snp.tanh(h @ w), policy=policy)
+        return lambda w, h: layer(layer(h, w), w).sum()
+    w = np.full((8, 8), 0.1, np.float32)
+    h = np.ones((4, 8), np.float32)
+    texts = [str(shardc.jit(shardc.grad(f_with(p))).trace(w, h).ir)
+             for p in (jax.checkpoint_policies.dots_saveable,
+                       shardc.checkpoint_policies.dots_saveable)]
+    assert texts[0].count("dot_general") == texts[1].count("dot_general")
+    assert "<callback dots_saveable>" in texts[0]

@@ -29,6 +29,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
                                  static_argnums=static_argnums)
+    policy = _from_jax(policy)
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     static_argnums = tuple(static_argnums)
@@ -68,6 +69,18 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
 
 
 remat = checkpoint
+
+
+def _from_jax(policy):
+    """jax's own standard policies, passed in as they are, test jax's primitives: the
+    shardc policy of the same name instead (else they would never match a dot)."""
+    jp = jax.checkpoint_policies
+    for name in ("everything_saveable", "nothing_saveable", "dots_saveable",
+                 "checkpoint_dots", "dots_with_no_batch_dims_saveable",
+                 "checkpoint_dots_with_no_batch_dims"):
+        if policy is not None and policy is getattr(jp, name, None):
+            return getattr(checkpoint_policies, name)
+    return policy
 
 
 def checkpoint_name(x, name):
