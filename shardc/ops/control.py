@@ -29,7 +29,7 @@ from ..ir.program import Aval, Value
 from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
-from .region import lookup, add_region_op, same_type, trace_region, vma_of
+from .region import lookup, add_region_op, drop_results, same_type, trace_region, vma_of
 
 _BOOL = Aval((), dtypes.bool_)
 
@@ -238,17 +238,8 @@ _cond_vjp.keeps_none = True
 cond_p.vjp = _cond_vjp
 
 
-def _cond_drop(op, live):
-    """Results nothing reads (residuals an unused gradient asked for) are dropped."""
-    keep = [i for i, v in enumerate(op.outputs) if v in live]
-    if len(keep) < len(op.outputs):
-        for r in op.regions:
-            r.outputs = [r.outputs[i] for i in keep]
-        op.outputs = [op.outputs[i] for i in keep]
-        op.sig = None
-
-
-cond_p.drop_results = _cond_drop
+# results nothing reads (residuals of a gradient not taken) are dropped
+cond_p.drop_results = drop_results(lambda op: 0)
 
 
 # ---------------------------------------------------------------- while

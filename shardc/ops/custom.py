@@ -17,7 +17,7 @@ from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..trace import core
 from ..trace.core import Primitive
 from . import lax as L
-from .region import bind_region, identity_flow, lower_inline
+from .region import bind_region, drop_results, identity_flow, lower_inline
 
 
 class CustomVjpRule:
@@ -139,18 +139,9 @@ custom_vjp_call_p.vjp = _vjp
 _vjp.keeps_none = True     # tells residuals nothing differentiates from zero ones
 
 
-def _drop_results(op, live):
-    """Residuals nothing uses are dropped with the ops computing them (the backward
-    pass is traced before any pass runs, so what it did not use it never will)."""
-    n = op.params["num_out"]
-    keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
-    if len(keep) < len(op.outputs):
-        (r,) = op.regions
-        r.outputs = [r.outputs[i] for i in keep]
-        op.outputs = [op.outputs[i] for i in keep]
-
-
-custom_vjp_call_p.drop_results = _drop_results
+# residuals nothing uses: the backward pass is traced before any pass runs, so what it
+# did not use it never will
+custom_vjp_call_p.drop_results = drop_results(lambda op: op.params["num_out"])
 
 
 def _claim(op, level):

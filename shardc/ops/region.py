@@ -115,3 +115,18 @@ def lookup(env, v):
 def same_type(a, b) -> bool:
     """Equal shape and dtype (weak types may differ, as jax lets carries do)."""
     return a.shape == b.shape and a.dtype == b.dtype
+
+
+def drop_results(keep_first):
+    """A Primitive.drop_results rule: results nothing reads are dropped with what the
+    regions yield for them (and dead-code elimination then drops the ops computing
+    those), all but the first keep_first(op)."""
+    def drop(op, live):
+        n = keep_first(op)
+        keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
+        if len(keep) < len(op.outputs):
+            for r in op.regions:
+                r.outputs = [r.outputs[i] for i in keep]
+            op.outputs = [op.outputs[i] for i in keep]
+            op.sig = None
+    return drop

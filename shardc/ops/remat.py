@@ -22,7 +22,7 @@ from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..ir.rules import RuleBuilder, pointwise
 from ..trace import core
 from . import lax as L
-from .region import lookup, bind_region, identity_flow, lower_inline, same_type
+from .region import lookup, bind_region, drop_results, identity_flow, lower_inline, same_type
 
 
 def _shape(*avals, prevent_cse, policy, num_out, regions):
@@ -87,17 +87,7 @@ _vjp.keeps_none = True
 checkpoint_p.vjp = _vjp
 
 
-def _drop(op, live):
-    n = op.params["num_out"]
-    keep = [i for i, v in enumerate(op.outputs) if i < n or v in live]
-    if len(keep) < len(op.outputs):
-        (r,) = op.regions
-        r.outputs = [r.outputs[i] for i in keep]
-        op.outputs = [op.outputs[i] for i in keep]
-        op.sig = None
-
-
-checkpoint_p.drop_results = _drop
+checkpoint_p.drop_results = drop_results(lambda op: op.params["num_out"])
 
 
 # ---------------------------------------------------------------- checkpoint_name

@@ -24,7 +24,7 @@ from ..ir.rules import Edge
 from ..ir.sharding import Sharding
 from ..trace import core
 from . import lax as L
-from .region import lookup, add_region_op, same_type, trace_region, vma_of
+from .region import lookup, add_region_op, drop_results, same_type, trace_region, vma_of
 
 _I32 = Aval((), dtypes.int32)
 
@@ -226,18 +226,8 @@ def _rebind(op, ins, evaluate):
 scan_p.rebind = _rebind
 
 
-def _drop_results(op, live):
-    """Stacked ys nothing reads are dropped, with the body ops computing them."""
-    c = op.params["num_carry"]
-    keep = [i for i, v in enumerate(op.outputs) if i < c or v in live]
-    if len(keep) < len(op.outputs):
-        (r,) = op.regions
-        r.outputs = [r.outputs[i] for i in keep]
-        op.outputs = [op.outputs[i] for i in keep]
-        op.sig = None
-
-
-scan_p.drop_results = _drop_results
+# stacked ys nothing reads are dropped, with the body ops computing them
+scan_p.drop_results = drop_results(lambda op: op.params["num_carry"])
 
 
 # ---------------------------------------------------------------- gradient
