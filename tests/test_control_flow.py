@@ -498,3 +498,24 @@ def test_eager_calls():
     both(lambda lax, m: lax.while_loop(lambda c: c.sum() < 1000, lambda c: c * 2, xs))
     both(lambda lax, m: lax.map(lambda r: r.sum(), xs, batch_size=2))
     both(lambda lax, m: lax.scan(lambda c, _: (c + 1, c), 0, None, length=np.int64(3)))
+
+
+def test_scan_forwards_what_its_body_passes_through():
+    """As jax's scan: a ys that is the step's slice of an xs is that xs (keeping a
+    scanned dim's sharding), a carry returned unchanged is its init (fuzz: lax.map of an
+    identity over P(('y','x')) came out replicated where jax keeps it)."""
+    from jax.sharding import NamedSharding
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    v = jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                       NamedSharding(mesh, P(("y", "x"), None)))
+
+    def f(lax_, v):
+        return lax_.map(lambda x: x, v), lax_.scan(lambda c, x: (c, (x, x * 2)), v[0], v)
+    got = jax.tree.leaves(shardc.jit(lambda v: f(shardc.lax, v))(v))
+    want = jax.tree.leaves(jax.jit(lambda v: f(jax.lax, v))(v))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert a.sharding.is_equivalent_to(b.sharding, a.ndim), (a.sharding, b.sharding)
+    ir = str(shardc.jit(lambda v: f(shardc.lax, v)).trace(v).ir)
+    # the map's scan yields nothing left and is dead code; the forwarded ys are %v
+    assert ir.count("scan(") == 1 and "return %v, %1, %v, %3" in ir

@@ -200,13 +200,25 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
         carry = [x if r.aval.weak or not core.aval_of(x).weak else
                  L.convert_element_type(x, r.aval.dtype) for x, r in zip(init, res)]
         return carry, [L.zeros((0, *r.aval.shape), r.aval.dtype) for r in res[nc:]]
+    # As jax's scan, values the body passes through are forwarded: a ys that is the step's
+    # slice of an xs is that xs, a carry the body returns unchanged is its init. (They
+    # keep their own shardings then, a scanned dim's included.)
+    slot = {id(v): k for k, v in enumerate(region.inputs[:nc + len(xs)])}
+    fwd = {m: slot[id(r)] - nc for m, r in enumerate(res[nc:])
+           if slot.get(id(r), -1) >= nc}
+    region.outputs = res = res[:nc] + [r for m, r in enumerate(res[nc:]) if m not in fwd]
     # the results' weak types are the body's outputs' (as _shape)
     out_avals = [r.aval for r in res[:nc]] + [r.aval.update(shape=(length, *r.aval.shape))
                                               for r in res[nc:]]
     out_vmas = [mc.vma_of(r) for r in res] if mc is not None else None
     outs = add_region_op(scan_p, list(init) + list(xs) + caps, params, [region], out_avals,
                          loc, out_vmas)
-    return outs[:nc], outs[nc:]
+    carry = [init[i] if res[i] is region.inputs[i] and res[i].aval == init_avals[i]
+             else outs[i] for i in range(nc)]
+    ys, rest = [], iter(outs[nc:])
+    for m in range(len(fwd) + len(outs) - nc):
+        ys.append(xs[fwd[m]] if m in fwd else next(rest))
+    return carry, ys
 
 
 def _rebind(op, ins, evaluate):
