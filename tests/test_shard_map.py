@@ -291,3 +291,28 @@ def test_standalone_shard_map_compiles_once(mesh8):
     for _ in range(3):
         f(np.ones((8, 2), np.float32))
     assert len(calls) == 1
+
+
+def test_psum_of_a_python_int_is_the_axis_size():
+    """As jax: psum of values known at trace time is each times the axes' size, a Python
+    int for a Python int, so `range(psum(1, "y"))` works (it returned a traced value)."""
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import shardc
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+    def body(lax_):
+        def f(a):
+            n = lax_.psum(1, "y")
+            assert type(n) is int and n == 4 and lax_.psum(1, ("x", "y")) == 8
+            for i in range(n):
+                a = a + i
+            return a * lax_.psum(np.float32(0.5), "x")
+        return f
+    v = np.arange(16, dtype=np.float32).reshape(2, 8)
+    spec = dict(mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    got = shardc.jit(shardc.shard_map(body(shardc.lax), **spec))(v)
+    want = jax.jit(jax.shard_map(body(jax.lax), **spec))(v)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

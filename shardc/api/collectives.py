@@ -60,7 +60,16 @@ def _as_tracer(x):
 
 @api_boundary
 def psum(x, axis_name):
-    """Sum over the devices along `axis_name`; the result is the same on all of them."""
+    """Sum over the devices along `axis_name`; the result is the same on all of them.
+    Of values known at trace time (no traced leaf), as jax: each times the axes' size,
+    as it is -- `psum(1, "x")` is the Python int size of "x" (`range(psum(1, "x"))`)."""
+    leaves = _tree.tree_leaves(x)
+    if leaves and not any(core.is_tracer(v) for v in leaves):
+        _, _, sizes = _axes("psum", axis_name)
+        n = 1
+        for s in sizes:
+            n *= s
+        return _map(lambda v: v * n, x)
     return _reduction(m.psum_p, "psum", x, axis_name, scale_invariant=True)
 
 
