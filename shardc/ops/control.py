@@ -29,14 +29,10 @@ from ..ir.program import Aval, Value
 from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
-from .region import lookup, add_region_op, drop_results, same_type, trace_region, vma_of
+from .region import (add_region_op, drop_results, lookup, region_results, same_type,
+                     trace_region, vma_of)
 
 _BOOL = Aval((), dtypes.bool_)
-
-
-def _region_outputs(ctx, region, names):
-    return [names[id(v)] if not hasattr(v, "value") else ctx.constant(v.value, v.aval)
-            for v in region.outputs]
 
 
 # ---------------------------------------------------------------- cond
@@ -73,7 +69,7 @@ def _cond_lower(ctx, index, *operands):
         low.sources_only, low.templates = True, {}
         try:
             ctx.lines.extend(low.body(r, names, ctx.indent))
-            rets = _region_outputs(ctx, r, names)
+            rets = region_results(ctx, r, names)
             inner = ctx.lines
         finally:
             ctx.lines, ctx.indent = saved, indent
@@ -276,7 +272,7 @@ def _while_lower(ctx, *operands, cond_nconsts, body_nconsts):
             names = {id(v): a for v, a in zip(r.inputs[:n], args[:n])}
             names.update({id(v): args[consts_at + j] for j, v in enumerate(r.inputs[n:])})
             cx.lines.extend(cx.lowering.body(r, names, cx.indent))
-            outs = _region_outputs(cx, r, names)
+            outs = region_results(cx, r, names)
             return outs + list(args[n:]) if yields_carry else outs
         return fn
     res = ctx.op("stablehlo.while", list(operands), types, types, sharding=False,

@@ -79,19 +79,19 @@ def bind_region(prim, f, args, params, loc=None, name="region"):
                          [v.aval for v in region.outputs], loc, out_vmas), extra
 
 
+def region_results(ctx, region, names):
+    """The lowered names of what `region` yields (a literal becomes a constant)."""
+    return [names[id(v)] if type(v) is not Lit else ctx.constant(v.value, v.aval)
+            for v in region.outputs]
+
+
 def lower_inline(ctx, *operands, **params):
     """A one-region op lowered as its region inlined: its ops emitted in place, block
     arguments named by the operands; the results are the names of what it yields."""
     region = ctx.ir_op.regions[0]
     names = {id(v): n for v, n in zip(region.inputs, operands)}
     ctx.lines.extend(ctx.lowering.body(region, names, ctx.indent))
-    out = []
-    for v in region.outputs:
-        if hasattr(v, "value"):            # a literal result
-            out.append(ctx.constant(v.value, v.aval))
-        else:
-            out.append(names[id(v)])
-    return out
+    return region_results(ctx, region, names)
 
 
 def identity_flow(op, roles=False):

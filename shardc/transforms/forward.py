@@ -9,15 +9,10 @@ with one applies its `jvp` rule, which carries tangents alongside its primal val
 """
 from __future__ import annotations
 
-import jax
-
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import lax as L
 from ..ops.region import lookup
-from ..trace import core
-
-_tree = jax.tree_util
 
 
 def needs_forward(op) -> bool:
@@ -119,18 +114,3 @@ def _segment(seg, rest, outputs, env, tenv):
     (t_out,) = transpose(tuple(tenv[id(v)] for v in diff))
     for v, t in zip(f_outs, t_out):
         tenv[id(v)] = t
-
-
-def zeros_for(x):
-    a = core.aval_of(x)
-    return L.zeros(a.shape, a.dtype)
-
-
-def fit(t, like):
-    """A tangent t (or None: zero) with the dtype of `like`."""
-    a = core.aval_of(like)
-    if t is None:
-        return L.zeros(a.shape, a.dtype)
-    if core.aval_of(t).dtype != a.dtype:
-        return L.convert_element_type(t, a.dtype)
-    return t
