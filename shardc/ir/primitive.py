@@ -113,11 +113,13 @@ class Primitive:
         walks the program forwards (transforms.forward)
     jvp(ctx, primals, tangents, **params) -> (outs, tangents): the forward-mode rule of
         ops with regions that may hold an op that is not reversible
+    batch(ctx, args, batched, **params) -> (outs, out_batched): the batching rule
+        (shardc.vmap; the vocabulary is shardc.ops.batching)
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "rebind", "drop_results", "claim", "reversible", "jvp", "constant",
+                 "rebind", "drop_results", "claim", "reversible", "jvp", "batch", "constant",
                  "keeps_constant", "effectful", "sharding_group", "sharded_results",
                  "__dict__")
 
@@ -162,6 +164,7 @@ class Primitive:
         self.claim = None
         self.reversible = True
         self.jvp = None
+        self.batch = None
         PRIMITIVES[name] = self
 
     @property
