@@ -145,8 +145,8 @@ def _check_closure(ctx, ins, rule):
 
 def _vjp(ctx, cts, *ins, jvp):
     """The transpose of the rule's tangent map: the VJP, with respect to the tangents,
-    of the rule's tangent output at zero tangents (linear, so the point does not
-    matter); the operands of nondiff arguments and non-floats get none."""
+    of the rule's tangent output (linear in the tangents, so at any point); operands
+    of nondiff arguments and non-floats get none."""
     rule = jvp
     _check_closure(ctx, ins, rule)
     n = len(rule.traced)
@@ -165,8 +165,9 @@ def _vjp(ctx, cts, *ins, jvp):
             tangents[k] = t
         _, t_out = apply_rule(rule, ctx.op.loc, list(ins[:n]), tangents, avals)
         return [t_out[k] for k in live]
-    zeros = tuple(L.zeros(ins[k].aval.shape, ins[k].aval.dtype) for k in wrt)
-    _, _, fn = ctx.trace_vjp(tangent_map, zeros)
+    # (at tangents equal to the primals: any point does, and these vary over a
+    # shard_map's manual axes as the primals do)
+    _, _, fn = ctx.trace_vjp(tangent_map, tuple(ins[k] for k in wrt))
     got = fn([L.convert_element_type(cts[k], avals[k].dtype) for k in live])
     for k, g in zip(wrt, got):
         in_cts[k] = g
