@@ -106,7 +106,8 @@ def test_grad_of_grad_and_jit():
     def run(m):
         f = sin_times(m)
         g2 = m.grad(m.grad(lambda x: f(x, 2.0)))
-        return m.jit(g2)(np.float32(0.7)), m.grad(lambda x: m.grad(lambda z: m.np.sum(f(z, Y)))(x)[3])(X)
+        inner = m.grad(lambda z: m.np.sum(f(z, Y)))
+        return m.jit(g2)(np.float32(0.7)), m.grad(lambda x: inner(x)[3])(X)
     both(run)
 
 

@@ -152,7 +152,8 @@ def _vjp(ctx, cts, *ins, jvp):
     n = len(rule.traced)
     nondiff = rule.fn.nondiff_argnums
     wrt = [k for k, i in enumerate(rule.traced)
-           if rule.leaf_arg[i] not in nondiff and _float(ins[k]) and (ctx.active is None or ctx.active[k])]
+           if rule.leaf_arg[i] not in nondiff and _float(ins[k])
+           and (ctx.active is None or ctx.active[k])]
     in_cts = [None] * len(ins)
     live = [k for k, c in enumerate(cts) if c is not None]
     if not wrt or not live:
