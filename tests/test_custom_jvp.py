@@ -358,3 +358,31 @@ def test_jvp_of_a_scan_whose_body_takes_a_grad():
             return c + m.grad(lambda z: m.np.sin(z * c))(x), x
         return m.jvp(lambda x: m.lax.scan(body, np.float32(0.5), x)[0], (X,), (Y,))
     both(run)
+
+
+def test_symbolic_zeros():
+    """The rule sees a SymbolicZero for each input nothing differentiates, and may
+    return one."""
+    from jax.custom_derivatives import SymbolicZero
+    seen = []
+
+    def run(m):
+        @m.custom_jvp
+        def f(x, y):
+            return x * y, m.np.sum(x)
+
+        def rule(p, t):
+            (x, y), (xd, yd) = p, t
+            seen.append((type(xd) is SymbolicZero, type(yd) is SymbolicZero))
+            out = f(x, y)
+            tx = xd * y if type(xd) is not SymbolicZero else 0.
+            ty = yd * x if type(yd) is not SymbolicZero else 0.
+            ts = SymbolicZero(jax.core.ShapedArray((), np.float32)) if type(xd) is SymbolicZero else m.np.sum(xd)
+            return out, (tx + ty, ts)
+        f.defjvp(rule, symbolic_zeros=True)
+        g = m.grad(lambda x, y: m.np.sum(f(x, y)[0]) + f(x, y)[1])
+        return g(X, Y), m.jit(g)(X, Y), m.grad(lambda y: m.np.sum(f(X, y)[0]))(Y)
+    got = run(S)
+    ours, seen[:] = set(seen), []
+    check_outputs(got, run(J))
+    assert ours == set(seen) == {(False, True), (True, False)}

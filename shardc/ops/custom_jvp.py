@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax.core import ShapedArray
+from jax.custom_derivatives import SymbolicZero
 
 from ..errors import ShardcError, ShardcTypeError
 from ..ir import dtypes
@@ -62,9 +64,12 @@ def _float(x):
     return dtypes.is_float(core.aval_of(x).dtype)
 
 
-def _zero_tangent(x):
+def _zero_tangent(x, symbolic):
     """The tangent of a value nothing differentiates: zeros, float0 for non-floats (as
-    jax passes to a rule without symbolic zeros)."""
+    jax passes to a rule without symbolic zeros), or a SymbolicZero (with them)."""
+    if symbolic:
+        a = core.aval_of(x)
+        return SymbolicZero(ShapedArray(a.shape, a.dtype, weak_type=a.weak).to_tangent_aval())
     if core.is_tracer(x) or isinstance(x, (np.ndarray, np.generic, jax.Array)):
         a = core.aval_of(x)
         if dtypes.is_float(a.dtype):
@@ -83,7 +88,8 @@ def apply_rule(rule, loc, ins, tangents, out_avals):
     tans = [None] * len(leaves)
     for i, t in zip(rule.traced, tangents):
         tans[i] = t
-    tans = [t if t is not None else _zero_tangent(x) for t, x in zip(tans, leaves)]
+    tans = [t if t is not None else _zero_tangent(x, fn.symbolic_zeros)
+            for t, x in zip(tans, leaves)]
     args = _tree.tree_unflatten(rule.arg_tree, leaves)
     tan_args = _tree.tree_unflatten(rule.arg_tree, tans)
     nondiff = fn.nondiff_argnums
@@ -114,7 +120,10 @@ def check_rule_output(fn, got, out_tree, out_avals, loc):
         raise ShardcTypeError(f"Custom JVP rule {jname} for function {pname} must produce a "
                               "primal output of the same container (pytree) structure as the "
                               f"output of {pname}: got {p_tree}, expected {out_tree}.", loc)
-    for pl, tl, want in zip(p_leaves, t_leaves, out_avals):
+    for k, (pl, tl, want) in enumerate(zip(p_leaves, t_leaves, out_avals)):
+        if isinstance(tl, SymbolicZero):    # (a rule with symbolic zeros may return them)
+            tl = t_leaves[k] = L.zeros(tl.aval.shape, tl.aval.dtype) \
+                if tl.aval.dtype != jax.dtypes.float0 else L.zeros(want.shape, want.dtype)
         pa, ta = core.aval_of(pl), core.aval_of(tl)
         if pa.shape != want.shape or pa.dtype != want.dtype:
             raise ShardcTypeError(

@@ -34,10 +34,10 @@ class custom_jvp:
         self.symbolic_zeros = False
 
     def defjvp(self, jvp, symbolic_zeros=False):
-        if symbolic_zeros:
-            raise NotImplementedError("shardc.custom_jvp: symbolic_zeros=True is not "
-                                      "supported; the rule gets zero tangents")
+        """symbolic_zeros: the rule gets a jax.custom_derivatives.SymbolicZero for the
+        tangent of each input nothing differentiates (and may return them)."""
         self.jvp = jvp
+        self.symbolic_zeros = bool(symbolic_zeros)
         return jvp
 
     def defjvps(self, *jvps):
