@@ -377,7 +377,8 @@ def test_symbolic_zeros():
             out = f(x, y)
             tx = xd * y if type(xd) is not SymbolicZero else 0.
             ty = yd * x if type(yd) is not SymbolicZero else 0.
-            ts = SymbolicZero(jax.core.ShapedArray((), np.float32)) if type(xd) is SymbolicZero else m.np.sum(xd)
+            ts = SymbolicZero(jax.core.ShapedArray((), np.float32)) \
+                if type(xd) is SymbolicZero else m.np.sum(xd)
             return out, (tx + ty, ts)
         f.defjvp(rule, symbolic_zeros=True)
         g = m.grad(lambda x, y: m.np.sum(f(x, y)[0]) + f(x, y)[1])
