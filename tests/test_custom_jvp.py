@@ -387,3 +387,14 @@ def test_symbolic_zeros():
     ours, seen[:] = set(seen), []
     check_outputs(got, run(J))
     assert ours == set(seen) == {(False, True), (True, False)}
+
+
+def test_hessian_and_forward_over_forward():
+    def run(m):
+        f = sin_times(m)
+        g = lambda x: m.np.sum(f(x, Y) ** 2)   # noqa: E731
+        jac = jax.jacfwd if m is J else shardc.jacfwd
+        jrev = jax.jacrev if m is J else shardc.jacrev
+        ff = m.jvp(lambda x: m.jvp(lambda z: f(z, Y), (x,), (Y,))[1], (X,), (X,))
+        return jac(jrev(g))(X), ff
+    both(run)
