@@ -398,3 +398,45 @@ def test_hessian_and_forward_over_forward():
         ff = m.jvp(lambda x: m.jvp(lambda z: f(z, Y), (x,), (Y,))[1], (X,), (X,))
         return jac(jrev(g))(X), ff
     both(run)
+
+
+needs_vmap = pytest.mark.skipif(not hasattr(shardc, "vmap"), reason="shardc.vmap not there yet")
+X2 = np.linspace(-1., 2., 24, dtype=np.float32).reshape(4, 6)
+
+
+@needs_vmap
+def test_under_vmap():
+    """The batched call's rule is the user's, batched: vmap of grad, grad of vmap, jvp
+    of vmap, with an unbatched operand (in_axes=None)."""
+    def run(m):
+        vmap = shardc.vmap if m is S else jax.vmap
+        f = sin_times(m)
+        sp = softplus(m)
+        per_ex = lambda x, y: m.np.sum(f(x, y) * sp(x))   # noqa: E731
+        return (vmap(f)(X2, X2 + 1), vmap(f, (0, None))(X2, Y[:6]),
+                vmap(m.grad(per_ex, (0, 1)), (0, None))(X2, Y[:6]),
+                m.grad(lambda x: m.np.sum(vmap(per_ex, (0, None))(x, Y[:6])))(X2),
+                m.jvp(lambda x: vmap(f, (0, None))(x, Y[:6]), (X2,), (X2,)),
+                m.jit(vmap(m.grad(lambda x: sp(x).sum())))(X2))
+    both(run)
+
+
+@needs_vmap
+def test_under_vmap_nondiff_and_symbolic_zeros():
+    from functools import partial
+
+    def run(m):
+        vmap = shardc.vmap if m is S else jax.vmap
+
+        @partial(m.custom_jvp, nondiff_argnums=(1,))
+        def scale(x, k):
+            return x * k
+
+        def rule(k, p, t):
+            xd = t[0]
+            return scale(p[0], k), (xd * k if type(xd) is not SymbolicZero else 0. * p[0])
+        from jax.custom_derivatives import SymbolicZero
+        scale.defjvp(rule, symbolic_zeros=True)
+        g = m.grad(lambda x, k: m.np.sum(scale(x, k) ** 2))
+        return vmap(g, (0, None))(X2, np.float32(3)), vmap(g)(X2, X2[:, 0])
+    both(run)

@@ -200,3 +200,87 @@ def _jvp(ctx, primals, tangents, *, jvp):
 
 
 custom_jvp_call_p.jvp = _jvp
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+class _BatchedJvp:
+    """A custom_jvp's rule for its batched call: the user's rule, traced on one
+    example's types and batched as the call's operands are (a tangent as its primal);
+    all it returns is batched, as all the batched call's results are."""
+
+    def __init__(self, fn, rule: CustomJvpRule, batched, ctx):
+        self.fn, self.ctx = fn, ctx
+        self.fun, self.nondiff_argnums = fn.fun, fn.nondiff_argnums
+        self.symbolic_zeros = fn.symbolic_zeros
+        where = _tree.tree_unflatten(rule.arg_tree, list(range(len(rule.static))))
+        flag = {i: batched[k] for k, i in enumerate(rule.traced)}
+        self.nondiff_flags = [flag.get(i, False) for a in self.nondiff_argnums
+                              for i in _tree.tree_leaves(where[a])]
+        self.diff_flags = [flag.get(i, False) for a in range(len(where))
+                           if a not in self.nondiff_argnums
+                           for i in _tree.tree_leaves(where[a])]
+
+    def jvp(self, *args):
+        from .region import trace_region
+        nondiff, primals, tangents = args[:-2], args[-2], args[-1]
+        leaves, tree = _tree.tree_flatten((nondiff, primals, tangents))
+        flags = self.nondiff_flags + self.diff_flags + self.diff_flags
+        if len(flags) != len(leaves):
+            raise ShardcError("internal: a batched custom_jvp rule got arguments of another "
+                              "structure than its call's")
+        leaves = [_one_example(x) if f and not core.is_tracer(x) else x
+                  for x, f in zip(leaves, flags)]
+        dyn = [i for i, x in enumerate(leaves) if core.is_tracer(x)]
+        avals = []
+        for i in dyn:
+            a = core.aval_of(leaves[i])
+            avals.append(a.update(shape=a.shape[1:]) if flags[i] else a)
+        shape = []
+
+        def per_example(*xs):
+            full = list(leaves)
+            for i, x in zip(dyn, xs):
+                full[i] = x
+            nd, p, t = _tree.tree_unflatten(tree, full)
+            got = self.fn.jvp(*nd, p, t)
+            flat, td = _tree.tree_flatten(got)
+            flat = [L.zeros(v.aval.shape, v.aval.dtype) if isinstance(v, SymbolicZero) else v
+                    for v in flat]
+            shape.append(td)
+            return flat, None
+        region, caps, _ = trace_region(avals, per_example, "jvp")
+        outs, _ = self.ctx.batch_region(region, [leaves[i] for i in dyn] + caps,
+                                        [flags[i] for i in dyn] + [False] * len(caps),
+                                        force=[True] * len(region.outputs))
+        return _tree.tree_unflatten(shape[0], list(outs))
+
+
+def _one_example(x):
+    """A batched non-traced tangent (a symbolic or float0 zero) for one example."""
+    if isinstance(x, SymbolicZero):
+        a = x.aval
+        return SymbolicZero(a.update(shape=a.shape[1:]))
+    if isinstance(x, np.ndarray):
+        return np.zeros(x.shape[1:], x.dtype)
+    return x
+
+
+def _batch(ctx, args, batched, *, jvp):
+    """vmap: the primal region batched (all its results), with a rule that is the
+    user's, batched."""
+    from .region import bind_region
+    (r,) = ctx.op.regions
+    rule = CustomJvpRule(_BatchedJvp(jvp.fn, jvp, batched, ctx), jvp.arg_tree, jvp.static,
+                         jvp.traced, jvp.out_tree, jvp.leaf_arg)
+    n = len(args)
+
+    def body(*xs):
+        flags = list(batched) + [False] * (len(xs) - n)
+        return ctx.batch_region(r, list(xs), flags, force=[True] * len(r.outputs))[0], None
+    outs, _ = bind_region(custom_jvp_call_p, body, list(args), {"jvp": rule}, ctx.op.loc,
+                          r.name)
+    return outs, [True] * len(outs)
+
+
+custom_jvp_call_p.batch = _batch
