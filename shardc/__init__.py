@@ -29,6 +29,8 @@ from .api.vmap import vmap  # noqa: E402
 from .api.xmap import xmap  # noqa: E402
 from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
+from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
+                             jacrev, linearize)
 from . import distributed  # noqa: E402
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,
@@ -47,4 +49,6 @@ __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "make_array_from_callback", "make_array_from_process_local_data",
             "make_array_from_single_device_arrays", "process_allgather", "process_count",
             "process_index"]
+__all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
+            "hessian"]
 __version__ = "0.1.0"

@@ -4,3 +4,4 @@ from . import manual  # noqa: E402,F401
 from . import custom, manual_region  # noqa: E402,F401
 from . import control, remat, scan  # noqa: E402,F401
 from . import control_batch  # noqa: E402,F401
+from . import custom_jvp  # noqa: E402,F401
