@@ -177,6 +177,8 @@ def canonical_dtype(dtype):
         return dtypes.default_int()
     if dtype is bool:
         return dtypes.bool_
+    if dtype is complex:
+        return dtypes.default_complex()
     try:
         return dtypes.canonicalize(np.dtype(dtype))
     except TypeError as e:
