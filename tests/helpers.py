@@ -168,8 +168,9 @@ def check_numpy(ours_l, want):
     for i, (o, w) in enumerate(zip(ours_l, jax.tree_util.tree_leaves(want))):
         w = np.asarray(w)
         assert np.shape(o) == w.shape, f"output {i}: shape {np.shape(o)} vs numpy {w.shape}"
-        np.testing.assert_allclose(np.asarray(o).astype(np.float64),
-                                   w.astype(np.float64), equal_nan=True,
+        wide = np.complex128 if np.iscomplexobj(o) or np.iscomplexobj(w) else np.float64
+        np.testing.assert_allclose(np.asarray(o).astype(wide),
+                                   w.astype(wide), equal_nan=True,
                                    err_msg=f"output {i} vs numpy", **_loosest(o.dtype, w.dtype))
 
 

@@ -6,6 +6,8 @@ import functools
 import ml_dtypes
 import numpy as np
 
+from ..errors import ShardcError
+
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
@@ -106,6 +108,10 @@ def finfo(dtype):
     return ml_dtypes.finfo(dtype)
 
 
+class TypePromotionError(ShardcError, ValueError):
+    """Dtypes with no implicit promotion path (a ValueError, as jax.dtypes')."""
+
+
 def x64_enabled() -> bool:
     import jax
     return bool(jax.config.jax_enable_x64)
@@ -118,7 +124,6 @@ def canonicalize(dtype) -> np.dtype:
     """The dtype JAX would use for `dtype`: 64-bit types narrow unless x64 is on."""
     d = np.dtype(dtype)
     if d not in SUPPORTED:
-        from ..errors import ShardcError
         raise ShardcError(f"shardc does not support dtype {d}; use one of "
                           + ", ".join(sorted(str(t) for t in SUPPORTED)))
     return d if x64_enabled() else _TO_32.get(d, d)
@@ -176,13 +181,12 @@ def _node(dtype: np.dtype, weak: bool) -> str:
 
 
 def _no_path(keys):
-    from ..errors import ShardcTypeError
     names = tuple(str(d) for d, _ in keys)
     small = [d for d, _ in keys if d in SMALL_FLOATS or d in _INTN]
     why = (f"to avoid unintended promotion, {small[0]} does not promote implicitly; "
            "convert explicitly, e.g. x.astype('float32')") if small else \
         "convert the inputs to the type you want explicitly"
-    raise ShardcTypeError(f"Input dtypes {names} have no implicit promotion path: {why}")
+    raise TypePromotionError(f"Input dtypes {names} have no implicit promotion path: {why}")
 
 
 @functools.lru_cache(maxsize=4096)

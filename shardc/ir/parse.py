@@ -11,7 +11,7 @@ from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, parse_sharding
 
-_TYPE = r"~?[a-z]+\d*\[[\d,]*\]"
+_TYPE = r"~?[a-z][a-z0-9]*\[[\d,]*\]"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 
