@@ -113,11 +113,11 @@ div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)
 def _pow_shape(x, y):
     """x ** y: float x; y of x's dtype or an integer (then converted, as lax.pow)."""
-    check_dtype("pow", x, "float")
+    check_dtype("pow", x, "inexact")
     if y.dtype != x.dtype:
         check_dtype("pow", y, "int")
         y = y.update(dtype=x.dtype)
-    return _shape("pow", "float", x, y)
+    return _shape("pow", "inexact", x, y)
 
 
 def _lower_pow(ctx, x, y):
@@ -233,7 +233,7 @@ convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_s
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)
 def _ipow_shape(x, *, y):
     check_dtype("integer_pow", x, "numeric")
-    if y < 0 and not dtypes.is_float(x.dtype):
+    if y < 0 and not dtypes.is_inexact(x.dtype):
         raise ShardcError("integer_pow: negative powers need a floating-point array")
     return x
 
