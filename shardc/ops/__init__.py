@@ -5,3 +5,4 @@ from . import custom, manual_region  # noqa: E402,F401
 from . import control, remat, scan  # noqa: E402,F401
 from . import control_batch  # noqa: E402,F401
 from . import custom_jvp  # noqa: E402,F401
+from . import complex, fft, numeric  # noqa: E402,F401

@@ -77,5 +77,6 @@ def result_type(*args):
     return _dtypes.promote(*typed)[0]
 
 
+from ._complex import *  # noqa: E402,F403  (complex functions, small dtypes' names)
 _attach()
 _wrap_public(globals())
