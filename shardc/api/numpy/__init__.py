@@ -79,3 +79,6 @@ def result_type(*args):
 
 _attach()
 _wrap_public(globals())
+from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_prod,  # noqa: E402
+    cumulative_sum, digitize, lexsort, nancumprod, nancumsum, partition, searchsorted, sort,
+    take_along_axis)
