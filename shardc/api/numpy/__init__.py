@@ -82,3 +82,6 @@ _wrap_public(globals())
 from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_prod,  # noqa: E402
     cumulative_sum, digitize, lexsort, nancumprod, nancumsum, partition, searchsorted, sort,
     take_along_axis)
+from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzero,  # noqa: E402
+    setdiff1d, setxor1d, union1d, unique, unique_all, unique_counts, unique_inverse,
+    unique_values)

@@ -277,7 +277,8 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         return L.full(va.shape, 0, dt)
     go_left = sort_le if side == "left" else sort_lt
     if method == "compare_all":
-        c = go_left(broadcast_to(expand_dims(v, -1), (*va.shape, n)), broadcast_to(a, (*va.shape, n)))
+        full = (*va.shape, n)
+        c = go_left(broadcast_to(expand_dims(v, -1), full), broadcast_to(a, full))
         # count of a's entries the query goes after
         return convert(_sum(logical_not(c), axis=-1), dt)
     udt = dtypes.uint32
