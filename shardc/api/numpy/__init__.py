@@ -85,3 +85,5 @@ from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_pr
 from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzero,  # noqa: E402
     setdiff1d, setxor1d, union1d, unique, unique_all, unique_counts, unique_inverse,
     unique_values)
+from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # noqa: E402
+    nanpercentile, nanquantile, percentile, quantile)
