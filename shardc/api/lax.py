@@ -162,3 +162,7 @@ def optimization_barrier(operand):
     if core.current_builder() is None or not leaves:
         return operand
     return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))
+from .lax_sorting import (approx_max_k, approx_min_k, cumlogsumexp, cummax, cummin,  # noqa: E402,F401,E501
+                          cumprod, cumsum, dynamic_index_in_dim, dynamic_slice,
+                          dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+                          dynamic_update_slice_in_dim, sort, sort_key_val, top_k)

@@ -6,3 +6,7 @@ from . import control, remat, scan  # noqa: E402,F401
 from . import control_batch  # noqa: E402,F401
 from . import custom_jvp  # noqa: E402,F401
 from . import complex, fft, numeric  # noqa: E402,F401
+from . import sort  # noqa: E402,F401
+from . import dynamic  # noqa: E402,F401
+from . import cumulative  # noqa: E402,F401
+from . import take  # noqa: E402,F401
