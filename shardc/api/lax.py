@@ -160,3 +160,4 @@ def optimization_barrier(operand):
     if core.current_builder() is None or not leaves:
         return operand
     return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))
+from . import lax_linalg as linalg  # noqa: E402,F401
