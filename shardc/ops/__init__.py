@@ -4,3 +4,4 @@ from . import manual  # noqa: E402,F401
 from . import custom, manual_region  # noqa: E402,F401
 from . import control, remat, scan  # noqa: E402,F401
 from . import linalg_decomp  # noqa: E402,F401
+from . import conv  # noqa: E402,F401

@@ -79,3 +79,4 @@ def result_type(*args):
 
 _attach()
 _wrap_public(globals())
+from ..conv import convolve, correlate  # noqa: E402
