@@ -88,3 +88,4 @@ from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzer
     unique_values)
 from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # noqa: E402
     nanpercentile, nanquantile, percentile, quantile)
+from ..conv import convolve, correlate  # noqa: E402
