@@ -9,3 +9,8 @@ from ._keys import KeyArray
 from ...errors import wrap_public as _wrap_public
 
 _wrap_public(globals())
+from ._dist import (cauchy, categorical, double_sided_maxwell, exponential, geometric,
+                    gumbel, laplace, logistic, lognormal, maxwell, pareto, rademacher,
+                    rayleigh, triangular, wald, weibull_min)
+
+_wrap_public(globals())
