@@ -43,19 +43,31 @@ def u32(v):
 
 
 def _rotl(x, r):
-    return bitor(shl(x, np.uint32(r).item()), shr(x, 32 - r))
+    """x rotated left by r (a uint32 scalar, traced in the rolled loop)."""
+    return bitor(shl(x, r), shr(x, L.sub(u32(32), r) if not isinstance(r, int) else 32 - r))
 
 
 def threefry2x32(k1, k2, x1, x2):
     """The Threefry-2x32 hash of counters (x1, x2) under key (k1, k2): 20 rounds with
-    a key injection every 4 (jax's unrolled lowering; the rolled CPU one is equal)."""
+    a key injection every 4. As jax's CPU lowering, the 5 blocks of rounds are a rolled
+    loop carrying the key schedule and rotations: so XLA fuses the float code that
+    follows as it does jax's, and the values stay bit-identical."""
+    from ..control import fori_loop
     ks = [k1, k2, xor(xor(k1, k2), 0x1BD11BDA)]
     x = [L.add(x1, ks[0]), L.add(x2, ks[1])]
-    for i in range(5):
-        for r in _ROT[i % 2]:
-            x[0] = L.add(x[0], x[1])
-            x[1] = xor(x[0], _rotl(x[1], r))
-        x = [L.add(x[0], ks[(i + 1) % 3]), L.add(L.add(x[1], ks[(i + 2) % 3]), i + 1)]
+    rots = [np.array(r, U32) for r in _ROT]
+
+    def step(i, state):
+        x, ks, rots = state
+        for j in range(4):
+            r = L.reshape(L.slice(rots[0], (j,), (j + 1,)), ())
+            x0 = L.add(x[0], x[1])
+            x = [x0, xor(x0, _rotl(x[1], r))]
+        i1 = L.convert_element_type(L.add(i, 1), U32)
+        new_x = [L.add(x[0], ks[0]), L.add(L.add(x[1], ks[1]), i1)]
+        return new_x, ks[1:] + ks[:1], rots[1:] + rots[:1]
+    from .. import numpy as jnp
+    x, _, _ = fori_loop(0, 5, step, (x, ks[1:] + ks[:1], [jnp.asarray(r) for r in rots]))
     return x
 
 
