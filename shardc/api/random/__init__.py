@@ -14,3 +14,7 @@ from ._dist import (cauchy, categorical, double_sided_maxwell, exponential, geom
                     rayleigh, triangular, wald, weibull_min)
 
 _wrap_public(globals())
+from ._gamma import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
+                     loggamma, t)
+
+_wrap_public(globals())
