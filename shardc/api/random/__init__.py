@@ -18,3 +18,6 @@ from ._gamma import (ball, beta, chisquare, dirichlet, f, gamma, generalized_nor
                      loggamma, t)
 
 _wrap_public(globals())
+from ._discrete import binomial, multinomial, poisson
+
+_wrap_public(globals())
