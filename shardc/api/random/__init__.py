@@ -21,3 +21,6 @@ _wrap_public(globals())
 from ._discrete import binomial, multinomial, poisson
 
 _wrap_public(globals())
+from ._perm import choice, multivariate_normal, orthogonal, permutation, shuffle
+
+_wrap_public(globals())

@@ -119,10 +119,13 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *,
     else:
         shape = shape_of(shape)
         _check_shape("categorical", shape, batch_shape)
-    if not replace:
-        raise NotImplementedError("categorical(replace=False) needs lax.top_k")
     mode = "low" if mode is None else ("high" if mode == "highest" else mode)
-    return _sharded(run(categorical_impl, data, logits, shape=shape, batch_shape=batch_shape,
+    if not replace:
+        from ._perm import categorical_noreplace_impl as impl
+        axis = axis % len(lshape)
+    else:
+        impl = categorical_impl
+    return _sharded(run(impl, data, logits, shape=shape, batch_shape=batch_shape,
                         axis=axis, mode=mode), out_sharding)
 
 
