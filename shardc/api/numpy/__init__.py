@@ -79,3 +79,4 @@ def result_type(*args):
 
 _attach()
 _wrap_public(globals())
+from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
