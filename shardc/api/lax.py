@@ -160,3 +160,4 @@ def optimization_barrier(operand):
     if core.current_builder() is None or not leaves:
         return operand
     return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))
+from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
