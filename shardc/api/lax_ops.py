@@ -16,7 +16,6 @@ from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..ops import indexing as ix
-from ..ops import linalg
 from ..ops import reduce as red
 from ..ops import shape as shp
 from ..trace import core

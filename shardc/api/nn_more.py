@@ -195,7 +195,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 
 def _attention_xla(q, k, v, bias, mask, is_causal, scale, qsl, kvsl, window, residual):
     B, T, N, H = aval(q).shape
-    S, K = aval(k).shape[1], aval(k).shape[2]
+    K = aval(k).shape[2]
     G = N // K
     q = snp.reshape(q, (B, T, K, G, H))
 

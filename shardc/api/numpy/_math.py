@@ -10,7 +10,7 @@ from ...ir import dtypes
 from ...ops import elementwise as ew
 from ._ufuncs import (abs, add, arccos, arcsin, arctan, arctan2, bitwise_not, ceil, divide,
     equal, floor, floor_divide, full_like_bool, greater, isinf, isnan, less, log, log1p,
-    logical_or, maximum, minimum, multiply, negative, not_equal, power, round, sin, sqrt,
+    logical_or, maximum, minimum, multiply, negative, not_equal, power, round, sqrt,
     subtract, where)
 from ._util import (aval, check_arraylike, const_like, convert, lax_const, promote_args,
     promote_args_inexact, promote_dtypes, promote_shapes)

@@ -21,7 +21,7 @@ from ._more import diff
 from ._shapes import (atleast_1d, atleast_2d, concatenate, expand_dims, moveaxis, pad, ravel,
     reshape, swapaxes, transpose)
 from ._ufuncs import (abs, add, clip, divide, equal, greater, isnan, less, logical_and,
-    logical_or, maximum, mod, multiply, negative, not_equal, remainder, sqrt, subtract,
+    logical_or, maximum, mod, multiply, negative, remainder, sqrt, subtract,
     where)
 from ._util import (aval, canonical_dtype, check_arraylike, convert, promote_args_inexact,
     promote_dtypes, promote_dtypes_inexact, result_type)
@@ -536,7 +536,7 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
         a1 = zeros(1, dtype=aval(a2).dtype)
     if aval(a2).shape[0] == 0:
         a2 = zeros(1, dtype=aval(a1).dtype)
-    n1, n2 = aval(a1).shape[0], aval(a2).shape[0]
+    n1 = aval(a1).shape[0]
     outer = multiply(expand_dims(a1, 1), expand_dims(a2, 0))      # (n1, n2)
     # row i shifted right by i: (n1, n1 + n2 - 1), then summed over rows
     rows = [pad(getitem(outer, i), [(i, n1 - 1 - i)]) for i in range(n1)]

@@ -3,6 +3,8 @@ for shardc.numpy's namespace: the functions of _math, _nanred, _construct, _more
 _more2, dtype utilities and scalar types, index tricks (mgrid ogrid r_ c_ s_ index_exp)."""
 from __future__ import annotations
 
+# ruff: noqa: F401  (re-exports the public names of the submodules)
+
 import numpy as _np
 
 from ...errors import ShardcError, wrap_public
@@ -172,7 +174,6 @@ class _Grid:
                 axes.append(arange(start, k.stop, step))
         if single:
             return axes[0]
-        from ._construct import meshgrid
         grids = meshgrid(*axes, indexing="ij", sparse=self.sparse)
         if self.sparse:
             return grids
