@@ -544,4 +544,23 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
     return R.sum(stack(rows), axis=0)
 
 
+def polydiv(u, v, *, trim_leading_zeros=False):
+    """Quotient and remainder of polynomial long division (static lengths, as jax's)."""
+    check_arraylike("polydiv", u, v)
+    u, v = promote_dtypes_inexact(u, v)
+    m, n = aval(u).shape[0] - 1, aval(v).shape[0] - 1
+    scale = divide(1.0, getitem(v, 0))
+    q = []
+    for k in range(0, m - n + 1):
+        d = multiply(scale, getitem(u, k))
+        q.append(d)
+        upd = pad(multiply(negative(d), v), [(k, m - n - k)])
+        u = add(u, upd)
+    from ._shapes import stack
+    q = stack(q) if q else zeros(1, dtype=aval(u).dtype)
+    if trim_leading_zeros:
+        raise ShardcError("polydiv(trim_leading_zeros=True) has a data-dependent shape")
+    return q, u
+
+
 _ = (arange, maximum)

@@ -23,7 +23,7 @@ from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block
     fliplr, flipud, hsplit, insert, kron, matrix_transpose, matvec, piecewise, resize,
     rollaxis, rot90, select, unstack, vecdot, vecmat, vsplit)
 from ._more2 import (array_equal, array_equiv, corrcoef, cov, gradient, interp, packbits,
-    place, polyadd, polyder, polyint, polymul, polysub, polyval, put, ravel_multi_index,
+    place, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval, put, ravel_multi_index,
     trapezoid, trim_zeros, unpackbits, unravel_index, unwrap)
 from ._nanred import (average, count_nonzero, nanargmax, nanargmin, nanmax, nanmean, nanmin,
     nanprod, nanstd, nansum, nanvar, ptp)
@@ -150,6 +150,109 @@ def einsum_path(subscripts, /, *operands, optimize="auto"):
     arrays = [_np.empty(_aval(o).shape, _np.float32) for o in operands]
     return _np.einsum_path(subscripts, *arrays, optimize="greedy" if optimize == "auto"
                            else optimize)
+
+
+# ---------------------------------------------------------------- I/O and interop (host side)
+
+save, savez = _np.save, _np.savez
+
+
+def load(file, *args, **kwargs):
+    """np.load, as a shardc array when it is one array (bfloat16 'V2' data restored)."""
+    out = _np.load(file, *args, **kwargs)
+    if isinstance(out, _np.ndarray):
+        if out.dtype == "V2":
+            out = out.view(_dtypes.bfloat16)
+        from ._creation import asarray
+        out = asarray(out)
+    return out
+
+
+def _impure(name):
+    def f(*args, **kwargs):
+        raise ShardcError(f"shardc.numpy.{name}() is not implemented because it may be "
+                          "non-pure; use shardc.numpy.asarray(numpy." + name + "(...)) instead")
+    f.__name__ = name
+    return f
+
+
+fromfile, fromiter = _impure("fromfile"), _impure("fromiter")
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    import jax.dlpack
+    return jax.dlpack.from_dlpack(x, device=device, copy=copy)
+
+
+class ufunc:
+    """jnp.ufunc: a function of `nin` arrays with NumPy's ufunc methods; `reduce` and
+    `accumulate` fold along a (static) axis one element at a time unless given."""
+
+    def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None,
+                 call=None, reduce=None, accumulate=None, at=None, reduceat=None):
+        self._func, self.nin, self.nout = func, int(nin), int(nout)
+        self.__name__ = name or getattr(func, "__name__", "ufunc")
+        self.nargs = nargs or self.nin
+        self.identity = identity
+        self._call, self._reduce, self._accumulate = call, reduce, accumulate
+
+    def __call__(self, *args):
+        if len(args) != self.nin:
+            raise ShardcError(f"{self.__name__}() takes {self.nin} positional arguments "
+                              f"but {len(args)} were given")
+        return (self._call or self._func)(*args)
+
+    def outer(self, A, B, /):
+        from ._shapes import expand_dims
+        a, b = _aval(A).ndim, _aval(B).ndim
+        return self(expand_dims(A, tuple(range(a, a + b))), B)
+
+    def _slices(self, a, axis):
+        from ._indexing import getitem
+        from ._shapes import moveaxis
+        a = moveaxis(a, axis, 0)
+        return [getitem(a, i) for i in range(_aval(a).shape[0])]
+
+    def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
+               where=None):
+        if self._reduce is not None:
+            return self._reduce(a, axis, dtype, out, keepdims, initial, where)
+        if self.nin != 2 or self.nout != 1:
+            raise ShardcError("reduce only supports functions of two arguments and one "
+                              "result")
+        if out is not None or where is not None:
+            raise ShardcError("ufunc.reduce: out= and where= are not supported")
+        from ._creation import asarray
+        a = asarray(a)
+        if axis is None:
+            from ._shapes import ravel
+            a, axis = ravel(a), 0
+        xs = self._slices(a, axis)
+        acc = xs[0] if initial is None else self(asarray(initial), xs[0])
+        for x in xs[1:]:
+            acc = self(acc, x)
+        if dtype is not None:
+            acc = acc.astype(dtype)
+        if keepdims:
+            from ._shapes import expand_dims
+            acc = expand_dims(acc, axis)
+        return acc
+
+    def accumulate(self, a, axis=0, dtype=None, out=None):
+        if self._accumulate is not None:
+            return self._accumulate(a, axis, dtype, out)
+        from ._creation import asarray
+        from ._shapes import moveaxis, stack
+        xs = self._slices(asarray(a), axis)
+        outs = [xs[0]]
+        for x in xs[1:]:
+            outs.append(self(outs[-1], x))
+        res = moveaxis(stack(outs), 0, axis)
+        return res.astype(dtype) if dtype is not None else res
+
+
+def frompyfunc(func, /, nin, nout, *, identity=None):
+    return ufunc(func, nin, nout, identity=identity)
 
 
 # ---------------------------------------------------------------- index tricks
