@@ -179,7 +179,7 @@ def _impure(name):
 fromfile, fromiter = _impure("fromfile"), _impure("fromiter")
 
 
-def from_dlpack(x, /, *, device=None, copy=None):
+def from_dlpack(x, /, *, device=None, copy=None):  # noqa: F811  (jax's parameter name)
     import jax.dlpack
     return jax.dlpack.from_dlpack(x, device=device, copy=copy)
 
