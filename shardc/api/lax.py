@@ -169,3 +169,4 @@ from .lax_sorting import (approx_max_k, approx_min_k, cumlogsumexp, cummax, cumm
 from . import lax_linalg as linalg  # noqa: E402,F401
 from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: E402,F401
                    conv_general_dilated, conv_transpose, conv_with_general_padding)
+from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)

@@ -89,3 +89,4 @@ from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzer
 from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # noqa: E402
     nanpercentile, nanquantile, percentile, quantile)
 from ..conv import convolve, correlate  # noqa: E402
+from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
