@@ -25,6 +25,7 @@ from .api.shard_map import shard_map  # noqa: E402
 from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
 from .api.grad import grad, jvp, value_and_grad, vjp  # noqa: E402
+from .api.vmap import vmap  # noqa: E402
 from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
 from . import distributed  # noqa: E402
@@ -37,7 +38,7 @@ P = PartitionSpec
 
 __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug",
            "device_put", "jit", "lax", "make_mesh", "nn", "numpy", "pmap", "set_mesh",
-           "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp",
+           "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap",
            "shard_alike", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
            "with_sharding_constraint"]
 __all__ += ["devices", "distributed", "global_array_to_host_local_array",
