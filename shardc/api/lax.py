@@ -151,7 +151,6 @@ _ = dtypes
 
 from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
                         population_count, real, reduce_precision)
-wrap_public(globals())
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 
@@ -170,3 +169,4 @@ from . import lax_linalg as linalg  # noqa: E402,F401
 from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: E402,F401
                    conv_general_dilated, conv_transpose, conv_with_general_padding)
 from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
+wrap_public(globals())

@@ -78,8 +78,6 @@ def result_type(*args):
 
 
 from ._complex import *  # noqa: E402,F403  (complex functions, small dtypes' names)
-_attach()
-_wrap_public(globals())
 from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_prod,  # noqa: E402
     cumulative_sum, digitize, lexsort, nancumprod, nancumsum, partition, searchsorted, sort,
     take_along_axis)
@@ -90,3 +88,6 @@ from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # no
     nanpercentile, nanquantile, percentile, quantile)
 from ..conv import convolve, correlate  # noqa: E402
 from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
+
+_attach()
+_wrap_public(globals())
