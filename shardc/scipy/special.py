@@ -1,9 +1,6 @@
 """shardc.scipy.special: jax.scipy.special's functions, built on shardc's own ops."""
-from ..api.scipy_special import *  # noqa: F401,F403
-from ..api.scipy_special import __all__ as _part1
-from ..api.scipy_special2 import *  # noqa: F401,F403
-from ..api.scipy_special2 import __all__ as _part2
-from ..api.scipy_special3 import *  # noqa: F401,F403
-from ..api.scipy_special3 import __all__ as _part3
+from ..api import scipy_special as _p1, scipy_special2 as _p2, scipy_special3 as _p3
+from ..api import scipy_special4 as _p4
 
-__all__ = list(_part1) + list(_part2) + list(_part3)
+__all__ = [n for p in (_p1, _p2, _p3, _p4) for n in p.__all__]
+globals().update({n: getattr(p, n) for p in (_p1, _p2, _p3, _p4) for n in p.__all__})
