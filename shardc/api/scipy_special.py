@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ArgumentError, ShardcError, ShardcTypeError
 from ..ir import dtypes
 from ..ops import elementwise as ew
 from ..ops import special_math as sm
@@ -21,8 +21,12 @@ from .numpy._util import aval, promote_args_inexact
 __all__ = ["gammaln", "gammasgn", "loggamma", "gamma", "betaln", "beta", "factorial", "comb",
            "digamma", "polygamma", "zeta", "erf", "erfc", "erfinv", "logit", "expit",
            "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr",
-           "kl_div", "boxcox", "boxcox1p", "multigammaln", "ndtr", "ndtri", "log_ndtr",
+           "kl_div", "boxcox", "boxcox1p", "multigammaln",
            "i1e", "i1", "i0e", "i0", "gammainc", "gammaincc", "betainc"]
+
+
+class ShardcNotImplementedError(ShardcError, NotImplementedError):
+    """What jax does not implement either (factorial(exact=True), zeta without q)."""
 
 
 def _c(x, v):
@@ -32,7 +36,7 @@ def _c(x, v):
 
 def _real_only(name, x):
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError(f"{name} does not support complex-valued inputs.")
+        raise ArgumentError(f"{name} does not support complex-valued inputs.")
 
 
 def polyval(coeffs, x):
@@ -125,7 +129,7 @@ def beta(a, b):
 def factorial(n, exact=False):
     """n! as exp(lgamma(n + 1)) (0 for n < 0); exact=True is not supported, as jax."""
     if exact:
-        raise NotImplementedError("factorial with exact=True")
+        raise ShardcNotImplementedError("factorial with exact=True")
     (n,) = promote_args_inexact("factorial", n)
     return snp.where(n < 0, 0, snp.exp(sm.lgamma_p.bind(n + 1)))
 
@@ -154,7 +158,7 @@ def polygamma(n, x):
     """The n-th derivative of digamma; n must have an integer dtype, as jax."""
     ndt = aval(n).dtype if not isinstance(n, int) else np.dtype(int)
     if not dtypes.is_integer(ndt):
-        raise ShardcError(f"Argument `n` to polygamma must be of integer type. Got dtype "
+        raise ArgumentError(f"Argument `n` to polygamma must be of integer type. Got dtype "
                           f"{ndt}.")
     n, x = promote_args_inexact("polygamma", n, x)
     _real_only("polygamma", x)
@@ -164,7 +168,7 @@ def polygamma(n, x):
 def zeta(x, q=None):
     """The Hurwitz zeta function zeta(x, q) (q is required, as jax)."""
     if q is None:
-        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
+        raise ShardcNotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
     x, q = promote_args_inexact("zeta", x, q)
     return sm.zeta_p.bind(x, q)
@@ -205,7 +209,7 @@ def betainc(a, b, x):
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension d (a Python int)."""
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
-        raise ShardcError(f"multigammaln: d must be a concrete int, got {d!r}")
+        raise ShardcTypeError(f"multigammaln: d must be a concrete int, got {d!r}")
     d = int(d)
     a, d_ = promote_args_inexact("multigammaln", a, d)
     constant = _c(a, 0.25) * d_ * (d_ - _c(a, 1)) * snp.log(_c(a, np.pi))
@@ -365,5 +369,3 @@ def i0(x):
     (x,) = promote_args_inexact("i0", x)
     return snp.exp(snp.abs(x)) * _igamma_prim("bessel_i0e").bind(x)
 
-
-from .scipy_special2 import *  # noqa: E402,F401,F403  (part 2)

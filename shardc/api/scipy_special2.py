@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ArgumentError, ShardcTypeError
 from ..ir import dtypes
 from ..ops import complex as cx
 from ..ops import elementwise as ew
@@ -32,7 +32,7 @@ def _f32_or_f64(name, x):
     x = snp.asarray(x)
     dt = aval(x).dtype
     if dt not in (np.float32, np.float64):
-        raise ShardcError(f"{name}: x.dtype={dt} is not supported (float32 or float64 only, "
+        raise ShardcTypeError(f"{name}: x.dtype={dt} is not supported (float32 or float64 only, "
                           "as jax's); convert it first, e.g. x.astype(jnp.float32)")
     return x
 
@@ -99,15 +99,15 @@ _LOGNDTR_SEGMENTS = {np.dtype(np.float64): (-20.0, 8.0), np.dtype(np.float32): (
 
 def _log_ndtr(x, series_order=3):
     if not isinstance(series_order, int):
-        raise ShardcError("series_order must be a Python integer.")
+        raise ShardcTypeError("series_order must be a Python integer.")
     if series_order < 0:
-        raise ShardcError("series_order must be non-negative.")
+        raise ArgumentError("series_order must be non-negative.")
     if series_order > 30:
-        raise ShardcError("series_order must be <= 30.")
+        raise ArgumentError("series_order must be <= 30.")
     x = snp.asarray(x)
     seg = _LOGNDTR_SEGMENTS.get(aval(x).dtype)
     if seg is None:
-        raise ShardcError(f"log_ndtr: x.dtype={aval(x).dtype} is not supported (float32 or "
+        raise ShardcTypeError(f"log_ndtr: x.dtype={aval(x).dtype} is not supported (float32 or "
                           "float64, as jax's)")
     lower, upper = _c(x, seg[0]), _c(x, seg[1])
     above = x > upper
@@ -212,7 +212,7 @@ def dawsn(x):
     """Dawson's integral: three rational approximations on |x| < 3.25, < 6.25, above."""
     (x,) = promote_args_inexact("dawsn", x)
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError("dawsn does not support complex-valued inputs.")
+        raise ArgumentError("dawsn does not support complex-valued inputs.")
     return _dawsn(x)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ArgumentError, ShardcTypeError
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
 from .numpy._util import aval, promote_args_inexact
-from .scipy_special import digamma, gamma, gammaln
+from .scipy_special import ShardcNotImplementedError, digamma, gamma, gammaln
 
 __all__ = ["expi", "exp1", "expn", "sici", "spence", "fresnel", "bernoulli", "poch",
            "owens_t"]
@@ -31,7 +31,7 @@ def _polyval(coeffs, x):
 
 def _real_only(name, x):
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError(f"{name} does not support complex-valued inputs.")
+        raise ArgumentError(f"{name} does not support complex-valued inputs.")
 
 
 # ---------------------------------------------------------------- expi / expn / exp1
@@ -281,7 +281,7 @@ def _sici_approx(x):
 def _sici_fn(x):
     (x,) = promote_args_inexact("sici", x)
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError(f"Argument `x` to sici must be real-valued. Got dtype "
+        raise ArgumentError(f"Argument `x` to sici must be real-valued. Got dtype "
                           f"{aval(x).dtype}.")
     ax = snp.abs(x)
     si_s, ci_s = _sici_series(ax)
@@ -327,7 +327,7 @@ def spence(x):
     """Spence's function (the dilogarithm of 1 - x), float32/float64 only as jax's."""
     x = snp.asarray(x)
     if aval(x).dtype not in (np.float32, np.float64):
-        raise ShardcError(f"spence: x.dtype={aval(x).dtype} is not supported (float32 or "
+        raise ShardcTypeError(f"spence: x.dtype={aval(x).dtype} is not supported (float32 or "
                           "float64, as jax's)")
     return snp.piecewise(x, [x < 0.0, x == 1.0, x == 0.0],
                          [np.nan, 0, np.pi ** 2 / 6, _spence_calc])
@@ -387,14 +387,14 @@ def _fresnel_fn(x):
     (xx,) = promote_args_inexact("fresnel", x)
     odt = aval(xx).dtype
     if dtypes.is_complex(odt):
-        raise NotImplementedError("Support for complex-valued inputs is not implemented yet.")
+        raise ShardcNotImplementedError("Support for complex-valued inputs is not implemented yet.")
     if odt == np.float64:
         single, co = False, _FR64
     elif odt.itemsize <= 4:
         single, co = True, _FR32
         xx = snp.astype(xx, np.float32)
     else:
-        raise NotImplementedError(f"Support for {odt} dtype is not implemented yet.")
+        raise ShardcNotImplementedError(f"Support for {odt} dtype is not implemented yet.")
 
     def pv(name, v):
         return _polyval(co[name], v)
@@ -450,9 +450,10 @@ def bernoulli(n):
     try:
         n = operator.index(n)
     except TypeError:
-        raise ShardcError(f"Argument n of bernoulli must be a concrete int, got {n!r}") from None
+        raise ShardcTypeError(f"Argument n of bernoulli must be a concrete int, got {n!r}"
+                              ) from None
     if n < 0:
-        raise ShardcError("n must be a non-negative integer.")
+        raise ArgumentError("n must be a non-negative integer.")
     b3 = snp.array([1, -1 / 2, 1 / 6])
     if n < 3:
         return b3[:n + 1]
@@ -467,7 +468,7 @@ def bernoulli(n):
 def _poch_fn(z, m):
     z, m = promote_args_inexact("poch", z, m)
     if dtypes.is_complex(aval(z).dtype):
-        raise ShardcError("jnp.poch does not support complex-valued inputs.")
+        raise ArgumentError("jnp.poch does not support complex-valued inputs.")
     return snp.where(m == 0.0, snp.array(1, dtype=aval(z).dtype), gamma(z + m) / gamma(z))
 
 

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ArgumentError, ShardcTypeError
 from ..ir import dtypes
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
@@ -83,7 +83,7 @@ def _hyp1f1_db(a, b, x):
 def _hyp1f1_fn(a, b, x):
     a, b, x = promote_args_inexact("hyp1f1", a, b, x)
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError("hyp1f1 does not support complex-valued inputs.")
+        raise ArgumentError("hyp1f1 does not support complex-valued inputs.")
     return snp.vectorize(_hyp1f1_scalar)(*_arrays(a, b, x))
 
 
@@ -261,10 +261,10 @@ def bessel_jn(z, *, v, n_iter=50):
     try:
         v, n_iter = operator.index(v), int(n_iter)
     except TypeError:
-        raise ShardcError("bessel_jn: v and n_iter must be concrete ints") from None
+        raise ShardcTypeError("bessel_jn: v and n_iter must be concrete ints") from None
     (z,) = promote_args_inexact("bessel_jn", snp.asarray(z))
     if dtypes.is_complex(aval(z).dtype):
-        raise ShardcError("complex input not supported.")
+        raise ArgumentError("complex input not supported.")
     (z,) = _arrays(z)
 
     def step(carry, k):
