@@ -16,6 +16,8 @@ from ..ops import special_math as sm
 from ..transforms.custom_jvp import custom_jvp
 from . import nn as _nn
 from . import numpy as snp
+from ..ir.program import Lit
+from ..ops import shape as _shp
 from .numpy._util import aval, promote_args_inexact
 
 __all__ = ["gammaln", "gammasgn", "loggamma", "gamma", "betaln", "beta", "factorial", "comb",
@@ -32,6 +34,13 @@ class ShardcNotImplementedError(ShardcError, NotImplementedError):
 def _c(x, v):
     """A strongly typed constant of x's dtype (jax's _lax_const / dtype(v))."""
     return np.array(v, aval(x).dtype)
+
+
+def promote(name, *xs):
+    """promote_args_inexact, with inline scalar literals made traced values (weak type
+    kept) so that Python's operators apply to every argument."""
+    return [_shp.broadcast_in_dim_p.bind(v, shape=(), broadcast_dimensions=())
+            if isinstance(v, Lit) else v for v in promote_args_inexact(name, *xs)]
 
 
 def _real_only(name, x):
@@ -51,7 +60,7 @@ def polyval(coeffs, x):
 
 def gammaln(x):
     """log|Gamma(x)| (lax.lgamma), real x only."""
-    (x,) = promote_args_inexact("gammaln", x)
+    (x,) = promote("gammaln", x)
     _real_only("gammaln", x)
     return sm.lgamma_p.bind(x)
 
@@ -59,7 +68,7 @@ def gammaln(x):
 def gammasgn(x):
     """The sign of Gamma(x): nan at the poles and at nan, -1 where Gamma is negative
     (and at -0), else 1, as jax's select."""
-    (x,) = promote_args_inexact("gammasgn", x)
+    (x,) = promote("gammasgn", x)
     _real_only("gammasgn", x)
     floor_x = snp.floor(x)
     neg = x < 0
@@ -70,7 +79,7 @@ def gammasgn(x):
 
 def loggamma(x):
     """log(Gamma(x)) for real x > 0, nan elsewhere (the principal branch)."""
-    (x,) = promote_args_inexact("loggamma", x)
+    (x,) = promote("loggamma", x)
     if dtypes.is_complex(aval(x).dtype):
         raise ShardcError("shardc.scipy.special.loggamma: complex inputs are not supported "
                           "yet; pass real values")
@@ -79,7 +88,7 @@ def loggamma(x):
 
 def gamma(x):
     """Gamma(x) = gammasgn(x) * exp(lgamma(x)), real x."""
-    (x,) = promote_args_inexact("gamma", x)
+    (x,) = promote("gamma", x)
     if dtypes.is_complex(aval(x).dtype):
         raise ShardcError("shardc.scipy.special.gamma: complex inputs are not supported yet; "
                           "pass real values")
@@ -110,7 +119,7 @@ def _algdiv(a, b):
 
 def betaln(a, b):
     """log|B(a, b)|: lgammas while the larger argument is < 8, else algdiv (jax's)."""
-    a, b = promote_args_inexact("betaln", a, b)
+    a, b = promote("betaln", a, b)
     a, b = snp.minimum(a, b), snp.maximum(a, b)
     lg = sm.lgamma_p.bind
     small_b = lg(a) + (lg(b) - lg(a + b))
@@ -120,7 +129,7 @@ def betaln(a, b):
 
 def beta(a, b):
     """B(a, b) with its sign: gammasgn(a) gammasgn(b) gammasgn(a + b) exp(betaln(a, b))."""
-    a, b = promote_args_inexact("beta", a, b)
+    a, b = promote("beta", a, b)
     _real_only("beta", a)
     sign = gammasgn(a) * gammasgn(b) * gammasgn(a + b)
     return sign * snp.exp(betaln(a, b))
@@ -130,14 +139,14 @@ def factorial(n, exact=False):
     """n! as exp(lgamma(n + 1)) (0 for n < 0); exact=True is not supported, as jax."""
     if exact:
         raise ShardcNotImplementedError("factorial with exact=True")
-    (n,) = promote_args_inexact("factorial", n)
+    (n,) = promote("factorial", n)
     return snp.where(n < 0, 0, snp.exp(sm.lgamma_p.bind(n + 1)))
 
 
 def comb(N, k, *, repetition=False):
     """N choose k through gammaln (0 where k > N, N < 0 or k < 0); with repetition,
     comb(N + k - 1, k) and 1 where k == 0 and N >= 0."""
-    N, k = promote_args_inexact("comb", N, k)
+    N, k = promote("comb", N, k)
     if repetition:
         cond = (k == 0) & (N >= 0)
         return snp.where(cond, 1.0, comb(N + k - 1, k, repetition=False))
@@ -149,18 +158,18 @@ def comb(N, k, *, repetition=False):
 
 
 def digamma(x):
-    (x,) = promote_args_inexact("digamma", x)
+    (x,) = promote("digamma", x)
     _real_only("digamma", x)
     return sm.digamma_p.bind(x)
 
 
 def polygamma(n, x):
     """The n-th derivative of digamma; n must have an integer dtype, as jax."""
-    ndt = aval(n).dtype if not isinstance(n, int) else np.dtype(int)
-    if not dtypes.is_integer(ndt):
+    ndt = aval(n).dtype
+    if not dtypes.is_int(ndt):
         raise ArgumentError(f"Argument `n` to polygamma must be of integer type. Got dtype "
                           f"{ndt}.")
-    n, x = promote_args_inexact("polygamma", n, x)
+    n, x = promote("polygamma", n, x)
     _real_only("polygamma", x)
     return sm.polygamma_p.bind(n, x)
 
@@ -170,7 +179,7 @@ def zeta(x, q=None):
     if q is None:
         raise ShardcNotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
-    x, q = promote_args_inexact("zeta", x, q)
+    x, q = promote("zeta", x, q)
     return sm.zeta_p.bind(x, q)
 
 
@@ -184,19 +193,19 @@ def _igamma_prim(name):
 
 def gammainc(a, x):
     """The regularized lower incomplete gamma function (lax.igamma)."""
-    a, x = promote_args_inexact("gammainc", a, x)
+    a, x = promote("gammainc", a, x)
     return _igamma_prim("igamma").bind(a, x)
 
 
 def gammaincc(a, x):
     """The regularized upper incomplete gamma function (lax.igammac)."""
-    a, x = promote_args_inexact("gammaincc", a, x)
+    a, x = promote("gammaincc", a, x)
     return _igamma_prim("igammac").bind(a, x)
 
 
 def betainc(a, b, x):
     """The regularized incomplete beta function (lax.betainc)."""
-    a, b, x = promote_args_inexact("betainc", a, b, x)
+    a, b, x = promote("betainc", a, b, x)
     _real_only("betainc", x)
     from .. import lax as slax
     f = getattr(slax, "betainc", None)
@@ -211,7 +220,7 @@ def multigammaln(a, d):
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
         raise ShardcTypeError(f"multigammaln: d must be a concrete int, got {d!r}")
     d = int(d)
-    a, d_ = promote_args_inexact("multigammaln", a, d)
+    a, d_ = promote("multigammaln", a, d)
     constant = _c(a, 0.25) * d_ * (d_ - _c(a, 1)) * snp.log(_c(a, np.pi))
     b = snp.arange(d, dtype=aval(d_).dtype) / _c(a, 2)
     nd = aval(a).ndim
@@ -223,22 +232,22 @@ def multigammaln(a, d):
 # ---------------------------------------------------------------- erf family, logit
 
 def erf(x):
-    (x,) = promote_args_inexact("erf", x)
+    (x,) = promote("erf", x)
     return ew.erf_p.bind(x)
 
 
 def erfc(x):
-    (x,) = promote_args_inexact("erfc", x)
+    (x,) = promote("erfc", x)
     return ew.erfc_p.bind(x)
 
 
 def erfinv(x):
-    (x,) = promote_args_inexact("erfinv", x)
+    (x,) = promote("erfinv", x)
     return sm.erf_inv_p.bind(x)
 
 
 def _logit(x):
-    (x,) = promote_args_inexact("logit", x)
+    (x,) = promote("logit", x)
     return snp.log(x / (_c(x, 1) - x))
 
 
@@ -247,7 +256,7 @@ logit.defjvps(lambda g, ans, x: g / (x * (_c(x, 1) - x)))
 
 
 def expit(x):
-    (x,) = promote_args_inexact("expit", x)
+    (x,) = promote("expit", x)
     return ew.logistic_p.bind(x)
 
 
@@ -267,7 +276,7 @@ def log_softmax(x, /, *, axis=None):
 @custom_jvp
 def xlogy(x, y):
     """x * log(y), 0 where x == 0 (unless y is nan); jax's gradient (log(y), x / y)."""
-    x, y = promote_args_inexact("xlogy", x, y)
+    x, y = promote("xlogy", x, y)
     return snp.where((x != 0.0) | snp.isnan(y), x * snp.log(y), snp.zeros_like(x))
 
 
@@ -281,7 +290,7 @@ def _xlogy_jvp(primals, tangents):
 @custom_jvp
 def xlog1py(x, y):
     """x * log1p(y), 0 where x == 0 (unless y is nan)."""
-    x, y = promote_args_inexact("xlog1py", x, y)
+    x, y = promote("xlog1py", x, y)
     return snp.where((x != 0.0) | snp.isnan(y), x * snp.log1p(y), snp.zeros_like(x))
 
 
@@ -305,14 +314,14 @@ def _xlogx_jvp(primals, tangents):
 
 def entr(x):
     """-x log x for x >= 0, -inf for x < 0."""
-    (x,) = promote_args_inexact("entr", x)
+    (x,) = promote("entr", x)
     _real_only("entr", x)
     return snp.where(x < _c(x, 0), snp.full_like(x, -np.inf), -_xlogx(x))
 
 
 def rel_entr(p, q):
     """p log(p / q) where both are > 0, 0 where p == 0 <= q, inf elsewhere."""
-    p, q = promote_args_inexact("rel_entr", p, q)
+    p, q = promote("rel_entr", p, q)
     _real_only("rel_entr", p)
     zero = _c(p, 0.0)
     both = (p > zero) & (q > zero)
@@ -325,13 +334,13 @@ def rel_entr(p, q):
 
 def kl_div(p, q):
     """rel_entr(p, q) - p + q."""
-    p, q = promote_args_inexact("kl_div", p, q)
+    p, q = promote("kl_div", p, q)
     _real_only("kl_div", p)
     return rel_entr(p, q) - p + q
 
 
 def _boxcox(name, x, lmbda, log):
-    x, lmbda = promote_args_inexact(name, x, lmbda)
+    x, lmbda = promote(name, x, lmbda)
     zero = lmbda == 0
     safe = snp.where(zero, snp.ones_like(lmbda), lmbda)
     lx = log(x)
@@ -351,21 +360,21 @@ def boxcox1p(x, lmbda):
 # ---------------------------------------------------------------- Bessel i0 / i1
 
 def i1e(x):
-    (x,) = promote_args_inexact("i1e", x)
+    (x,) = promote("i1e", x)
     return sm.bessel_i1e_p.bind(x)
 
 
 def i1(x):
-    (x,) = promote_args_inexact("i1", x)
+    (x,) = promote("i1", x)
     return snp.exp(snp.abs(x)) * sm.bessel_i1e_p.bind(x)
 
 
 def i0e(x):
-    (x,) = promote_args_inexact("i0e", x)
+    (x,) = promote("i0e", x)
     return _igamma_prim("bessel_i0e").bind(x)
 
 
 def i0(x):
-    (x,) = promote_args_inexact("i0", x)
+    (x,) = promote("i0", x)
     return snp.exp(snp.abs(x)) * _igamma_prim("bessel_i0e").bind(x)
 

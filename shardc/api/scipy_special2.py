@@ -12,7 +12,8 @@ from ..ops import complex as cx
 from ..ops import elementwise as ew
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
-from .numpy._util import aval, promote_args_inexact
+from .numpy._util import aval
+from .scipy_special import promote
 
 __all__ = ["ndtr", "ndtri", "log_ndtr", "erfcx", "dawsn", "wofz"]
 
@@ -159,7 +160,7 @@ _ERFCX_ASYMP = [7918.06640625, -1055.7421875, 162.421875, -29.53125, 6.5625, -1.
 def erfcx(x):
     """exp(x**2) erfc(x): direct below sqrt(log(max)), an asymptotic series above
     (complex x: wofz(i x)), as jax's."""
-    (x,) = promote_args_inexact("erfcx", x)
+    (x,) = promote("erfcx", x)
     if dtypes.is_complex(aval(x).dtype):
         return _wofz(cx.complex_p.bind(-cx.imag_p.bind(x), cx.real_p.bind(x)))
     return _erfcx(x)
@@ -210,7 +211,7 @@ _DAWSN_CD = [1.0, -2.698200571975449, 1.7327079904594784, -0.3937085822819395,
 
 def dawsn(x):
     """Dawson's integral: three rational approximations on |x| < 3.25, < 6.25, above."""
-    (x,) = promote_args_inexact("dawsn", x)
+    (x,) = promote("dawsn", x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError("dawsn does not support complex-valued inputs.")
     return _dawsn(x)
@@ -263,7 +264,7 @@ _WOFZ_C = [-1.3034426067909105e-12, 3.741183837373847e-12, 8.030427700497756e-12
 
 def wofz(z):
     """The Faddeeva function exp(-z**2) erfc(-i z) (Weideman's rational series, jax's)."""
-    (z,) = promote_args_inexact("wofz", z)
+    (z,) = promote("wofz", z)
     if not dtypes.is_complex(aval(z).dtype):
         cdt = np.complex128 if aval(z).dtype == np.float64 else np.complex64
         z = snp.astype(z, cdt)

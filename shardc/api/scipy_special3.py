@@ -7,12 +7,11 @@ import numpy as np
 
 from ..errors import ArgumentError, ShardcTypeError
 from ..ir import dtypes
-from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
-from .numpy._util import aval, promote_args_inexact
-from .scipy_special import ShardcNotImplementedError, digamma, gamma, gammaln
+from .numpy._util import aval
+from .scipy_special import ShardcNotImplementedError, digamma, gamma, gammaln, promote
 
 __all__ = ["expi", "exp1", "expn", "sici", "spence", "fresnel", "bernoulli", "poch",
            "owens_t"]
@@ -99,7 +98,7 @@ def _expi_pos(x):
 
 
 def _expi_fn(x):
-    (x,) = promote_args_inexact("expi", x)
+    (x,) = promote("expi", x)
     _real_only("expi", x)
     return snp.piecewise(x, [x < 0], [lambda v: -exp1(-v), _expi_pos])
 
@@ -195,11 +194,8 @@ def _expn_scalar(n, x):
 
 
 def _expn_fn(n, x):
-    n, x = promote_args_inexact("expn", n, x)
+    n, x = promote("expn", n, x)
     _real_only("expn", x)
-    # inline scalar constants become arrays: vectorize maps arrays
-    n, x = (snp.full((), v.value, dtype=v.aval.dtype) if isinstance(v, Lit) else v
-            for v in (n, x))
     return snp.vectorize(_expn_scalar)(n, x)
 
 
@@ -214,7 +210,7 @@ def _expn_jvp(n, primals, tangents):
 
 def exp1(x):
     """E1(x) = expn(1, x)."""
-    (x,) = promote_args_inexact("exp1", x)
+    (x,) = promote("exp1", x)
     _real_only("exp1", x)
     return expn(1, x)
 
@@ -279,7 +275,7 @@ def _sici_approx(x):
 
 
 def _sici_fn(x):
-    (x,) = promote_args_inexact("sici", x)
+    (x,) = promote("sici", x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError(f"Argument `x` to sici must be real-valued. Got dtype "
                           f"{aval(x).dtype}.")
@@ -384,7 +380,7 @@ def _sincospi_sq_half(x):
 
 
 def _fresnel_fn(x):
-    (xx,) = promote_args_inexact("fresnel", x)
+    (xx,) = promote("fresnel", x)
     odt = aval(xx).dtype
     if dtypes.is_complex(odt):
         raise ShardcNotImplementedError("Support for complex-valued inputs is not implemented yet.")
@@ -466,7 +462,7 @@ def bernoulli(n):
 
 
 def _poch_fn(z, m):
-    z, m = promote_args_inexact("poch", z, m)
+    z, m = promote("poch", z, m)
     if dtypes.is_complex(aval(z).dtype):
         raise ArgumentError("jnp.poch does not support complex-valued inputs.")
     return snp.where(m == 0.0, snp.array(1, dtype=aval(z).dtype), gamma(z + m) / gamma(z))
@@ -534,5 +530,5 @@ def _owens_jvp(primals, tangents):
 
 def owens_t(h, a):
     """Owen's T function T(h, a) (a 13-point Gauss quadrature with jax's transforms)."""
-    h, a = promote_args_inexact("owens_t", h, a)
+    h, a = promote("owens_t", h, a)
     return _owens_t(h, a)

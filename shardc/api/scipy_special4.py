@@ -11,8 +11,8 @@ from ..errors import ArgumentError, ShardcTypeError
 from ..ir import dtypes
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
-from .numpy._util import aval, promote_args_inexact
-from .scipy_special import digamma, gamma
+from .numpy._util import aval
+from .scipy_special import digamma, gamma, promote
 
 __all__ = ["hyp1f1", "hyp2f1", "bessel_jn"]
 
@@ -81,7 +81,7 @@ def _hyp1f1_db(a, b, x):
 
 
 def _hyp1f1_fn(a, b, x):
-    a, b, x = promote_args_inexact("hyp1f1", a, b, x)
+    a, b, x = promote("hyp1f1", a, b, x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError("hyp1f1 does not support complex-valued inputs.")
     return snp.vectorize(_hyp1f1_scalar)(*_arrays(a, b, x))
@@ -240,7 +240,7 @@ def _hyp2f1_deriv(which):
 
 
 def _hyp2f1_fn(a, b, c, x):
-    a, b, c, x = promote_args_inexact("hyp2f1", a, b, c, x)
+    a, b, c, x = promote("hyp2f1", a, b, c, x)
     return snp.vectorize(_hyp2f1_scalar)(*_arrays(a, b, c, x))
 
 
@@ -262,7 +262,7 @@ def bessel_jn(z, *, v, n_iter=50):
         v, n_iter = operator.index(v), int(n_iter)
     except TypeError:
         raise ShardcTypeError("bessel_jn: v and n_iter must be concrete ints") from None
-    (z,) = promote_args_inexact("bessel_jn", snp.asarray(z))
+    (z,) = promote("bessel_jn", snp.asarray(z))
     if dtypes.is_complex(aval(z).dtype):
         raise ArgumentError("complex input not supported.")
     (z,) = _arrays(z)
