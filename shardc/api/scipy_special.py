@@ -248,11 +248,11 @@ def erfinv(x):
 
 def _logit(x):
     (x,) = promote("logit", x)
-    return snp.log(x / (_c(x, 1) - x))
+    return snp.log(x / (1 - x))     # lax ops on jax's constants keep x's weak type
 
 
 logit = custom_jvp(_logit)
-logit.defjvps(lambda g, ans, x: g / (x * (_c(x, 1) - x)))
+logit.defjvps(lambda g, ans, x: g / (x * (1 - x)))
 
 
 def expit(x):
@@ -323,7 +323,7 @@ def rel_entr(p, q):
     """p log(p / q) where both are > 0, 0 where p == 0 <= q, inf elsewhere."""
     p, q = promote("rel_entr", p, q)
     _real_only("rel_entr", p)
-    zero = _c(p, 0.0)
+    zero = 0.0      # (jax's constant keeps p's weak type)
     both = (p > zero) & (q > zero)
     one_zero = (p == zero) & (q >= zero)
     safe_p = snp.where(both, p, 1)
