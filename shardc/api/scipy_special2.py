@@ -140,13 +140,20 @@ def _asymptotic_series(x, series_order):
     return _c(x, 1.0) + even - odd
 
 
-log_ndtr = custom_jvp(_log_ndtr, nondiff_argnums=(1,))
+_log_ndtr_cj = custom_jvp(_log_ndtr, nondiff_argnums=(1,))
 
 
-@log_ndtr.defjvp
+def log_ndtr(x, series_order=3):
+    """log(ndtr(x)): log of ndtr in the middle, -ndtr(-x) above, an asymptotic series of
+    `series_order` terms below (the segments at -10 and 5 in f32, -20 and 8 in f64)."""
+    # series_order passed explicitly: shardc's custom_jvp does not fill in defaults
+    return _log_ndtr_cj(x, series_order)
+
+
+@_log_ndtr_cj.defjvp
 def _log_ndtr_jvp(series_order, primals, tangents):
     (x,), (t,) = primals, tangents
-    ans = log_ndtr(x, series_order)
+    ans = _log_ndtr_cj(x, series_order)
     logpdf = _c(x, -0.5) * snp.square(x) - _c(x, np.log(np.sqrt(2 * np.pi)))
     return ans, t * snp.exp(logpdf - ans)
 
