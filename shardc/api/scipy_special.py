@@ -207,7 +207,7 @@ def betainc(a, b, x):
     """The regularized incomplete beta function (lax.betainc)."""
     a, b, x = promote("betainc", a, b, x)
     _real_only("betainc", x)
-    from .. import lax as slax
+    from . import lax as slax
     f = getattr(slax, "betainc", None)
     if f is None:
         raise ShardcError("shardc.scipy.special.betainc needs lax.betainc, which shardc does "

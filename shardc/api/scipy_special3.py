@@ -114,7 +114,7 @@ def _expi_jvp(primals, tangents):
 
 def _expn1(x, n):
     """Power series for x <= 1 (Cephes expn), a while loop per element."""
-    from .. import lax as slax
+    from . import lax as slax
     eps = float(np.finfo(aval(x).dtype).eps)
     zero, one = _c(x, 0.0), _c(x, 1.0)
     psi = -np.euler_gamma - snp.log(x)
@@ -140,7 +140,7 @@ def _expn1(x, n):
 
 def _expn2(x, n):
     """Continued fraction for x > 1 (Cephes expn)."""
-    from .. import lax as slax
+    from . import lax as slax
     big = _c(x, 1.4411518807585587e+17)
     eps = float(np.finfo(aval(x).dtype).eps)
     zero, one = _c(x, 0.0), _c(x, 1.0)

@@ -18,7 +18,7 @@ __all__ = ["hyp1f1", "hyp2f1", "bessel_jn"]
 
 
 def _lax():
-    from .. import lax as slax
+    from . import lax as slax
     return slax
 
 
