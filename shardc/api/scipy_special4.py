@@ -12,9 +12,9 @@ from ..ir import dtypes
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
 from .numpy._util import aval
-from .scipy_special import digamma, gamma, promote
+from .scipy_special import ShardcNotImplementedError, digamma, gamma, promote
 
-__all__ = ["hyp1f1", "hyp2f1", "bessel_jn"]
+__all__ = ["hyp1f1", "hyp2f1", "bessel_jn", "sph_harm_y"]
 
 
 def _lax():
@@ -277,3 +277,88 @@ def bessel_jn(z, *, v, n_iter=50):
     (_, _, bs), j_vals = slax.scan(step, init,
                                    slax.iota(aval(z).dtype, n_iter + 1), reverse=True)
     return j_vals[:v + 1] / (bs - j_vals[0])
+
+
+# ---------------------------------------------------------------- sph_harm_y
+
+def _recurrence_masks(l_max, dtype):
+    """The normalized recurrence's coefficients d0, d1 as (l+1)^3 masks (jax's
+    _gen_recurrence_mask; l_max is static, so they are constants here)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.arange(l_max + 1, dtype=dtype)
+        m_mat, l_mat = np.meshgrid(r, r, indexing="ij")
+        c0, c1 = l_mat * l_mat, m_mat * m_mat
+        c2, c3 = 2.0 * l_mat, (l_mat - 1.0) * (l_mat - 1.0)
+        d0 = np.sqrt((4.0 * c0 - 1.0) / (c0 - c1))
+        d1 = np.sqrt((c2 + 1.0) * (c3 - c1) / ((c2 - 3.0) * (c0 - c1)))
+    d0m, d1m = np.zeros_like(d0), np.zeros_like(d1)
+    i0, i1 = np.triu_indices(l_max + 1, 1), np.triu_indices(l_max + 1, 2)
+    d0m[i0], d1m[i1] = d0[i0], d1[i1]
+    i, j, k = np.ogrid[:l_max + 1, :l_max + 1, :l_max + 1]
+    mask = (i + j - k == 0).astype(dtype)
+    return (d0m[None] * mask).astype(dtype), (d1m[None] * mask).astype(dtype)
+
+
+def _legendre_normalized(l_max, x):
+    """P[m, l, :] of the normalized associated Legendre functions at x (jax's
+    _gen_associated_legendre with is_normalized=True)."""
+    slax = _lax()
+    dt = aval(x).dtype
+    nx = aval(x).shape[0]
+    init = np.array(0.5 / np.sqrt(np.pi), dt)
+    a_idx = snp.arange(1, l_max + 1, dtype=dt)
+    b_idx = snp.arange(l_max, dtype=dt)
+    f_a = snp.cumprod(-1 * snp.sqrt(1.0 + 0.5 / a_idx))
+    f_b = snp.sqrt(2.0 * b_idx + 3.0)
+    y = snp.cumprod(snp.broadcast_to(snp.sqrt(1.0 - x * x), (l_max, nx)), axis=0)
+    # the diagonal P[i, i] and the superdiagonal P[i, i + 1] = f_b[i] x P[i, i], placed
+    # with 0/1 masks (exact: the values are finite) rather than two-index scatters
+    diag = snp.concatenate([snp.full((1, nx), init, dtype=dt), init * (f_a[:, None] * y)])
+    sup = snp.concatenate([(f_b[:, None] * x[None, :]) * diag[:l_max],
+                           snp.zeros((1, nx), dtype=dt)])
+    eye0 = np.eye(l_max + 1, dtype=dt)[:, :, None]
+    eye1 = np.eye(l_max + 1, k=1, dtype=dt)[:, :, None]
+    p = eye0 * diag[:, None, :] + eye1 * sup[:, None, :]
+    d0, d1 = _recurrence_masks(l_max, dt)
+
+    def body(i, pv):
+        c0 = slax.dynamic_index_in_dim(d0, i, keepdims=False)
+        c1 = slax.dynamic_index_in_dim(d1, i, keepdims=False)
+        h = (c0[:, :, None] * (snp.roll(pv, 1, axis=1) * x)
+             - c1[:, :, None] * snp.roll(pv, 2, axis=1))
+        return pv + h
+    if l_max > 1:
+        p = slax.fori_loop(2, l_max + 1, body, p)
+    return p
+
+
+def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
+    """The spherical harmonics Y_n^m(theta, phi) (theta the polar angle), complex, from
+    the normalized associated Legendre functions up to degree n_max (static)."""
+    if diff_n is not None:
+        raise ShardcNotImplementedError("The 'diff_n' argument to "
+                                        "jax.scipy.special.sph_harm_y is not supported.")
+    if np.ndim(theta) == 0 and not hasattr(theta, "shape"):
+        theta = snp.array([theta])
+    if n_max is None:
+        try:
+            n_max = int(np.max(np.asarray(n)))
+        except Exception:
+            raise ShardcTypeError("The `n_max` argument of `jnp.scipy.special.sph_harm` must "
+                                  "be statically specified to use `sph_harm` within "
+                                  "transformations.") from None
+    n_max = operator.index(n_max)
+    n, m, theta, phi = (snp.asarray(v) for v in (n, m, theta, phi))
+    legendre = _legendre_normalized(n_max, snp.cos(theta))
+    am = snp.abs(m)
+    size = aval(legendre).shape
+    # legendre.at[|m|, n, arange(len(n))].get(mode='clip') as one flat gather
+    i = snp.clip(am, 0, size[0] - 1)
+    j = snp.clip(n, 0, size[1] - 1)
+    k = snp.clip(snp.arange(aval(n).shape[0]), 0, size[2] - 1)
+    val = snp.reshape(legendre, (-1,))[(i * size[1] + j) * size[2] + k]
+    angle = am * phi
+    re, im = val * snp.cos(angle), val * snp.sin(angle)
+    from ..ops import complex as cx
+    h = cx.complex_p.bind(re, im)
+    return snp.where(m < 0, (-1.0) ** am * snp.conjugate(h), h)
