@@ -23,8 +23,7 @@ from .numpy._util import aval, promote_args_inexact
 __all__ = ["gammaln", "gammasgn", "loggamma", "gamma", "betaln", "beta", "factorial", "comb",
            "digamma", "polygamma", "zeta", "erf", "erfc", "erfinv", "logit", "expit",
            "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr",
-           "kl_div", "boxcox", "boxcox1p", "multigammaln",
-           "i1e", "i1", "i0e", "i0", "gammainc", "gammaincc", "betainc"]
+           "kl_div", "boxcox", "boxcox1p", "multigammaln"]
 
 
 class ShardcNotImplementedError(ShardcError, NotImplementedError):
@@ -183,38 +182,6 @@ def zeta(x, q=None):
     return sm.zeta_p.bind(x, q)
 
 
-def _igamma_prim(name):
-    p = getattr(sm, name + "_p", None)
-    if p is None:
-        raise ShardcError(f"shardc.scipy.special: {name} needs the lax.{name} primitive, "
-                          "which shardc does not have yet")
-    return p
-
-
-def gammainc(a, x):
-    """The regularized lower incomplete gamma function (lax.igamma)."""
-    a, x = promote("gammainc", a, x)
-    return _igamma_prim("igamma").bind(a, x)
-
-
-def gammaincc(a, x):
-    """The regularized upper incomplete gamma function (lax.igammac)."""
-    a, x = promote("gammaincc", a, x)
-    return _igamma_prim("igammac").bind(a, x)
-
-
-def betainc(a, b, x):
-    """The regularized incomplete beta function (lax.betainc)."""
-    a, b, x = promote("betainc", a, b, x)
-    _real_only("betainc", x)
-    from . import lax as slax
-    f = getattr(slax, "betainc", None)
-    if f is None:
-        raise ShardcError("shardc.scipy.special.betainc needs lax.betainc, which shardc does "
-                          "not have yet")
-    return f(a, b, x)
-
-
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension d (a Python int)."""
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
@@ -355,26 +322,3 @@ def boxcox(x, lmbda):
 def boxcox1p(x, lmbda):
     """boxcox of 1 + x, computed with log1p."""
     return _boxcox("boxcox1p", x, lmbda, snp.log1p)
-
-
-# ---------------------------------------------------------------- Bessel i0 / i1
-
-def i1e(x):
-    (x,) = promote("i1e", x)
-    return sm.bessel_i1e_p.bind(x)
-
-
-def i1(x):
-    (x,) = promote("i1", x)
-    return snp.exp(snp.abs(x)) * sm.bessel_i1e_p.bind(x)
-
-
-def i0e(x):
-    (x,) = promote("i0e", x)
-    return _igamma_prim("bessel_i0e").bind(x)
-
-
-def i0(x):
-    (x,) = promote("i0", x)
-    return snp.exp(snp.abs(x)) * _igamma_prim("bessel_i0e").bind(x)
-
