@@ -133,21 +133,30 @@ def _igamma_gradx(a, x):
     return snp.exp(-x + (a - 1) * snp.log(x) - sm.lgamma_p.bind(a))
 
 
+def _bcast(*xs):
+    shape = np.broadcast_shapes(*(aval(v).shape for v in xs))
+    return [snp.broadcast_to(v, shape) for v in xs]
+
+
 def _gammainc_fn(a, x):
-    return _upcast(_igamma_module().igamma)(a, x)
+    return _upcast(_igamma_module().igamma)(*_bcast(a, x))
 
 
 def _gammaincc_fn(a, x):
-    return _upcast(_igamma_module().igammac)(a, x)
+    return _upcast(_igamma_module().igammac)(*_bcast(a, x))
+
+
+def _igamma_grad_a(a, x):
+    return _upcast(_igamma_module().igamma_grad_a)(*_bcast(a, x))
 
 
 _gammainc = custom_jvp(_gammainc_fn)
 _gammainc.defjvps(
-    lambda g, y, a, x: g * _upcast(_igamma_module().igamma_grad_a)(a, x),
+    lambda g, y, a, x: g * _igamma_grad_a(a, x),
     lambda g, y, a, x: g * _igamma_gradx(a, x))
 _gammaincc = custom_jvp(_gammaincc_fn)
 _gammaincc.defjvps(
-    lambda g, y, a, x: -(g * _upcast(_igamma_module().igamma_grad_a)(a, x)),
+    lambda g, y, a, x: -(g * _igamma_grad_a(a, x)),
     lambda g, y, a, x: -(g * _igamma_gradx(a, x)))
 
 
@@ -260,6 +269,4 @@ def betainc(a, b, x):
     a, b, x = promote("betainc", a, b, x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError("betainc does not support complex-valued inputs.")
-    shape = np.broadcast_shapes(aval(a).shape, aval(b).shape, aval(x).shape)
-    a, b, x = (snp.broadcast_to(v, shape) for v in (a, b, x))
-    return _betainc(a, b, x)
+    return _betainc(*_bcast(a, b, x))
