@@ -54,6 +54,8 @@ ONE_ARG = {  # name: (function of (module, x), input)
     "log_ndtr_order0": (lambda s, x: s.log_ndtr(x, series_order=0), grid(EDGES * 4, -25, 10)),
     "i1e": (lambda s, x: s.i1e(x), X),
     "i1": (lambda s, x: s.i1(x), X),
+    "i0e": (lambda s, x: s.i0e(x), grid(EDGES * 3, -20, 20)),
+    "i0": (lambda s, x: s.i0(x), X),
     "erfcx": (lambda s, x: s.erfcx(x), grid(EDGES, -5, 20)),
     "dawsn": (lambda s, x: s.dawsn(x), grid(EDGES, -8, 8)),
     "expi": (lambda s, x: s.expi(x), grid(EDGES, -70, 70)),
@@ -92,6 +94,8 @@ TWO_ARG = {
     "owens_t": (lambda s, a, b: s.owens_t(a, b / 3), A, B),
     "expn": (lambda s, a, b: s.expn(s.gammasgn(a).astype(int) * 2 + 3, b / 2), A, B),
     "hyp1f1": (lambda s, a, b: s.hyp1f1(a / 4, b / 3 + 0.25, a - b), A, B),
+    "betainc": (lambda s, a, b: s.betainc(a, b, 0.3), A, B),
+    "betainc_x": (lambda s, a, b: s.betainc(2.5, 0.7, b / 10), A, B),
 }
 
 
@@ -234,6 +238,10 @@ GRADS = {  # name: (function of (module, x), x) -- jax.grad of its sum
     "hyp1f1_x": (lambda s, x: s.hyp1f1(0.5, 1.5, x), grid(EDGES[1:13], -4, 4)),
     "hyp1f1_a": (lambda s, x: s.hyp1f1(x, 1.5, 0.7), grid(EDGES[8:13], 0.1, 4)),
     "zeta_q": (lambda s, x: s.zeta(3.0, x), grid(EDGES[8:13], 0.5, 4)),
+    "i0e": (lambda s, x: s.i0e(x), X),
+    "i1e": (lambda s, x: s.i1e(x), grid(np.array([0, 1e-9, -1e-9], np.float32), -10, 10)),
+    "i1": (lambda s, x: s.i1(x), grid(EDGES[1:14], -5, 5)),
+    "betainc_x": (lambda s, x: s.betainc(2.0, 3.5, x), U[1:].repeat(2, 0)[:8]),
 }
 
 
@@ -250,6 +258,28 @@ def test_gradients(mesh2x4):
     ref = jax.jit(run(JS, jax.grad))(*xs)
     for n, o, r in zip(names, ours, ref):
         assert_close(o, r, f"grad of {n}")
+
+
+def test_betainc_gradient_wrt_a_raises():
+    with pytest.raises(shardc.ShardcError, match="with respect to a and b"):
+        shardc.jit(shardc.grad(lambda a: SS.betainc(a, 2.0, 0.5)))(1.5)
+
+
+def test_gammainc(mesh2x4):
+    """Needs the igamma helpers of shardc.random's branch (lax.igamma's expansion)."""
+    pytest.importorskip("shardc.api.igamma")
+    a = grid(np.array([0.5, 1, 2, 5, 0, -1, np.inf, 3, 0.1, 10, 1, 2, 1, np.nan, 30, 0.5],
+                      np.float32), 0.1, 6, seed=3)
+    x = grid(np.array([0.3, 0.9, 3, 0.99, 0.5, 0.5, 0.5, 0, 0.01, 12, np.inf, np.nan, -1, 1,
+                       25, 1e-3], np.float32), 0, 8, seed=4)
+    compare_cases([Case(f"{n}-{lid}", lambda m, a, x, n=n: getattr(sp(m), n)(a, x), [a, x],
+                        [spec] * 2, numpy_ref=False)
+                   for n in ("gammainc", "gammaincc") for lid, spec in LAYOUTS], mesh2x4)
+    for n in ("gammainc", "gammaincc"):
+        for f in (lambda s: lambda v: getattr(s, n)(v, 1.7).sum(),
+                  lambda s: lambda v: getattr(s, n)(1.7, v).sum()):
+            v = jnp.array([0.5, 1.0, 2.0, 3.5])
+            assert_close(shardc.jit(shardc.grad(f(SS)))(v), jax.grad(f(JS))(v), f"grad {n}")
 
 
 # ---------------------------------------------------------------- vmap, regression
