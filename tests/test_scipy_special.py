@@ -137,6 +137,14 @@ def test_sph_harm_y(mesh2x4):
     assert_close(SS.sph_harm_y(n, m, th, ph), JS.sph_harm_y(n, m, th, ph), "eager n_max")
 
 
+def test_complex_gamma(mesh2x4):
+    z = (grid(EDGES, -8, 8) + 1j * grid(EDGES[::-1], -3, 3, seed=5)).astype(np.complex64)
+    z[1, :4] = [-3, 0, -0.5, 1]         # poles and real points on the complex path
+    compare_cases([Case(f"{n}-{lid}", lambda m, z, n=n: getattr(sp(m), n)(z), [z], [spec],
+                        numpy_ref=False)
+                   for n in ("gamma", "loggamma") for lid, spec in LAYOUTS], mesh2x4)
+
+
 def test_promotion_and_weak_types(mesh2x4):
     """Integer inputs become the default float; Python scalars give weak results as
     jax's (and strong ones where jax's constants are strong, as logit's)."""

@@ -80,8 +80,8 @@ def loggamma(x):
     """log(Gamma(x)) for real x > 0, nan elsewhere (the principal branch)."""
     (x,) = promote("loggamma", x)
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError("shardc.scipy.special.loggamma: complex inputs are not supported "
-                          "yet; pass real values")
+        from .scipy_cgamma import complex_loggamma
+        return complex_loggamma(x)
     return snp.where(x > 0, sm.lgamma_p.bind(x), np.nan)
 
 
@@ -89,8 +89,8 @@ def gamma(x):
     """Gamma(x) = gammasgn(x) * exp(lgamma(x)), real x."""
     (x,) = promote("gamma", x)
     if dtypes.is_complex(aval(x).dtype):
-        raise ShardcError("shardc.scipy.special.gamma: complex inputs are not supported yet; "
-                          "pass real values")
+        from .scipy_cgamma import complex_gamma
+        return complex_gamma(x)
     return gammasgn(x) * snp.exp(sm.lgamma_p.bind(x))
 
 
