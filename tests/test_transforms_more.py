@@ -214,3 +214,9 @@ def test_linearize_wrong_tangent_errors():
             fn(np.ones(4, np.float32))
         with pytest.raises(TypeError):
             fn(X3, X3)
+
+
+def test_holomorphic_needs_complex_inputs():
+    for m in (S, J):
+        with pytest.raises(TypeError, match="holomorphic=True requires inputs with complex"):
+            m.jacfwd(lambda x: x * 2.0, holomorphic=True)(X3)
