@@ -440,3 +440,32 @@ def test_under_vmap_nondiff_and_symbolic_zeros():
         g = m.grad(lambda x, k: m.np.sum(scale(x, k) ** 2))
         return vmap(g, (0, None))(X2, np.float32(3)), vmap(g)(X2, X2[:, 0])
     both(run)
+
+
+def test_integer_output():
+    """An integer output's tangent is jax's float0."""
+    def run(m):
+        @m.custom_jvp
+        def f(x):
+            return m.np.sin(x), m.np.argmax(x)
+
+        @f.defjvp
+        def f_jvp(p, t):
+            out = f(p[0])
+            return out, (m.np.cos(p[0]) * t[0], np.zeros((), jax.dtypes.float0))
+        g = m.grad(lambda x: m.np.sum(f(x)[0]) * f(x)[1])(X)
+        return g, m.jvp(lambda x: f(x)[0], (X,), (jnp.asarray(Y),))
+    both(run)
+    out, t = shardc.jvp(sin_int(), (X,), (Y,))
+    assert t[1].dtype == np.int32 or t[1].dtype == jax.dtypes.float0
+
+
+def sin_int():
+    @shardc.custom_jvp
+    def f(x):
+        return snp.sin(x), snp.argmax(x)
+
+    @f.defjvp
+    def f_jvp(p, t):
+        return f(p[0]), (snp.cos(p[0]) * t[0], np.zeros((), jax.dtypes.float0))
+    return f
