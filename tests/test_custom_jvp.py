@@ -442,6 +442,24 @@ def test_under_vmap_nondiff_and_symbolic_zeros():
     both(run)
 
 
+def test_symbolic_zeros_with_a_function_nondiff_argument():
+    from functools import partial
+    from jax.custom_derivatives import SymbolicZero
+
+    def run(m):
+        @partial(m.custom_jvp, nondiff_argnums=(0,))
+        def app(f, x, y):
+            return f(x) * y
+
+        def rule(f, p, t):
+            (x, y), (xd, yd) = p, t
+            ty = 0. if type(yd) is SymbolicZero else yd * f(x)
+            return app(f, x, y), xd * 2. * y + ty
+        app.defjvp(rule, symbolic_zeros=True)
+        return m.grad(lambda x: m.np.sum(app(m.np.sin, x, Y)))(X)
+    both(run)
+
+
 def test_integer_output():
     """An integer output's tangent is jax's float0."""
     def run(m):

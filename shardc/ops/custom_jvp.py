@@ -88,11 +88,11 @@ def apply_rule(rule, loc, ins, tangents, out_avals):
     tans = [None] * len(leaves)
     for i, t in zip(rule.traced, tangents):
         tans[i] = t
-    tans = [t if t is not None else _zero_tangent(x, fn.symbolic_zeros)
-            for t, x in zip(tans, leaves)]
+    nondiff = fn.nondiff_argnums
+    tans = [t if t is not None or rule.leaf_arg[i] in nondiff else
+            _zero_tangent(x, fn.symbolic_zeros) for i, (t, x) in enumerate(zip(tans, leaves))]
     args = _tree.tree_unflatten(rule.arg_tree, leaves)
     tan_args = _tree.tree_unflatten(rule.arg_tree, tans)
-    nondiff = fn.nondiff_argnums
     diff = [i for i in range(len(args)) if i not in nondiff]
     got = fn.jvp(*[args[i] for i in nondiff], tuple(args[i] for i in diff),
                  tuple(tan_args[i] for i in diff))
