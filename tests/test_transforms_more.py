@@ -220,3 +220,15 @@ def test_holomorphic_needs_complex_inputs():
     for m in (S, J):
         with pytest.raises(TypeError, match="holomorphic=True requires inputs with complex"):
             m.jacfwd(lambda x: x * 2.0, holomorphic=True)(X3)
+
+
+def test_calling_a_jitted_function_on_shape_dtype_structs_is_a_clear_error():
+    """Regression: jaxlib's InvalidInputException came out of the executable's call."""
+    sds = shardc.ShapeDtypeStruct((8,), np.float32)
+    f = shardc.jit(lambda x: x * 2)
+    f(np.ones(8, np.float32))
+    for _ in range(2):
+        with pytest.raises(shardc.ShardcError, match="ShapeDtypeStruct .* no values") as e:
+            f(sds)
+        assert isinstance(e.value, TypeError)
+    assert f.lower(sds) is not None
