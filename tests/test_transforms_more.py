@@ -232,3 +232,24 @@ def test_calling_a_jitted_function_on_shape_dtype_structs_is_a_clear_error():
             f(sds)
         assert isinstance(e.value, TypeError)
     assert f.lower(sds) is not None
+
+
+@pytest.mark.parametrize("wspec,xspec,shardings", [
+    (P(None, "y"), P("x"), True), (P("y"), P(None, "y"), True),
+    # here shardc.grad itself shards the gradients like the primals (w's P('x', 'y'),
+    # x's P('x', 'y')) where jax.jit's propagation picks P(None, 'y') and P('x'):
+    # the Jacobians, from the same reverse pass, differ as grad does
+    (P("x", "y"), P(), False), (P(), P("x", "y"), False)])
+def test_jacobians_of_a_sharded_layer(mesh2x4, wspec, xspec, shardings):
+    """Values and output shardings of jit(jacfwd/jacrev/hessian) vs jax.jit's, per layout."""
+    rng = np.random.default_rng(0)
+    w = jax.device_put(rng.normal(size=(8, 16)).astype(np.float32), NamedSharding(mesh2x4, wspec))
+    x = jax.device_put(rng.normal(size=(4, 8)).astype(np.float32), NamedSharding(mesh2x4, xspec))
+
+    def run(m):
+        f = lambda w, x: m.np.tanh(x @ w)   # noqa: E731
+        loss = lambda w, x: m.np.sum(f(w, x)[:, :4] ** 2)   # noqa: E731
+        return (m.jit(m.jacfwd(f))(w, x), m.jit(m.jacrev(f, argnums=(0, 1)))(w, x),
+                m.jit(m.hessian(loss, argnums=1))(w, x))
+    got, want = run(S), run(J)
+    check_outputs(got, want, mesh2x4, check_sharding=shardings)
