@@ -487,3 +487,19 @@ def sin_int():
     def f_jvp(p, t):
         return f(p[0]), (snp.cos(p[0]) * t[0], np.zeros((), jax.dtypes.float0))
     return f
+
+
+def test_default_arguments_are_filled_in():
+    """Regression: a defaulted argument reached the rule only when passed (jax fills
+    defaults in, so the rule always sees every parameter)."""
+    def run(m):
+        @m.custom_jvp
+        def f(x, scale=2.0):
+            return m.np.sin(x) * scale
+
+        @f.defjvp
+        def f_jvp(p, t):
+            return f(*p), m.np.cos(p[0]) * t[0] * p[1] + m.np.sin(p[0]) * t[1]
+        return (m.grad(lambda y: m.np.sum(f(y)))(X), m.grad(lambda y: f(y, scale=y))(X[1]),
+                m.jit(lambda y: f(2.0) + y)(X))
+    both(run)
