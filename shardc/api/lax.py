@@ -149,7 +149,7 @@ max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
 
 
-from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
+from .lax_extra import (cbrt, clz, complex, conj, fft, imag, nextafter,  # noqa: E402,F401
                         population_count, real, reduce_precision)
 wrap_public(globals())
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401

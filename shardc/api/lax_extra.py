@@ -46,3 +46,11 @@ def cbrt(x):
 
 def reduce_precision(operand, exponent_bits, mantissa_bits):
     return nu.reduce_precision(operand, exponent_bits, mantissa_bits)
+
+
+def fft(x, fft_type, fft_lengths):
+    """jax.lax.fft: fft_type "FFT", "IFFT", "RFFT", "IRFFT" (or jax.lax.FftType); the
+    operand is converted to the transform's input dtype first, as jax's."""
+    from .numpy.fft import _lax_fft
+    name = getattr(fft_type, "name", fft_type)
+    return _lax_fft(x, str(name).upper(), tuple(int(n) for n in fft_lengths))
