@@ -388,3 +388,15 @@ def _vjps():
 
 
 _vjps()
+
+
+def _batch_rules():
+    """vmap: every op of this family maps element by element (rank-0 operands broadcast
+    inline, so an unbatched scalar stays a scalar)."""
+    from .batching import elementwise_rule
+    for p in list(globals().values()):
+        if isinstance(p, Primitive):
+            p.batch = elementwise_rule(p)
+
+
+_batch_rules()

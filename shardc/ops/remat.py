@@ -137,3 +137,14 @@ def _jvp(ctx, primals, tangents, **params):
 
 
 checkpoint_p.jvp = _jvp
+
+
+def _batch_rules():
+    from .batching import region_rule
+    checkpoint_p.batch = region_rule(checkpoint_p)
+    name_p.batch = lambda ctx, args, batched, *, name: (name_p.bind(args[0], name=name), True)
+    optimization_barrier_p.batch = lambda ctx, args, batched: (
+        list(optimization_barrier_p.bind(*args)), list(batched))
+
+
+_batch_rules()

@@ -274,7 +274,7 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     # loop-invariant residuals, once, from the consts
     outer_env = {id(sp.inputs[i]): ins[i] for i in range(x, n)}
     needed = _ancestors(sp, hoisted)
-    ctx.eval_list([o for o in sp.fwd if id(o.outputs[0]) in invariant
+    ctx.eval_list([o for o in sp.fwd if o.outputs and id(o.outputs[0]) in invariant
                    and any(id(r) in needed for r in o.outputs)], outer_env)
     fc = [i for i in range(c) if _is_float(sp.inputs[i].aval)]
     fk = [i for i in range(x, n) if _is_float(sp.inputs[i].aval)]

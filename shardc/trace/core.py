@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import jax
 import numpy as np
 
 from ..ir import dtypes
@@ -219,6 +220,12 @@ def _bind_traced(b: Builder, prim, args, params):
 
 
 _PY_AVALS: dict = {}    # (type, x64) -> Aval of a Python scalar of that type
+# jax interns its avals (one ShapedArray per shape, dtype, weak type and sharding, hashed
+# by identity), so a jax.Array's Aval is one lookup on `x.aval`. Only 32-bit and
+# narrower dtypes are kept: a 64-bit one's canonical dtype depends on x64.
+_JAX_AVALS: dict = {}
+_ARRAY_TYPES: set = set()     # the concrete jax.Array classes seen (jaxlib's ArrayImpl)
+_WIDE = frozenset(map(np.dtype, ("int64", "uint64", "float64")))
 
 
 def aval_of(x) -> Aval:
@@ -226,6 +233,10 @@ def aval_of(x) -> Aval:
     t = type(x)
     if t is Tracer:
         return x.value.aval
+    if t in _ARRAY_TYPES:
+        a = _JAX_AVALS.get(x.aval)
+        if a is not None:
+            return a
     if t is Lit:
         return x.aval
     if t is float or t is int or t is bool or t is complex:
@@ -249,7 +260,11 @@ def aval_of(x) -> Aval:
             raise ShardcError(f"expected an array or a number, got {type(x).__name__}")
         shape, dt = arr.shape, arr.dtype
     weak = bool(getattr(x, "weak_type", False))
-    return Aval(tuple(shape), dtypes.canonicalize(dt), weak)
+    a = Aval(tuple(shape), dtypes.canonicalize(dt), weak)
+    if isinstance(x, jax.Array) and a.dtype not in _WIDE and len(_JAX_AVALS) < 100_000:
+        _ARRAY_TYPES.add(t)
+        _JAX_AVALS[x.aval] = a
+    return a
 
 
 def constant_value(b: Builder, x):
