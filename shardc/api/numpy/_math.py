@@ -18,10 +18,10 @@ from ._util import (aval, check_arraylike, const_like, convert, lax_const, promo
 acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2
 
 
-def _inexact(name, x):
+def _inexact(name, x, complex_ok=False):
     check_arraylike(name, x)
     (x,) = promote_args_inexact(name, x)
-    if not dtypes.is_float(aval(x).dtype):
+    if not (dtypes.is_inexact if complex_ok else dtypes.is_float)(aval(x).dtype):
         raise ShardcError(f"{name} needs a floating-point array, got {aval(x)}")
     return x
 
@@ -82,12 +82,12 @@ asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
 def log2(x, /):
-    x = _inexact("log2", x)
+    x = _inexact("log2", x, complex_ok=True)
     return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, 2)))
 
 
 def log10(x, /):
-    x = _inexact("log10", x)
+    x = _inexact("log10", x, complex_ok=True)
     c = np.array(0.4342944819032518, dtype=aval(x).dtype)
     return ew.mul_p.bind(ew.log_p.bind(x), const_like(x, c))
 
