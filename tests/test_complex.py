@@ -215,3 +215,38 @@ def test_sharded_complex_stays_sharded(mesh2x4):
     z = jax.device_put(cdata(), NamedSharding(mesh2x4, P("x", "y")))
     out = shardc.jit(lambda z: snp.abs(snp.exp(z) * snp.conj(z)))(z)
     assert out.sharding.is_equivalent_to(NamedSharding(mesh2x4, P("x", "y")), 2)
+
+
+# ---------------------------------------------------------------- batching (shardc.vmap)
+
+VMAPPED = {
+    "complex": (lambda m, x, y: lax_of(m).complex(x, y), (0, 0)),
+    "complex-unbatched": (lambda m, x, y: lax_of(m).complex(x, y[0]), (1, None)),
+    "complex-scalar": (lambda m, x, y: lax_of(m).complex(x[0], y[0, 0]), (0, None)),
+    "parts": (lambda m, x, y: (m.real(x * 1j + y), m.imag(x - 2j * y),
+                               m.conj(x + 1j * y)), (0, 1)),
+    "abs": (lambda m, x, y: m.abs(x + 1j * y), (1, 0)),
+    "bits": (lambda m, x, y: (lax_of(m).clz(x.astype(m.int32)),
+                              lax_of(m).population_count((y * 7).astype(m.uint8))), (0, 0)),
+    "nextafter": (lambda m, x, y: lax_of(m).nextafter(x, y[1]), (0, None)),
+    "cbrt-rp": (lambda m, x, y: (lax_of(m).cbrt(x), lax_of(m).reduce_precision(y, 5, 2)),
+                (1, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_batching_rules_as_jax_vmap(name):
+    f, in_axes = VMAPPED[name]
+    x, y = jnp.asarray(fdata((6, 6))), jnp.asarray(fdata((6, 6), seed=1))
+    got = shardc.jit(shardc.vmap(lambda x, y: f(snp, x, y), in_axes=in_axes))(x, y)
+    want = jax.jit(jax.vmap(lambda x, y: f(jnp, x, y), in_axes=in_axes))(x, y)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert_close(g, w, name)
+
+
+def test_vmap_of_complex_gradients():
+    """Per-example gradients through complex intermediates (vmap of grad)."""
+    f = GRADS["abs2"]
+    x = jnp.asarray(fdata((4, 8), lo=0.3, hi=2))
+    got = shardc.vmap(shardc.grad(lambda x: f(snp, x)))(x)
+    assert_close(got, jax.vmap(jax.grad(lambda x: f(jnp, x)))(x))

@@ -138,3 +138,23 @@ def test_fft_errors():
         shardc.jit(lambda z: snp.fft.fft(z, norm="bad"))(jnp.asarray(cdata()))
     with pytest.raises(shardc.ShardcError, match="multiple axes"):
         snp.fft.fft(jnp.asarray(cdata()), axis=(0, 1))
+
+
+@pytest.mark.parametrize("in_axes", [0, 1, 2])
+def test_fft_batching_rule_as_jax_vmap(in_axes):
+    z = jnp.asarray(cdata((4, 6, 8)))
+    for f in (lambda m, a: m.fft.fft(a), lambda m, a: m.fft.ifft2(a),
+              lambda m, a: m.fft.irfft(a, n=8), lambda m, a: m.fft.rfft(m.real(a), axis=0),
+              lambda m, a: m.fft.fftn(a, axes=(0,))):
+        got = shardc.jit(shardc.vmap(lambda a: f(snp, a), in_axes=in_axes))(z)
+        want = jax.jit(jax.vmap(lambda a: f(jnp, a), in_axes=in_axes))(z)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert got.dtype == want.dtype
+
+
+def test_vmap_of_fft_gradient():
+    x = jnp.asarray(rdata((4, 16)))
+    f = GRADS["rfft-abs2"]
+    got = shardc.vmap(shardc.grad(lambda x: f(snp, x)))(x)
+    want = jax.vmap(jax.grad(lambda x: f(jnp, x)))(x)
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-3)
