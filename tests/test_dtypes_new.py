@@ -191,3 +191,41 @@ def test_implicit_promotion_of_float8_is_an_error():
         shardc.jit(lambda a, b: a + b)(x, jnp.ones(4, jnp.bfloat16))
     with pytest.raises(shardc.ShardcError, match="int4"):
         shardc.jit(lambda a, b: a + b)(jnp.ones(4, jnp.int4), jnp.ones(4, jnp.int8))
+
+
+X64_SCRIPT = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import shardc, shardc.numpy as snp
+x = np.linspace(0.1, 1.0, 8)
+z = x + 1j * x[::-1]
+for name, f, a in [
+        ("c128", lambda m, a: (m.exp(a) * a + 1j, m.abs(a), m.real(a)), z),
+        ("weak", lambda m, a: (a * 1j, a.astype(m.float32) * 1j, m.sum(a) + 2j), x),
+        ("fft", lambda m, a: (m.fft.fft(a), m.fft.rfft(m.real(a)), m.fft.irfft(a)), z),
+        ("f64", lambda m, a: (m.cbrt(a), m.nextafter(a, 2.0)), x),
+        ("grad", lambda m, a: (shardc.grad if m is snp else jax.grad)(
+            lambda t: m.sum(m.abs(m.fft.fft(t * (1 + 2j))) ** 2))(a), x)]:
+    ours = shardc.jit(lambda a: f(snp, a))(a)
+    ref = jax.jit(lambda a: f(jnp, a))(a)
+    for o, r in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        assert o.dtype == r.dtype, (name, o.dtype, r.dtype)
+        assert o.weak_type == r.weak_type, name
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-10, atol=1e-10)
+assert snp.result_type(np.float64, 1j) == np.complex128
+assert snp.result_type(np.float32, 1j) == np.complex64
+print("ok")
+"""
+
+
+def test_complex128_with_x64():
+    """complex128 where x64 is on (fresh process): values, dtypes and weak types."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
