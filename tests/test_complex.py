@@ -250,3 +250,45 @@ def test_vmap_of_complex_gradients():
     x = jnp.asarray(fdata((4, 8), lo=0.3, hi=2))
     got = shardc.vmap(shardc.grad(lambda x: f(snp, x)))(x)
     assert_close(got, jax.vmap(jax.grad(lambda x: f(jnp, x)))(x))
+
+
+# ---------------------------------------------------------------- float bits
+
+SPECIAL = np.array([1., 2., 3., -0.0, 0.0, 5e-40, -1e-45, np.inf, -np.nan, np.nan, 1e30, -3.5,
+                    0.7, -6.25, 1e-3, -np.inf], np.float32)
+EXPS = np.array([1, 200, -150, 3, 0, 100, 10, -2, 4, 5, 60, -300, 7, -7, 126, 2], np.int32)
+BITS_FNS = {
+    "signbit": lambda m, x, i: (m.signbit(x), m.signbit(i), m.signbit(x.astype(m.float16))),
+    "copysign": lambda m, x, i: (m.copysign(3.0, x), m.copysign(x, -1), m.copysign(i, x)),
+    "frexp": lambda m, x, i: (m.frexp(x), m.frexp(x.astype(m.bfloat16)), m.frexp(i)),
+    "ldexp": lambda m, x, i: (m.ldexp(x, i), m.ldexp(x, 3), m.ldexp(i, i % 5)),
+    "spacing": lambda m, x, i: (m.spacing(x), m.spacing(x.astype(m.float16)), m.spacing(i)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BITS_FNS))
+def test_float_bit_functions_bit_exact(mesh2x4, name):
+    """signbit (negative NaNs too), frexp, ldexp (exponents past the range), spacing,
+    copysign: jax's values bit for bit, dtypes and weak types, in four layouts."""
+    f = BITS_FNS[name]
+    x, i = SPECIAL.reshape(2, 8), EXPS.reshape(2, 8)
+    for spec in LAYOUTS:
+        xs, is_ = place(mesh2x4, [x, i], [spec, spec])
+        got = shardc.jit(lambda a, b: f(snp, a, b))(xs, is_)
+        want = jax.jit(lambda a, b: f(jnp, a, b))(xs, is_)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert g.dtype == w.dtype and g.weak_type == w.weak_type, (name, spec)
+            assert g.sharding.is_equivalent_to(w.sharding, g.ndim), (name, spec)
+            g, w = np.asarray(g), np.asarray(w)
+            if g.dtype.kind not in "biu":     # (NaNs compare equal; bfloat16 via f64)
+                g, w = g.astype(np.float64), w.astype(np.float64)
+            np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def test_frexp_ldexp_gradients():
+    x = jnp.asarray(np.array([1., 2., 3., 1e30, -3.5, 0.7, -6.25, 1e-3], np.float32))
+    e = jnp.asarray(np.array([1, 20, -15, 0, 10, -2, 4, 5], np.int32))
+    for f in (lambda m, x: m.sum(m.ldexp(x, e)), lambda m, x: m.sum(m.frexp(x)[0] * x),
+              lambda m, x: m.sum(m.copysign(x, -x) ** 2)):
+        np.testing.assert_allclose(shardc.grad(lambda x: f(snp, x))(x),
+                                   jax.grad(lambda x: f(jnp, x))(x), rtol=1e-5)

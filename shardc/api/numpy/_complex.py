@@ -13,6 +13,7 @@ from ...ir import dtypes
 from ...ops import complex as cx
 from ...ops import elementwise as ew
 from ...ops import numeric as nu
+from ._floatbits import frexp, spacing  # noqa: F401  (re-exported)
 from ._util import aval, check_arraylike, const_like, convert, promote_args_inexact
 
 float8_e4m3fn, float8_e5m2 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
@@ -136,5 +137,5 @@ __all__ = [
     "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn", "int2", "uint2", "int4",
     "uint4", "complex64", "complex128", "csingle", "cdouble", "complex_",
     "iinfo", "finfo", "iscomplexobj", "isrealobj", "real", "imag", "conjugate", "conj", "angle",
-    "iscomplex", "isreal", "cbrt", "exp2", "nextafter",
+    "iscomplex", "isreal", "cbrt", "exp2", "nextafter", "frexp", "spacing",
 ]
