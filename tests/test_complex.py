@@ -31,7 +31,7 @@ def lax_of(m):
 UNARY = ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "abs", "negative", "square",
          "reciprocal", "sign", "log1p", "expm1", "conj", "conjugate", "real", "imag",
          "angle", "iscomplex", "isreal", "arcsin", "arccos", "arctan", "sinh", "cosh",
-         "log2", "log10", "exp2", "isnan"]
+         "log2", "log10", "exp2", "isnan", "isfinite", "isinf", "round"]
 
 
 @pytest.mark.parametrize("name", UNARY)

@@ -111,6 +111,12 @@ def bit_width(dtype: np.dtype) -> int:
     return dtype.itemsize * 8
 
 
+def has_inf(dtype: np.dtype) -> bool:
+    """Whether the float dtype has infinities (float8_e4m3fn and the fnuz types do not)."""
+    with np.errstate(all="ignore"):
+        return bool(np.isinf(np.array(np.inf, np.float32).astype(dtype)))
+
+
 def iinfo(dtype):
     return ml_dtypes.iinfo(dtype)
 
