@@ -292,3 +292,12 @@ def test_frexp_ldexp_gradients():
               lambda m, x: m.sum(m.copysign(x, -x) ** 2)):
         np.testing.assert_allclose(shardc.grad(lambda x: f(snp, x))(x),
                                    jax.grad(lambda x: f(jnp, x))(x), rtol=1e-5)
+
+
+def test_lax_exp2_and_bitcast(mesh2x4):
+    cases = [Case(f"lax-{spec}", lambda m, x: (lax_of(m).exp2(x),
+                                               lax_of(m).bitcast_convert_type(x, m.int32)),
+                  [fdata(seed=i)], [spec], numpy_ref=False) for i, spec in enumerate(LAYOUTS)]
+    compare_cases(cases, mesh2x4)
+    assert [int(t) for t in shardc.lax.FftType] == [int(t) for t in jax.lax.FftType]
+    assert [t.name for t in shardc.lax.FftType] == [t.name for t in jax.lax.FftType]

@@ -233,3 +233,11 @@ def test_complex128_with_x64():
     r = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_cli_arg_types():
+    from shardc.tools.loader import _dtype, parse_arg
+    for text, want in [("c64[4]", np.complex64), ("i4[8]", ml_dtypes.int4),
+                       ("f8e4m3fn[2,2]", ml_dtypes.float8_e4m3fn), ("u4[2]", ml_dtypes.uint4),
+                       ("f8e5m2[1]", ml_dtypes.float8_e5m2), ("c128[3]", np.complex128)]:
+        assert np.dtype(_dtype(parse_arg(text).dtype)) == np.dtype(want), text
