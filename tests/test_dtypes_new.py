@@ -208,6 +208,7 @@ for name, f, a in [
         ("c128", lambda m, a: (m.exp(a) * a + 1j, m.abs(a), m.real(a)), z),
         ("weak", lambda m, a: (a * 1j, a.astype(m.float32) * 1j, m.sum(a) + 2j), x),
         ("fft", lambda m, a: (m.fft.fft(a), m.fft.rfft(m.real(a)), m.fft.irfft(a)), z),
+        ("fft-int", lambda m, a: (m.fft.fft(a), m.fft.rfft(a)), np.arange(8)),
         ("f64", lambda m, a: (m.cbrt(a), m.nextafter(a, 2.0)), x),
         ("grad", lambda m, a: (shardc.grad if m is snp else jax.grad)(
             lambda t: m.sum(m.abs(m.fft.fft(t * (1 + 2j))) ** 2))(a), x)]:
