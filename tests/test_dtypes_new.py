@@ -242,3 +242,13 @@ def test_cli_arg_types():
                        ("f8e4m3fn[2,2]", ml_dtypes.float8_e4m3fn), ("u4[2]", ml_dtypes.uint4),
                        ("f8e5m2[1]", ml_dtypes.float8_e5m2), ("c128[3]", np.complex128)]:
         assert np.dtype(_dtype(parse_arg(text).dtype)) == np.dtype(want), text
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_functions(mesh2x4, name):
+    """XLA's CPU computes float8 functions by converting; values and dtypes as jax's."""
+    a = np.abs(_data(name).astype(np.float32)).astype(_typed(name))
+    cases = [Case(f"{name}-fns-{spec}", lambda m, a: (m.exp(a), m.sqrt(a), m.sin(a),
+                                                      m.tanh(a), a / 3, m.mean(a)),
+                  [a], [spec], numpy_ref=False) for spec in LAYOUTS]
+    compare_cases(cases, mesh2x4)
