@@ -252,3 +252,17 @@ def test_float8_functions(mesh2x4, name):
                                                       m.tanh(a), a / 3, m.mean(a)),
                   [a], [spec], numpy_ref=False) for spec in LAYOUTS]
     compare_cases(cases, mesh2x4)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "int4", "complex64"])
+@pytest.mark.parametrize("n", [4, 40])
+def test_ir_round_trip_of_constants(name, n):
+    """Array constants (listed when small, hex when large) print and parse back."""
+    dt = _typed(name)
+    c = _data(name, (n,), seed=7)
+    text = print_program(shardc.jit(lambda a: a + snp.asarray(c)).trace(
+        jnp.zeros(n, dt)).program)
+    p = parse_program(text)
+    assert print_program(p) == text
+    (const,) = [op.params["value"] for op in p.ops if op.prim.name == "constant"]
+    assert const.dtype == dt and np.array_equal(const, c)
