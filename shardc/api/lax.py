@@ -149,8 +149,9 @@ max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
 
 
-from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
-                        population_count, real, reduce_precision)
+from .lax_extra import (FftType, bitcast_convert_type, cbrt, clz, complex,  # noqa: E402,F401
+                        conj, exp2, fft, imag, nextafter, population_count, real,
+                        reduce_precision)
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 

@@ -105,6 +105,18 @@ OPS.update({
     ],
 })
 
+C = "c64[8,16]"
+OPS.update({      # complex parts, the newer elementwise ops, fft
+    "complex": [([F, F], [C], "")], "real": [([C], [F], "")], "imag": [([C], [F], "")],
+    "conj": [([C], [C], "")], "clz": [([I], [I], "")], "population_count": [([I], [I], "")],
+    "cbrt": [([F], [F], "")], "nextafter": [([F, F], [F], "")],
+    "reduce_precision": [([F], [F], "{exponent_bits=5, mantissa_bits=10}")],
+    "fft": [([C], [C], "{fft_type='FFT', fft_lengths=(16,)}"),
+            (["c64[8,16,8]"], ["c64[8,16,8]"], "{fft_type='IFFT', fft_lengths=(16, 8)}"),
+            ([F], ["c64[8,9]"], "{fft_type='RFFT', fft_lengths=(16,)}"),
+            (["c64[8,9]"], [F], "{fft_type='IRFFT', fft_lengths=(16,)}")],
+})
+
 
 def _rank(t):
     dims = t.split("[", 1)[1].split("]", 1)[0]

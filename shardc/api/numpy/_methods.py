@@ -141,6 +141,9 @@ def _attach():
     T.at = property(_IndexUpdateHelper)
     T.T = property(lambda self: _snp().transpose(self))
     T.mT = property(lambda self: _snp().swapaxes(self, -1, -2))
+    T.real = property(lambda self: _snp().real(self))
+    T.imag = property(lambda self: _snp().imag(self))
+    T.conj = T.conjugate = lambda self: _snp().conjugate(self)
     T.astype = lambda self, dtype: _snp().astype(self, dtype)
 
     def reshape(self, *shape, order="C"):

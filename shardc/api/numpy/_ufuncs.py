@@ -63,6 +63,10 @@ def round(a, decimals=0):
     if dt == dtypes.bool_:
         raise ShardcError("round needs a numeric array, got a boolean one; convert it "
                           "with .astype(int) first")
+    if dtypes.is_complex(dt):       # each part on its own, as jnp.round
+        from ...ops import complex as cx
+        return cx.complex_p.bind(round(cx.real_p.bind(a), decimals),
+                                 round(cx.imag_p.bind(a), decimals))
     if not dtypes.is_float(dt):
         if decimals < 0:
             raise ShardcError("round of integers with decimals < 0 is not supported")
