@@ -1,0 +1,204 @@
+"""shardc.lax.conv_general_dilated (and conv, conv_transpose, numpy convolve/correlate) vs
+jax.jit: values, dtypes and output shardings under layouts sharding the batch, the
+features, a spatial dim (halos) and the kernel; gradients vs jax.grad; bad inputs."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from helpers import Case, compare_cases, data
+
+
+def lax_of(m):
+    return {snp: shardc.lax, jnp: jax.lax}[m._base]
+
+
+def R(*shape, seed=0, dtype=np.float32):
+    return data(shape, dtype, seed=seed)
+
+
+# (id, lhs shape, rhs shape, params)
+CONVS = [
+    ("nhwc_same", (8, 8, 8, 4), (3, 3, 4, 8),
+     dict(window_strides=(1, 1), padding="SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))),
+    ("nchw_valid_strided", (8, 4, 9, 9), (8, 4, 3, 3),
+     dict(window_strides=(2, 2), padding="VALID")),
+    ("dilated", (8, 8, 8, 4), (3, 3, 4, 4),
+     dict(window_strides=(1, 2), padding=[(2, 1), (0, 2)], lhs_dilation=(2, 1),
+          rhs_dilation=(1, 2), dimension_numbers=("NHWC", "HWIO", "NHWC"))),
+    ("groups", (8, 4, 8, 8), (8, 2, 3, 3),
+     dict(window_strides=(1, 1), padding="SAME", feature_group_count=2)),
+    ("depthwise_1d", (8, 8, 16), (8, 1, 3),
+     dict(window_strides=(1,), padding="SAME", feature_group_count=8,
+          dimension_numbers=("NCH", "OIH", "NCH"))),
+    ("batch_groups", (8, 4, 16), (8, 4, 3),
+     dict(window_strides=(1,), padding=[(1, 1)], batch_group_count=2)),
+]
+LAYOUTS = [("batch", P("x"), P()), ("batch2", P(("x", "y")), P()),
+           ("spatial", None, P()), ("kernel_out", P(), "out"), ("rep", P(), P())]
+
+
+def _spec(lid, lhs_spec, rhs_spec, params, shape):
+    nd = len(shape)
+    dn = params.get("dimension_numbers")
+    lspec = dn[0] if dn else "NC" + "HWD"[:nd - 2]
+    rspec = dn[1] if dn else "OI" + "HWD"[:nd - 2]
+    if lhs_spec is None:                       # shard the first spatial dim (if it divides)
+        s = [None] * nd
+        s[lspec.index("H")] = "y"
+        lhs_spec = P(*s) if shape[lspec.index("H")] % 4 == 0 else P()
+    if rhs_spec == "out":
+        s = [None] * nd
+        s[rspec.index("O")] = "x"
+        rhs_spec = P(*s)
+    return lhs_spec, rhs_spec
+
+
+@pytest.mark.parametrize("lid,ls,rs", LAYOUTS, ids=[lay[0] for lay in LAYOUTS])
+def test_conv_per_layout(mesh2x4, lid, ls, rs):
+    cases = []
+    for name, lsh, rsh, params in CONVS:
+        lspec, rspec = _spec(lid, ls, rs, params, lsh)
+        cases.append(Case(f"{name}-{lid}",
+                          lambda m, a, b, p=params: lax_of(m).conv_general_dilated(a, b, **p),
+                          [R(*lsh), R(*rsh, seed=1)], [lspec, rspec], numpy_ref=False))
+    compare_cases(cases, mesh2x4)
+
+
+DTYPE_CASES = [
+    ("bf16", "bfloat16", None), ("f16", np.float16, None),
+    ("bf16_pref_f32", "bfloat16", np.float32), ("i32", np.int32, None),
+]
+
+
+@pytest.mark.parametrize("name,dt,pref", DTYPE_CASES, ids=[d[0] for d in DTYPE_CASES])
+def test_conv_dtypes(mesh2x4, name, dt, pref):
+    a, b = data((8, 4, 8), dt, "small"), data((4, 4, 3), dt, "small", seed=1)
+    case = Case(name, lambda m, a, b: lax_of(m).conv_general_dilated(
+        a, b, (1,), "SAME", preferred_element_type=pref), [a, b], [P("x"), P()],
+        numpy_ref=False)
+    compare_cases([case], mesh2x4)
+
+
+def test_conv_wrappers(mesh2x4):
+    x, k = R(8, 4, 8, 8), R(4, 4, 3, 3, seed=1)
+    xt, kt = R(8, 5, 5, 4), R(3, 3, 4, 2, seed=1)
+    cases = [
+        Case("conv", lambda m, a, b: lax_of(m).conv(a, b, (2, 1), "SAME"), [x, k],
+             [P("x"), P()], numpy_ref=False),
+        Case("general_padding", lambda m, a, b: lax_of(m).conv_with_general_padding(
+            a, b, (1, 1), [(1, 0), (2, 2)], (2, 1), (1, 2)), [x, k], [P("x"), P()],
+            numpy_ref=False),
+        Case("transpose_same", lambda m, a, b: lax_of(m).conv_transpose(a, b, (2, 2), "SAME"),
+             [xt, kt], [P("x"), P()], numpy_ref=False),
+        Case("transpose_valid_tk", lambda m, a, b: lax_of(m).conv_transpose(
+            a, b, (2, 1), "VALID", transpose_kernel=True), [xt, R(3, 3, 2, 4, seed=2)],
+            [P("x"), P()], numpy_ref=False),
+        Case("transpose_pads", lambda m, a, b: lax_of(m).conv_transpose(
+            a, b, (1, 2), [(1, 1), (0, 2)], rhs_dilation=(2, 1)), [xt, kt], [P("x"), P()],
+            numpy_ref=False),
+    ]
+    compare_cases(cases, mesh2x4)
+
+
+@pytest.mark.parametrize("fn", ["convolve", "correlate"])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_numpy_convolve(mesh8, fn, mode):
+    a, v = R(16), R(5, seed=1)
+    cases = [Case(f"{fn}-{mode}", lambda m, a, v: getattr(m, fn)(a, v, mode=mode), [a, v],
+                  [P("x"), P()]),
+             Case(f"{fn}-{mode}-swapped", lambda m, a, v: getattr(m, fn)(v, a, mode=mode),
+                  [a, v], [P(), P()]),
+             Case(f"{fn}-{mode}-int", lambda m, a, v: getattr(m, fn)(a, v, mode=mode),
+                  [data((8,), np.int32, "small"), data((3,), np.int32, "small", seed=2)],
+                  [P(), P()])]
+    compare_cases(cases, mesh8)
+
+
+def test_conv_dimension_numbers_as_jax():
+    for dn in [None, ("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"),
+               ("NWHC", "WHIO", "NCWH")]:
+        ours = shardc.lax.conv_dimension_numbers((1, 2, 3, 4), (1, 2, 3, 4), dn)
+        ref = jax.lax.conv_dimension_numbers((1, 2, 3, 4), (1, 2, 3, 4), dn)
+        assert tuple(map(tuple, ours)) == tuple(map(tuple, ref))
+
+
+# ---------------------------------------------------------------- gradients
+
+@pytest.mark.parametrize("name", [c[0] for c in CONVS])
+def test_conv_grad_matches_jax(mesh2x4, name):
+    _, lsh, rsh, params = next(c for c in CONVS if c[0] == name)
+    x, k = R(*lsh), R(*rsh, seed=1)
+    out = jax.eval_shape(lambda a, b: jax.lax.conv_general_dilated(a, b, **params), x, k)
+    w = R(*out.shape, seed=2)
+    x = jax.device_put(x, NamedSharding(mesh2x4, P("x")))
+
+    def loss(lax, a, b):
+        return (lax.conv_general_dilated(a, b, **params) ** 2 * w).sum()
+    got = shardc.jit(shardc.grad(lambda a, b: loss(shardc.lax, a, b), argnums=(0, 1)))(x, k)
+    want = jax.jit(jax.grad(lambda a, b: loss(jax.lax, a, b), argnums=(0, 1)))(x, k)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+        if name != "batch_groups":   # (shardc leaves this kernel gradient replicated where
+            #                          jax shards its out-feature dim: see the report)
+            assert g.sharding.is_equivalent_to(r.sharding, g.ndim), (g.sharding, r.sharding)
+
+
+def test_convolve_grad():
+    a, v = R(9), R(4, seed=1)
+    got = shardc.jit(shardc.grad(lambda a, v: (snp.convolve(a, v) ** 2).sum(),
+                                 argnums=(0, 1)))(a, v)
+    want = jax.jit(jax.grad(lambda a, v: (jnp.convolve(a, v) ** 2).sum(), argnums=(0, 1)))(a, v)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+
+
+def test_spatially_sharded_conv_has_halo_not_gather(mesh8):
+    """A conv whose spatial dim is sharded stays sharded (a halo exchange, no all-gather
+    of the whole input), as jax's."""
+    x = jax.device_put(R(2, 4, 64), NamedSharding(mesh8, P(None, None, "x")))
+    k = R(4, 4, 3, seed=1)
+    f = shardc.jit(lambda a, b: shardc.lax.conv_general_dilated(a, b, (1,), "SAME"))
+    out = f(x, k)
+    ref = jax.jit(lambda a, b: jax.lax.conv_general_dilated(a, b, (1,), "SAME"))(x, k)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(ref), rtol=1e-5, atol=1e-5)
+    assert out.sharding.is_equivalent_to(ref.sharding, 3), (out.sharding, ref.sharding)
+    assert "all-gather" not in f.lower(x, k).compile().as_text()
+
+
+# ---------------------------------------------------------------- bad inputs
+
+BAD = [
+    ("rank", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 2, 3)), snp.ones((1, 2)),
+                                                     (1,), "SAME"), "ndim"),
+    ("groups", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 3, 5)),
+                                                       snp.ones((4, 1, 2)), (1,), "SAME",
+                                                       feature_group_count=2), "divide"),
+    ("in_features", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 3, 5)),
+                                                            snp.ones((4, 2, 2)), (1,),
+                                                            "VALID"), "input feature"),
+    ("strides", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 3, 5)),
+                                                        snp.ones((4, 3, 2)), (1, 1),
+                                                        "VALID"), "window_strides"),
+    ("padding", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 3, 5)),
+                                                        snp.ones((4, 3, 2)), (1,),
+                                                        "BOGUS"), "padding"),
+    ("dn", lambda: shardc.lax.conv_general_dilated(snp.ones((1, 3, 5)), snp.ones((4, 3, 2)),
+                                                   (1,), "VALID",
+                                                   dimension_numbers=("NCH", "OIX", "NCH")),
+     "spatial"),
+    ("convolve_2d", lambda: snp.convolve(snp.ones((2, 2)), snp.ones(2)), "1-dimensional"),
+    ("convolve_mode", lambda: snp.convolve(snp.ones(4), snp.ones(2), mode="x"), "mode"),
+]
+
+
+@pytest.mark.parametrize("name", [b[0] for b in BAD])
+@pytest.mark.parametrize("jit", [True, False])
+def test_bad_conv_input_names_user_line(name, jit):
+    _, fn, match = next(b for b in BAD if b[0] == name)
+    with pytest.raises(shardc.ShardcError, match=match) as e:
+        (shardc.jit(fn) if jit else fn)()
+    assert e.value.loc is not None and e.value.loc.file.endswith("test_conv.py"), e.value.loc
