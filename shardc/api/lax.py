@@ -149,7 +149,8 @@ max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
 
 
-wrap_public(globals())
+from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
+                        population_count, real, reduce_precision)
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 
@@ -160,6 +161,12 @@ def optimization_barrier(operand):
     if core.current_builder() is None or not leaves:
         return operand
     return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))
+from .lax_sorting import (approx_max_k, approx_min_k, cumlogsumexp, cummax, cummin,  # noqa: E402,F401,E501
+                          cumprod, cumsum, dynamic_index_in_dim, dynamic_slice,
+                          dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+                          dynamic_update_slice_in_dim, sort, sort_key_val, top_k)
 from . import lax_linalg as linalg  # noqa: E402,F401
 from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: E402,F401
                    conv_general_dilated, conv_transpose, conv_with_general_padding)
+from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
+wrap_public(globals())
