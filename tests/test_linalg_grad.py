@@ -136,3 +136,8 @@ def test_int_input_promotes_as_jax():
     want = jax.jit(jax.lax.linalg.cholesky)(x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_eig_grad_raises():
+    with pytest.raises(shardc.ShardcError, match="no gradient for eig"):
+        shardc.jit(shardc.grad(lambda a: snp.real(snp.linalg.eigvals(a)).sum()))(W((3, 3)))

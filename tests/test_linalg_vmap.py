@@ -48,6 +48,7 @@ UNARY = {
     "eigh": (lambda L, m, a: L.eigh(a), lambda: spd(batch=(4,))),
     "svd": (lambda L, m, a: L.svd(a, full_matrices=False), lambda: R(4, 5, 3)),
     "svd_s": (lambda L, m, a: L.svd(a, compute_uv=False), lambda: R(4, 3, 5)),
+    "eig": (lambda L, m, a: L.eig(a), lambda: R(4, 4, 4)),
     "inv": (lambda L, m, a: m.linalg.inv(a), lambda: spd(batch=(4,))),
     "det": (lambda L, m, a: m.linalg.det(a), lambda: R(4, 5, 5)),
     "slogdet": (lambda L, m, a: tuple(m.linalg.slogdet(a)), lambda: R(4, 5, 5)),

@@ -299,6 +299,59 @@ def _svd_lower(ctx, x, *, full_matrices=True, compute_uv=True):
 svd_p = _prim("svd", _svd_shape, _svd_lower, multiple=True)
 
 
+# ---------------------------------------------------------------- eig (CPU only, as jax)
+
+def _complex(dtype):
+    return dtypes.complex_dtype(dtype) if not dtypes.is_complex(dtype) else dtype
+
+
+def _eig_shape(a, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    _check_matrix("eig", a, square=True)
+    c = _complex(a.dtype)
+    n = 1 + compute_left_eigenvectors + compute_right_eigenvectors
+    return (_out(a, a.shape[:-1], c),) + (_out(a, a.shape, c),) * (n - 1)
+
+
+def _eig_lower(ctx, x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    """geev (jax's _eig_cpu_lowering): a real matrix's eigenvalues come as (re, im)."""
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    e = Em(ctx, nb)
+    c = _complex(a.dtype)
+    real = not dtypes.is_complex(a.dtype)
+    w_a = Aval(a.shape[:-1], a.dtype if real else c)
+    v_a = Aval(a.shape, c)
+    outs = [w_a, w_a] if real else [w_a]
+    outs += [v_a, v_a, Aval(a.shape[:nb], dtypes.int32)]
+    res = e.custom_call(f"lapack_{lapack_prefix(a.dtype)}geev_ffi", [(x, a)], outs,
+                        {"compute_left": _V if compute_left_eigenvectors else _N,
+                         "compute_right": _V if compute_right_eigenvectors else _N},
+                        alias_operand=None)
+    *w, vl, vr, info = res
+    if real:
+        wc = Aval(a.shape[:-1], c)
+        (w,) = e.op("stablehlo.complex", [w[0], w[1]], [wc])
+    else:
+        w = w[0]
+    out = [e.nan_unless_ok(w, info)[0]]
+    if compute_left_eigenvectors:
+        out.append(e.nan_unless_ok(vl, info)[0])
+    if compute_right_eigenvectors:
+        out.append(e.nan_unless_ok(vr, info)[0])
+    return out
+
+
+eig_p = _prim("eig", _eig_shape, _eig_lower, multiple=True)
+
+
+def _eig_vjp(ctx, cts, x, **params):
+    raise ShardcError("shardc has no gradient for eig (jax differentiates its eigenvalues "
+                      "only); differentiate eigh for symmetric matrices")
+
+
+eig_p.vjp = _eig_vjp
+
+
 # ---------------------------------------------------------------- batching
 # The mapped dim is one more leading batch dim: every operand gets it, params unchanged.
 
@@ -312,7 +365,7 @@ def _batch_leading(prim):
     return rule
 
 
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p):
     _p.batch = _batch_leading(_p)
 
 from . import linalg_grad  # noqa: E402,F401  (registers the gradients)

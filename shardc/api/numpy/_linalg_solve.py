@@ -123,6 +123,8 @@ def slogdet(a, *, method=None):
     """(sign, log|det|) of each square matrix, from its LU factors (as jax's method='lu')."""
     (a,) = inexact("slogdet", a)
     square("slogdet", a)
+    if dtypes.is_complex(aval(a).dtype):
+        raise ShardcError("slogdet/det of complex matrices are not supported by shardc yet")
     if method not in (None, "lu"):
         raise ShardcError(f"slogdet: method {method!r} is not supported by shardc; use 'lu'")
     dt = aval(a).dtype
@@ -166,7 +168,7 @@ def det(a):
     """The determinant of each square matrix (closed forms for 2x2 and 3x3, as jax)."""
     (a,) = inexact("det", a)
     square("det", a)
-    if aval(a).shape[-1] in (2, 3):
+    if aval(a).shape[-1] in (2, 3) and not dtypes.is_complex(aval(a).dtype):
         return _det_small(a)
     sign, logdet = slogdet(a)
     return L.mul(sign, L.exp(logdet))
