@@ -142,8 +142,8 @@ def test_conv_grad_matches_jax(mesh2x4, name):
     want = jax.jit(jax.grad(lambda a, b: loss(jax.lax, a, b), argnums=(0, 1)))(x, k)
     for g, r in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
-        if name != "batch_groups":   # (shardc leaves this kernel gradient replicated where
-            #                          jax shards its out-feature dim: see the report)
+        if name != "batch_groups":   # (shardc ties a gradient to its primal's sharding, the
+            #                          replicated kernel; jax shards this one's out-features)
             assert g.sharding.is_equivalent_to(r.sharding, g.ndim), (g.sharding, r.sharding)
 
 
@@ -202,3 +202,13 @@ def test_bad_conv_input_names_user_line(name, jit):
     with pytest.raises(shardc.ShardcError, match=match) as e:
         (shardc.jit(fn) if jit else fn)()
     assert e.value.loc is not None and e.value.loc.file.endswith("test_conv.py"), e.value.loc
+
+
+def test_conv_eager(mesh2x4):
+    """Outside jit the ops run at once, with jax's values and shardings."""
+    cases = [Case(f"eager-{name}", lambda m, a, b, p=params: lax_of(m).conv_general_dilated(
+        a, b, **p), [R(*ls), R(*rs, seed=1)], [P("x"), P()], numpy_ref=False)
+        for name, ls, rs, params in CONVS[:3]]
+    cases.append(Case("eager-convolve", lambda m, a, v: m.convolve(a, v), [R(16), R(3, seed=1)],
+                      [P("x"), P()]))
+    compare_cases(cases, mesh2x4, eager=True)
