@@ -225,3 +225,22 @@ COMPLEX = [
 def test_complex64(mesh2x4):
     cases = [Case(f"c64-{n}", f, [make()], [P("x")], numpy_ref=False) for n, f, make in COMPLEX]
     compare_cases(cases, mesh2x4)
+
+
+EMPTY = [
+    ("det_0x0", lambda m, a: m.linalg.det(a), np.zeros((0, 0), np.float32)),
+    ("svd_3x0", lambda m, a: tuple(m.linalg.svd(a)), np.zeros((3, 0), np.float32)),
+    ("svd_0x2_reduced", lambda m, a: tuple(m.linalg.svd(a, full_matrices=False)),
+     np.zeros((0, 2), np.float32)),
+    ("svdvals_0x2", lambda m, a: m.linalg.svdvals(a), np.zeros((2, 0, 2), np.float32)),
+    ("cholesky_0", lambda m, a: m.linalg.cholesky(a), np.zeros((0, 3, 3), np.float32)),
+    ("inv_0x0", lambda m, a: m.linalg.inv(a), np.zeros((0, 0), np.float32)),
+    ("slogdet_singular", lambda m, a: tuple(m.linalg.slogdet(a)), np.zeros((4, 4), np.float32)),
+    ("cholesky_not_pd", lambda m, a: m.linalg.cholesky(a), -np.eye(3, dtype=np.float32)),
+]
+
+
+def test_empty_and_degenerate():
+    """Empty matrices (LAPACK is not called: jax's _empty_svd, det of 0x0 is 1) and
+    singular / non-positive-definite ones (NaN where LAPACK reports failure)."""
+    compare_cases([Case(n, f, [a], numpy_ref=False) for n, f, a in EMPTY])

@@ -92,11 +92,33 @@ def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorit
         raise ShardcError("svd: subset_by_index is not supported by shardc on CPU; slice the "
                           "full result")
     x = _arg("svd", x)
+    if 0 in aval(x).shape[-2:]:
+        return _empty_svd(x, full_matrices, compute_uv)
     outs = D.svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     if not compute_uv:
         return outs[0]
     s, u, vt = outs
     return u, s, vt
+
+
+def _empty_svd(x, full_matrices, compute_uv):
+    """An empty matrix's SVD, as jax's _empty_svd (LAPACK rejects empty input)."""
+    a = aval(x)
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    s = L.zeros((*batch, 0), dtypes.real_dtype(a.dtype))
+    if not compute_uv:
+        return s
+    if full_matrices:
+        k = max(m, n)
+        eye = L.convert_element_type(L.eq(L.iota(dtypes.int32, (k, k), 0),
+                                          L.iota(dtypes.int32, (k, k), 1)), a.dtype)
+        u = L.broadcast_in_dim(eye, (*batch, k, k), (len(batch), len(batch) + 1))
+    else:
+        u = L.zeros((*batch, m, n), a.dtype)
+    v = L.zeros((*batch, 0, 0), a.dtype)
+    if m < n:
+        u, v = v, u
+    return u, s, v
 
 
 def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,

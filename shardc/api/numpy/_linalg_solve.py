@@ -48,6 +48,8 @@ def diagonal(x, offset=0):
     nb = len(s) - 2
     m, n = s[-2:]
     size = max(0, min(m + min(offset, 0), n - max(offset, 0)))
+    if size == 0:
+        return L.zeros((*s[:-2], 0), aval(x).dtype)
     k = np.arange(size, dtype=np.int32)
     idx = np.stack([k, k + offset] if offset >= 0 else [k - offset, k], axis=1)
     return gather_p.bind(x, asarray(idx), offset_dims=tuple(range(nb)),
