@@ -244,3 +244,13 @@ def test_empty_and_degenerate():
     """Empty matrices (LAPACK is not called: jax's _empty_svd, det of 0x0 is 1) and
     singular / non-positive-definite ones (NaN where LAPACK reports failure)."""
     compare_cases([Case(n, f, [a], numpy_ref=False) for n, f, a in EMPTY])
+
+
+def test_lu_pivots_to_permutation(mesh2x4):
+    rng = np.random.default_rng(0)
+    piv = np.stack([[rng.integers(i, 6) for i in range(4)] for _ in range(8)]).astype(np.int32)
+    cases = [Case("p2p", lambda m, p: lx(m).lu_pivots_to_permutation(p, 6), [piv], [P("x")],
+                  numpy_ref=False),
+             Case("p2p_of_lu", lambda m, a: lx(m).lu_pivots_to_permutation(lx(m).lu(a)[1], 5),
+                  [gen((8, 5, 5))], [P("x")], numpy_ref=False)]
+    compare_cases(cases, mesh2x4)

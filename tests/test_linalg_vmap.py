@@ -131,3 +131,9 @@ def test_vmap_of_grad_through_conv_and_cholesky():
         lambda x, a: loss(jax.lax, jax.lax.linalg, x, k, a), argnums=(0, 1))))(x, a)
     for g, w in zip(ours, ref):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_vmap_lu_pivots_to_permutation():
+    piv = np.array([[2, 2, 3], [1, 1, 2], [0, 1, 2], [3, 3, 3]], np.int32)
+    _check(lambda p: shardc.lax.linalg.lu_pivots_to_permutation(p, 5),
+           lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 5), [piv])

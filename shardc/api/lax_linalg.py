@@ -65,6 +65,14 @@ def lu(x):
     return tuple(D.lu_p.bind(x))
 
 
+def lu_pivots_to_permutation(pivots, permutation_size):
+    """The permutation the swaps of LU's pivots make (as jax.lax.linalg's)."""
+    check_arraylike("lu_pivots_to_permutation", pivots)
+    if aval(pivots).dtype != dtypes.int32:
+        pivots = L.convert_element_type(pivots, dtypes.int32)
+    return D.lu_pivots_to_permutation_p.bind(pivots, permutation_size=int(permutation_size))
+
+
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
     """(q, r) of x (Householder QR, as LAPACK's geqrf/orgqr)."""
     if pivoting:

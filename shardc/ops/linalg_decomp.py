@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, nondiff
 from ..ir.program import Aval
 from ..ir.rules import NEED_REPLICATION, RuleBuilder
 from ..trace.core import Primitive
@@ -195,6 +195,37 @@ def _permutation(e, piv, m):
 lu_p = _prim("lu", _lu_shape, _lu_lower, multiple=True)
 
 
+def _p2p_shape(p, *, permutation_size):
+    if p.dtype != dtypes.int32 or p.ndim < 1:
+        raise ShardcError(f"lu_pivots_to_permutation needs int32 pivots of at least 1 dim, "
+                          f"got {p}")
+    if permutation_size < p.shape[-1]:
+        raise ShardcError(f"lu_pivots_to_permutation: permutation_size ({permutation_size}) "
+                          f"must be at least the number of pivots ({p.shape[-1]})")
+    return _out(p, (*p.shape[:-1], permutation_size))
+
+
+def _p2p_rule(in_avals, out_avals, **_):
+    """Batch dims pass; the pivots' and the permutation's last dims need replication."""
+    nb = in_avals[0].ndim - 1
+    b = RuleBuilder(in_avals, out_avals)
+    for d in range(nb):
+        b.factor([d], [d], in_avals[0].shape[d])
+    b.factor([nb], [None], in_avals[0].shape[nb], NEED_REPLICATION)
+    b.factor([None], [nb], out_avals[0].shape[nb], NEED_REPLICATION)
+    return b.build()
+
+
+def _p2p_lower(ctx, p, *, permutation_size):
+    a = ctx.in_avals[0]
+    return [_permutation(Em(ctx, a.ndim - 1), (p, a), permutation_size)[0]]
+
+
+lu_pivots_to_permutation_p = Primitive(
+    "lu_pivots_to_permutation", shape_rule=_p2p_shape, sharding_rule=_p2p_rule,
+    lower=_p2p_lower, prop_kind=PropKind.NONE)
+
+
 # ---------------------------------------------------------------- qr
 
 def _qr_shape(a, *, full_matrices=True):
@@ -365,7 +396,10 @@ def _batch_leading(prim):
     return rule
 
 
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p):
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p,
+           lu_pivots_to_permutation_p):
     _p.batch = _batch_leading(_p)
+
+lu_pivots_to_permutation_p.vjp = nondiff
 
 from . import linalg_grad  # noqa: E402,F401  (registers the gradients)
