@@ -212,3 +212,23 @@ def test_conv_eager(mesh2x4):
     cases.append(Case("eager-convolve", lambda m, a, v: m.convolve(a, v), [R(16), R(3, seed=1)],
                       [P("x"), P()]))
     compare_cases(cases, mesh2x4, eager=True)
+
+
+@pytest.mark.parametrize("precision", [None, "highest", jax.lax.Precision.HIGH,
+                                       (jax.lax.Precision.DEFAULT, jax.lax.Precision.HIGHEST)])
+def test_conv_precision_as_jax(precision):
+    """the precision reaches the HLO as jax's precision_config."""
+    x, k = R(2, 4, 8), R(3, 4, 3, seed=1)
+
+    def f(lax):
+        return lambda a, b: lax.conv_general_dilated(a, b, (1,), "SAME", precision=precision)
+    ours = shardc.jit(f(shardc.lax)).lower(x, k).as_text()
+    ref = jax.jit(f(jax.lax)).lower(x, k).as_text()
+
+    def config(text):
+        line = next(ln for ln in text.splitlines() if "convolution" in ln)
+        return line[line.index("precision_config"):].split("]")[0] if \
+            "precision_config" in line else None
+    assert config(ours) == config(ref), (config(ours), config(ref))
+    np.testing.assert_allclose(np.asarray(shardc.jit(f(shardc.lax))(x, k)),
+                               np.asarray(jax.jit(f(jax.lax))(x, k)), rtol=1e-5, atol=1e-5)
