@@ -232,3 +232,29 @@ def test_conv_precision_as_jax(precision):
     assert config(ours) == config(ref), (config(ours), config(ref))
     np.testing.assert_allclose(np.asarray(shardc.jit(f(shardc.lax))(x, k)),
                                np.asarray(jax.jit(f(jax.lax))(x, k)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(filter_shape=(3, 2), window_strides=(1, 1), padding="SAME"),
+    dict(filter_shape=(2, 2), window_strides=(2, 1), padding="VALID", rhs_dilation=(1, 2)),
+    dict(filter_shape=(3, 3), window_strides=(1, 1), padding="SAME",
+         dimension_numbers=("NHWC", "OIHW", "NCHW"))], ids=["same", "dilated", "nhwc"])
+def test_conv_general_dilated_patches(mesh2x4, kw):
+    x = R(2, 4, 8, 6) if "dimension_numbers" not in kw else R(2, 8, 6, 4)
+    compare_cases([Case("patches", lambda m, x: lax_of(m).conv_general_dilated_patches(x, **kw),
+                        [x], [P("x")], numpy_ref=False)], mesh2x4)
+
+
+def test_conv_shape_utilities_as_jax():
+    dn = ("NHWC", "HWIO", "NHWC")
+    for pad in ("SAME", "VALID", [(1, 2), (0, 1)]):
+        args = ((2, 9, 9, 4), (3, 3, 4, 8), (2, 1), pad, dn)
+        assert shardc.lax.conv_general_shape_tuple(*args) == \
+            tuple(map(int, jax.lax.conv_general_shape_tuple(*args)))
+        assert shardc.lax.conv_transpose_shape_tuple(*args) == \
+            tuple(map(int, jax.lax.conv_transpose_shape_tuple(*args)))
+        if not isinstance(pad, str):
+            a = ((4, 4, 9, 9), (8, 4, 3, 3), (2, 2), pad, 2)
+            assert shardc.lax.conv_shape_tuple(*a) == tuple(map(int,
+                                                                jax.lax.conv_shape_tuple(*a)))
+    assert shardc.lax.conv_general_permutations(dn) == jax.lax.conv_general_permutations(dn)
