@@ -258,3 +258,21 @@ def test_conv_shape_utilities_as_jax():
             assert shardc.lax.conv_shape_tuple(*a) == tuple(map(int,
                                                                 jax.lax.conv_shape_tuple(*a)))
     assert shardc.lax.conv_general_permutations(dn) == jax.lax.conv_general_permutations(dn)
+
+
+@pytest.mark.parametrize("dn", [None, ("NHWC", "HWIO", "NHWC")], ids=["nchw", "nhwc"])
+def test_conv_general_dilated_local(mesh2x4, dn):
+    xs = (2, 3, 6, 4) if dn is None else (2, 6, 4, 3)
+    fs = (3, 2)
+    x = R(*xs)
+    d = jax.lax.conv_dimension_numbers(xs, (1, 1) + fs, dn)
+    out = jax.eval_shape(lambda x: jax.lax.conv_general_dilated_patches(
+        x, fs, (1, 1), "SAME", dimension_numbers=dn), x)
+    kshape = [0] * 4
+    kshape[d.rhs_spec[0]], kshape[d.rhs_spec[1]] = 4, xs[d.lhs_spec[1]] * 6
+    for i, k in enumerate(d.rhs_spec[2:]):
+        kshape[k] = out.shape[d.out_spec[2 + i]]
+    case = Case("local", lambda m, x, k: lax_of(m).conv_general_dilated_local(
+        x, k, (1, 1), "SAME", fs, dimension_numbers=dn), [x, R(*kshape, seed=1)], [P("x"), P()],
+        numpy_ref=False)
+    compare_cases([case], mesh2x4)

@@ -248,11 +248,34 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
                                 preferred_element_type=preferred_element_type)
 
 
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """A locally connected (unshared-weight) convolution: patches, then a dot with a
+    kernel per output position (as jax's)."""
+    check_arraylike("conv_general_dilated_local", lhs, rhs)
+    lhs, rhs = promote_dtypes(lhs, rhs)
+    prec = _precision(precision)
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
+                                           lhs_dilation, rhs_dilation, dimension_numbers,
+                                           precision=None if prec is None else prec[0])
+    lspec, rspec, ospec = conv_dimension_numbers(aval(lhs).shape, (1, 1) + tuple(filter_shape),
+                                                 dimension_numbers)
+    lb, rb = list(ospec[2:]), list(rspec[2:])
+    rb = [rb[i] for i in sorted(range(len(rb)), key=lambda k: lb[k])]
+    lb = sorted(lb)
+    from ..ops.linalg import dot_general_p
+    out = dot_general_p.bind(patches, rhs, contracting=((ospec[1],), (rspec[1],)),
+                             batch=(tuple(lb), tuple(rb)))
+    nd = aval(out).ndim
+    return L.transpose(out, _moveaxis_perm(out, (nd - 2, nd - 1), (ospec[0], ospec[1])))
+
+
 def _moveaxis_perm(x, src, dst):
     nd = aval(x).ndim
     order = [d for d in range(nd) if d not in src]
-    for s_, d_ in sorted(zip(dst, src)):
-        order.insert(s_, d_)
+    for d_, s_ in sorted(zip(dst, src)):
+        order.insert(d_, s_)
     return tuple(order)
 
 
