@@ -74,13 +74,32 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index
     (a,) = inexact("svd", a)
     _atleast2("svd", a)
     if hermitian:
-        raise ShardcError("svd: hermitian=True is not supported by shardc; use "
-                          "hermitian=False (the same result)")
+        return _svd_hermitian(a, compute_uv)
     if compute_uv:
         return SVDResult(*lax_linalg.svd(a, full_matrices=full_matrices,
                                          subset_by_index=subset_by_index))
     return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=False,
                           subset_by_index=subset_by_index)
+
+
+def _svd_hermitian(a, compute_uv):
+    """The SVD of Hermitian matrices from eigh: |eigenvalues| sorted descending, the
+    eigenvectors reordered (and signed) to match, as jnp.linalg.svd(hermitian=True)."""
+    from ..lax_sorting import sort
+    from ._sorting import take_along_axis
+    v, w = lax_linalg.eigh(a)
+    s = abs(w)
+    nd = aval(s).ndim
+    if not compute_uv:
+        return L.rev(sort(s, dimension=-1), (nd - 1,))
+    sign = L.sign(w)
+    idxs = L.iota(dtypes.uint32, aval(s).shape, nd - 1)
+    s, idxs, sign = sort((s, idxs, sign), dimension=-1, num_keys=1)
+    s, idxs, sign = (L.rev(t, (nd - 1,)) for t in (s, idxs, sign))
+    u = take_along_axis(v, expand_dims(idxs, -2), axis=-1)
+    vh = lax_linalg.H(multiply(u, L.convert_element_type(expand_dims(sign, -2),
+                                                         aval(u).dtype)))
+    return SVDResult(u, s, vh)
 
 
 def svdvals(x, /):
