@@ -137,3 +137,19 @@ def test_vmap_lu_pivots_to_permutation():
     piv = np.array([[2, 2, 3], [1, 1, 2], [0, 1, 2], [3, 3, 3]], np.int32)
     _check(lambda p: shardc.lax.linalg.lu_pivots_to_permutation(p, 5),
            lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 5), [piv])
+
+
+def test_vmap_spmd_axis_name(mesh2x4):
+    """the mapped dim sharded over a mesh axis (spmd_axis_name) stays sharded, as jax's."""
+    a = jax.device_put(spd(batch=(8,)), NamedSharding(mesh2x4, P("x")))
+    x = jax.device_put(R(8, 2, 4, 16), NamedSharding(mesh2x4, P("x")))
+    k = R(4, 4, 3, seed=1)
+    with jax.set_mesh(mesh2x4):
+        for fo, fr, arg in [
+                (shardc.lax.linalg.cholesky, jax.lax.linalg.cholesky, a),
+                (lambda v: shardc.lax.conv_general_dilated(v, k, (1,), "SAME"),
+                 lambda v: jax.lax.conv_general_dilated(v, k, (1,), "SAME"), x)]:
+            got = shardc.jit(shardc.vmap(fo, spmd_axis_name="x"))(arg)
+            want = jax.jit(jax.vmap(fr, spmd_axis_name="x"))(arg)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+            assert got.sharding.is_equivalent_to(want.sharding, got.ndim)
