@@ -93,3 +93,4 @@ from ._vectorize import vectorize  # noqa: E402
 
 _attach()
 _wrap_public(globals())
+from ._poly import poly, polyfit, roots  # noqa: E402
