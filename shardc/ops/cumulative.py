@@ -15,7 +15,7 @@ from ..ir.primitive import PropKind
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from .common import check_dtype, i64_array, norm_axes
-from .reduce import _cum_rule, cumulative, cumsum_p
+from .reduce import _cum_rule, cumulative
 
 cumprod_p = cumulative("cumprod", "mul")
 cummax_p = cumulative("cummax", "max")
@@ -173,8 +173,6 @@ def _rules():
         return rule
     for p in (cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
         p.batch = batch(p)
-    if getattr(cumsum_p, "batch", None) is None:      # (the vmap branch brings its own)
-        cumsum_p.batch = batch(cumsum_p)
 
 
 _rules()
