@@ -95,10 +95,9 @@ def test_approx_max_k(mesh2x4):
     cases = [
         Case("max", lambda m, a: lx(m).approx_max_k(a, 3), [a], [P("x", "y")],
              numpy_ref=False),
-        # XLA's partitioner leaves jax's ApproxTopK result sharded along the reduced dim
-        # (its own choice after Shardy): the values are checked, not that sharding
+        # the reduced dim's sharding passes on to the result (as sort then slice)
         Case("min0", lambda m, a: lx(m).approx_min_k(a, 2, reduction_dimension=0), [a],
-             [P("x", "y")], numpy_ref=False, check_sharding=False),
+             [P("x", "y")], numpy_ref=False),
         Case("min0_y", lambda m, a: lx(m).approx_min_k(a, 2, reduction_dimension=0), [a],
              [P(None, "y")], numpy_ref=False),
         Case("max_rep", lambda m, a: lx(m).approx_max_k(a, 5), [a], [None], numpy_ref=False),
