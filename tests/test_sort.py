@@ -230,3 +230,16 @@ class _NS:
 
 
 NSJ, NSS = _NS(jnp), _NS(snp)
+
+
+def test_array_methods_and_eager(mesh2x4):
+    a = data((8, 16), np.float32)
+    fn = {
+        "methods": lambda m, a: (a.sort(axis=0), a.argsort(), a.cumprod(axis=1),
+                                 m.sort(a[0]).searchsorted(a[1]), (a > 0).nonzero(size=9)),
+        "lax": lambda m, a: (lx(m).sort(a), lx(m).top_k(a, 2), lx(m).cummax(a, 1),
+                             lx(m).dynamic_slice(a, (3, -2), (2, 4))),
+    }
+    cases = [Case(n, f, [a], [P("x", "y")], numpy_ref=False) for n, f in fn.items()]
+    compare_cases(cases, mesh2x4)
+    compare_cases(cases, mesh2x4, eager=True)

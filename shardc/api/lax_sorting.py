@@ -151,10 +151,12 @@ def dynamic_slice(operand, start_indices, slice_sizes, *, allow_negative_indices
     a = aval(x)
     sizes = tuple(_static_int("dynamic_slice", "slice_sizes", s) for s in slice_sizes)
     idx = _start_indices("dynamic_slice", a, start_indices, allow_negative_indices)
-    if all(isinstance(i, Lit) for i in idx) and len(sizes) == a.ndim and \
+    if core.current_builder() is not None and all(isinstance(i, Lit) for i in idx) and \
+            len(sizes) == a.ndim and \
             all(0 <= s <= n for s, n in zip(sizes, a.shape)):
-        # static starts: a slice (XLA folds it so before partitioning, and a slice's
-        # sliced dims may stay sharded), clamped as dynamic_slice clamps
+        # static starts under jit: a slice (XLA folds it so before partitioning, and a
+        # slice's sliced dims may stay sharded), clamped as dynamic_slice clamps; eagerly
+        # jax dispatches the op with its starts as operands, as here
         starts = [min(max(int(i.value), 0), n - s) for i, n, s in zip(idx, a.shape, sizes)]
         return L.slice(x, starts, [st + s for st, s in zip(starts, sizes)])
     return dyn.dynamic_slice_p.bind(x, *idx, slice_sizes=sizes)
