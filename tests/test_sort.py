@@ -243,3 +243,14 @@ def test_array_methods_and_eager(mesh2x4):
     cases = [Case(n, f, [a], [P("x", "y")], numpy_ref=False) for n, f in fn.items()]
     compare_cases(cases, mesh2x4)
     compare_cases(cases, mesh2x4, eager=True)
+
+
+def test_numpy_functions_on_traced_arrays_dispatch_here():
+    """np.sort / np.argsort / np.take_along_axis on a traced array reach shardc.numpy
+    through __array_function__."""
+    a = data((8, 16), np.float32)
+    got = shardc.jit(lambda a: (np.sort(a, axis=0), np.take_along_axis(
+        a, np.argsort(a, axis=1), axis=1), np.cumprod(a, axis=1)))(a)
+    want = (np.sort(a, axis=0), np.sort(a, axis=1), np.cumprod(a, axis=1))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
