@@ -254,3 +254,18 @@ def test_numpy_functions_on_traced_arrays_dispatch_here():
     want = (np.sort(a, axis=0), np.sort(a, axis=1), np.cumprod(a, axis=1))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def test_weak_types_as_jax():
+    """A weakly typed operand gives weak results, top_k's int32 indices too (as jax's)."""
+    def f(L):
+        def g(x):
+            w = L.broadcast(2.0, (4, 6)) * x
+            return (L.top_k(w, 2), L.sort(w), L.cumprod(w, 1), L.cumlogsumexp(w, 0),
+                    L.dynamic_slice(w, (1, x.astype(int)), (2, 2)), L.approx_max_k(w, 2),
+                    L.dynamic_update_slice(w, w[:1], (x.astype(int), 0)))
+        return g
+    ours = shardc.jit(f(shardc.lax))(2.0)
+    ref = jax.jit(f(lax))(2.0)
+    from helpers import check_outputs
+    check_outputs(ours, ref)

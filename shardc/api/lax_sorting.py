@@ -137,7 +137,7 @@ def _start_indices(name, x_aval, start_indices, allow_negative_indices):
                 raise ShardcError(f"{name}: start indices must be integers, got {i!r}")
             i = int(i)
             i = i + n if i < 0 else i
-            out.append(Lit(core._scalar(i, dt), Aval((), dt, False)))
+            out.append(Lit(core._scalar(i, dt), Aval((), dt, True)))     # weak, as jax's
             continue
         i = convert(i, dt)
         if allow:

@@ -82,7 +82,8 @@ def _dus_shape(x, upd, *idx):
     if upd.dtype != x.dtype:
         raise ShardcError(f"dynamic_update_slice: update {upd} must have the operand's dtype "
                           f"{x.dtype}")
-    return x
+    # jax's standard weak-type rule: weak only if every operand is (starts included)
+    return x.update(weak=x.weak and upd.weak and all(i.weak for i in idx))
 
 
 def _dus_rule(ins, outs):
