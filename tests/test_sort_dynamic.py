@@ -205,3 +205,19 @@ def test_dynamic_slice_out_of_range_start_with_a_sharded_result(mesh2x4):
         shardc.lax.dynamic_slice(g, (i, j), (2, 4)), NamedSharding(mesh2x4, P("x", "y"))))
     for i, j in [(5, 14), (7, 3), (0, 0), (-1, 20)]:
         np.testing.assert_array_equal(f(gp, i, j), lax.dynamic_slice(g, (i, j), (2, 4)))
+
+
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cummax_ties_split_as_jax(name, reverse):
+    """jax differentiates cummax/cummin as its associative scan of max/min: a tie at a
+    combine splits the cotangent in halves, in the scan tree's pattern."""
+    x = data((5, 9), np.float32, "small", 11)       # many ties
+    w = np.arange(45, dtype=np.float32).reshape(5, 9)
+
+    def f(L, n):
+        return lambda a: n.sum(getattr(L, name)(a, 1, reverse=reverse) * w)
+    want = jax.grad(f(lax, jnp))(x)
+    np.testing.assert_allclose(shardc.jit(shardc.grad(f(shardc.lax, snp)))(x), want,
+                               rtol=1e-6)
+    np.testing.assert_allclose(shardc.grad(f(shardc.lax, snp))(x), want, rtol=1e-6)
