@@ -162,3 +162,20 @@ def test_histogram(mesh2x4):
              [P("x")], numpy_ref=False),
     ]
     compare_cases(cases, mesh2x4)
+
+
+def test_histogramdd_and_2d(mesh2x4):
+    pts = data((32, 3), np.float32, "any", 10)
+    w = data((32,), np.float32, "pos", 11)
+    cases = [
+        Case("dd", lambda m, s: m.histogramdd(s, bins=4), [pts], [P("x")], numpy_ref=False),
+        Case("dd_w", lambda m, s, w: m.histogramdd(s, bins=[3, 4, 2], weights=w,
+                                                     density=True,
+                                                     range=[(-1, 1), None, (0, 2)]),
+             [pts, w], [P("x"), P("x")], numpy_ref=False),
+        Case("2d", lambda m, s: m.histogram2d(s[:, 0], s[:, 1], bins=5), [pts], [None],
+             numpy_ref=False),
+        Case("2d_edges", lambda m, s: m.histogram2d(s[:, 0], s[:, 2], bins=m.array(
+            [-2.0, -0.5, 0.0, 1.0, 2.0])), [pts], [P("x")], numpy_ref=False),
+    ]
+    compare_cases(cases, mesh2x4)
