@@ -159,7 +159,7 @@ def _attach():
     T.transpose = transpose
     for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std", "any",
                  "all", "cumsum", "squeeze", "ravel", "swapaxes", "clip", "dot",
-                 "round"):
+                 "round", "sort", "argsort", "cumprod", "searchsorted", "nonzero"):
         setattr(T, name, (lambda n: lambda self, *a, **k: _call(
             f"x.{n}()", getattr(_snp(), n), (self, *a), k))(name))
     T.flatten = lambda self: _snp().ravel(self)
