@@ -21,6 +21,6 @@ _wrap_public(globals())
 from ._discrete import binomial, multinomial, poisson
 
 _wrap_public(globals())
-from ._perm import choice, multivariate_normal, orthogonal, permutation, shuffle
+from ._perm import choice, multivariate_normal, orthogonal, permutation
 
 _wrap_public(globals())
