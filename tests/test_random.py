@@ -26,6 +26,7 @@ PARAMS = dict(
     LAM=jnp.array([0., 0.5, 3., 9.9, 10., 25., 300.]),
     N=jnp.array([0., 5., 20., 100., 1000., -1., jnp.inf]),
     PN=jnp.array([0.3, 0.5, 0.9, 0.2, 0.05, 0.3, 0.3]),
+    P=jnp.float32(1.5), P2=2,
     COV=jnp.array([[2., .5, 0.], [.5, 1., .2], [0., .2, 1.5]]),
 )
 
@@ -80,8 +81,8 @@ CASES = [
     ("chisquare", lambda r, k, p: r.chisquare(k, p['A'])),
     ("f", lambda r, k, p: r.f(k, p['A'], 3.)),
     ("t", lambda r, k, p: r.t(k, p['A'])),
-    ("generalized_normal", lambda r, k, p: r.generalized_normal(k, 1.5, (5,))),
-    ("ball", lambda r, k, p: r.ball(k, 3, 2, (4,))),
+    ("generalized_normal", lambda r, k, p: r.generalized_normal(k, p['P'], (5,))),
+    ("ball", lambda r, k, p: r.ball(k, 3, p['P2'], (4,))),
     ("poisson", lambda r, k, p: r.poisson(k, p['LAM'])),
     ("poisson_shape", lambda r, k, p: r.poisson(k, 4.0, (5,))),
     ("binomial", lambda r, k, p: r.binomial(k, p['N'], p['PN'])),
