@@ -124,7 +124,11 @@ def _sharded(x, out_sharding):
 
 def _check_shape(name, shape, *param_shapes):
     if param_shapes:
-        out = np.broadcast_shapes(shape, *param_shapes)
+        try:
+            out = np.broadcast_shapes(shape, *param_shapes)
+        except ValueError:
+            raise ArgumentError(f"Incompatible shapes for broadcasting: shapes="
+                                f"{[tuple(shape), *map(tuple, param_shapes)]}") from None
         if out != tuple(shape):
             raise ArgumentError(
                 f"{name} parameter shapes must be broadcast-compatible with shape argument, "
