@@ -169,3 +169,36 @@ def test_bad_seed_and_arguments():
         sr.truncated_normal(jr.key(0), jnp.zeros(3), 1., (2,))
     with pytest.raises(ValueError, match="broadcast-compatible"):
         sr.gamma(jr.key(0), jnp.ones(3), (2, 1))
+
+
+VMAPPED = [
+    ("normal", lambda r, k: r.normal(k, (3,))),
+    ("uniform", lambda r, k: r.uniform(k, (2, 2), jnp.bfloat16)),
+    ("split", lambda r, k: r.key_data(r.split(k))),
+    ("fold_in", lambda r, k: r.normal(r.fold_in(k, 3), (2,))),
+    ("randint", lambda r, k: r.randint(k, (3,), 0, 10)),
+    ("gamma", lambda r, k: r.gamma(k, jnp.array([0.5, 2.0]))),
+    ("bernoulli", lambda r, k: r.bernoulli(k, 0.3, (5,))),
+    ("poisson", lambda r, k: r.poisson(k, jnp.array([2.0, 30.0]))),
+]
+
+
+@pytest.mark.parametrize("case", VMAPPED, ids=[c[0] for c in VMAPPED])
+@pytest.mark.parametrize("typed", [True, False])
+def test_vmap_over_keys(case, typed):
+    _, fn = case
+    ks = jr.split(jr.key(0), 4)
+    ks = ks if typed else jr.key_data(ks)
+    want = jax.vmap(lambda k: fn(jr, k))(ks)
+    same(shardc.vmap(lambda k: fn(sr, k))(ks), want)
+    same(shardc.jit(shardc.vmap(lambda k: fn(sr, k)))(ks), want)
+
+
+def test_vmap_over_seeds_and_parameters():
+    same(shardc.vmap(sr.PRNGKey)(jnp.arange(3)), jax.vmap(jr.PRNGKey)(jnp.arange(3)))
+    k = jr.key(1)
+    mus = jnp.arange(3.)
+    same(shardc.vmap(lambda m: sr.normal(k, (2,)) + m)(mus),
+         jax.vmap(lambda m: jr.normal(k, (2,)) + m)(mus))
+    same(shardc.vmap(lambda a: sr.gamma(k, a))(jnp.array([0.3, 1.5, 4.0])),
+         jax.vmap(lambda a: jr.gamma(k, a))(jnp.array([0.3, 1.5, 4.0])))
