@@ -17,3 +17,12 @@ from ._perm import choice, multivariate_normal, orthogonal, permutation
 from ...errors import wrap_public as _wrap_public
 
 _wrap_public(globals())
+
+__all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy",
+           "chisquare", "choice", "clone", "default_prng_impl", "dirichlet",
+           "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
+           "geometric", "gumbel", "key", "key_data", "key_dtype", "key_impl", "laplace",
+           "loggamma", "logistic", "lognormal", "maxwell", "multinomial",
+           "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
+           "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal",
+           "uniform", "wald", "weibull_min", "wrap_key_data"]
