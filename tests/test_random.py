@@ -156,8 +156,13 @@ def test_split_fold_in_bits(typed):
     data = jr.key_data if typed else (lambda x: x)
     for num in (2, 5, (2, 3)):
         same(data(sr.split(k, num)), data(jr.split(k, num)))
-    for d in (0, 7, 2 ** 32 - 1, -3):
+    for d in (0, 7, 2 ** 32 - 1, jnp.int32(-3)):
         same(data(sr.fold_in(k, d)), data(jr.fold_in(k, d)))
+    for bad in (-3, 2 ** 32):
+        with pytest.raises(OverflowError):
+            jr.fold_in(k, bad)
+        with pytest.raises(OverflowError):
+            sr.fold_in(k, bad)
     same(data(sr.fold_in(k, jnp.uint32(9))), data(jr.fold_in(k, jnp.uint32(9))))
     same(sr.bits(k, (4, 3)), jr.bits(k, (4, 3)))
 

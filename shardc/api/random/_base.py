@@ -100,7 +100,9 @@ def fold_in(key, data):
         raise ShardcTypeError("fold_in accepts a scalar, but was given an array of"
                               f"shape {jnp.shape(data)} != (). Use jax.vmap for batching.")
     if isinstance(data, int) and not isinstance(data, (bool, np.generic)):
-        data = np.uint32(data & 0xFFFFFFFF) if data < 0 else np.uint32(data)
+        if not 0 <= data < 2 ** 32:     # as jnp.asarray(data, 'uint32')
+            raise OverflowError(f"Python integer {data} out of bounds for uint32")
+        data = np.uint32(data)
     return as_output(run(_fold_in, kd, data), typed)
 
 
