@@ -38,6 +38,8 @@ CASES = [
     ("softmax", lambda m, x, p, n: m.softmax(x)),
     ("log_softmax", lambda m, x, p, n: m.log_softmax(x)),
     ("logsumexp", lambda m, x, p, n: m.logsumexp(x)),
+    ("gammainc", lambda m, x, p, n: m.gammainc(p * 5, x + 3.)),
+    ("gammaincc", lambda m, x, p, n: m.gammaincc(p * 5, x + 3.)),
     ("bf16", lambda m, x, p, n: m.gammaln(x.astype(jnp.bfloat16))),
 ]
 

@@ -167,6 +167,20 @@ def ndtr(x):
     return jnp.multiply(np.array(0.5, dt), y)
 
 
+def gammainc(a, x):
+    from .igamma import igamma
+    a, x = promote_args_inexact("gammainc", a, x)
+    a, x = jnp.broadcast_arrays(a, x)
+    return igamma(a, x)
+
+
+def gammaincc(a, x):
+    from .igamma import igammac
+    a, x = promote_args_inexact("gammaincc", a, x)
+    a, x = jnp.broadcast_arrays(a, x)
+    return igammac(a, x)
+
+
 def softmax(x, /, *, axis=None):
     return _softmax(x, axis=axis)
 
@@ -178,6 +192,6 @@ def log_softmax(x, /, *, axis=None):
 wrap_public(globals())
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "expit", "factorial", "gamma",
-           "gammaln", "gammasgn", "i1e", "kl_div", "log_softmax", "logit", "logsumexp",
+           "gammainc", "gammaincc", "gammaln", "gammasgn", "i1e", "kl_div", "log_softmax", "logit", "logsumexp",
            "multigammaln", "ndtr", "polygamma", "rel_entr", "softmax", "xlog1py", "xlogy",
            "zeta"]

@@ -85,7 +85,53 @@ def _gamma_lanes(keys, alpha, log_space):
     return jnp.multiply(jnp.multiply(d, V), boost)
 
 
+def _gamma_grad(sample, a, log_space):
+    """d sample / d a, by implicit differentiation (jax's _gamma_grad: per element, as
+    its CPU path maps over them)."""
+    from ..control import map as lmap
+    from ..igamma import random_gamma_grad
+    samples, alphas = jnp.reshape(sample, (-1,)), jnp.reshape(a, (-1,))
+    if log_space:
+        samples = jnp.exp(samples)
+        tiny = jnp.full_like(samples, jnp.finfo(L.aval(samples).dtype).tiny)
+        samples = jnp.where(jnp.equal(samples, 0), tiny, samples)
+
+        def grad(al, s):
+            return jnp.divide(random_gamma_grad(al, s), s)
+    else:
+        grad = random_gamma_grad
+    grads = lmap(lambda args: grad(*args), (alphas, samples))
+    return jnp.reshape(grads, jnp.shape(a))
+
+
+def _differentiable(log_space):
+    from ...transforms.ad import custom_vjp
+
+    def fwd(data, a):
+        out = _random_gamma_values(data, a, log_space)
+        return out, (out, a)
+
+    def bwd(data, res, ct):
+        out, a = res
+        return (jnp.multiply(ct, _gamma_grad(out, a, log_space)),)
+    f = custom_vjp(lambda data, a: _random_gamma_values(data, a, log_space),
+                   nondiff_argnums=(0,))
+    f.defvjp(fwd, bwd)
+    return f
+
+
+_GAMMA = {}
+
+
 def _random_gamma(data, a, log_space):
+    """Gamma samples, differentiable in `a` (jax's random_gamma_p with its jvp)."""
+    f = _GAMMA.get(log_space)
+    if f is None:
+        f = _GAMMA[log_space] = _differentiable(log_space)
+    return f(data, a)
+
+
+def _random_gamma_values(data, a, log_space):
     """Gamma samples of a's shape: a key per element of `a` (split off `data`)."""
     a_shape = tuple(jnp.shape(a))
     n = math.prod(a_shape)
