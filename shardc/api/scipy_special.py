@@ -167,18 +167,25 @@ def ndtr(x):
     return jnp.multiply(np.array(0.5, dt), y)
 
 
+def _incomplete(fn, name, a, x):
+    """One compiled program eagerly (as jax's igamma primitive): op by op, the series'
+    arithmetic would round differently from the fused program."""
+    from .random._run import run
+
+    def impl(a, x):
+        a, x = promote_args_inexact(name, a, x)
+        return fn(*jnp.broadcast_arrays(a, x))
+    return run(impl, a, x)
+
+
 def gammainc(a, x):
     from .igamma import igamma
-    a, x = promote_args_inexact("gammainc", a, x)
-    a, x = jnp.broadcast_arrays(a, x)
-    return igamma(a, x)
+    return _incomplete(igamma, "gammainc", a, x)
 
 
 def gammaincc(a, x):
     from .igamma import igammac
-    a, x = promote_args_inexact("gammaincc", a, x)
-    a, x = jnp.broadcast_arrays(a, x)
-    return igammac(a, x)
+    return _incomplete(igammac, "gammaincc", a, x)
 
 
 def softmax(x, /, *, axis=None):
@@ -192,6 +199,6 @@ def log_softmax(x, /, *, axis=None):
 wrap_public(globals())
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "expit", "factorial", "gamma",
-           "gammainc", "gammaincc", "gammaln", "gammasgn", "i1e", "kl_div", "log_softmax", "logit", "logsumexp",
-           "multigammaln", "ndtr", "polygamma", "rel_entr", "softmax", "xlog1py", "xlogy",
-           "zeta"]
+           "gammainc", "gammaincc", "gammaln", "gammasgn", "i1e", "kl_div", "log_softmax",
+           "logit", "logsumexp", "multigammaln", "ndtr", "polygamma", "rel_entr", "softmax",
+           "xlog1py", "xlogy", "zeta"]
