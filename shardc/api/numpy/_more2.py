@@ -24,7 +24,7 @@ from ._ufuncs import (abs, add, clip, divide, equal, greater, isnan, less, logic
     logical_or, maximum, mod, multiply, negative, remainder, sqrt, subtract,
     where)
 from ._util import (aval, canonical_dtype, check_arraylike, convert, promote_args_inexact,
-    promote_dtypes, promote_dtypes_inexact, result_type)
+    promote_dtypes, promote_dtypes_inexact)
 
 
 def _slice_in_dim(a, start, stop, axis):
@@ -307,7 +307,8 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
     dims = tuple(operator.index(d) for d in dims)
     check_arraylike("ravel_multi_index", *multi_index)
     idx = [asarray(i) if isinstance(i, (list, np.ndarray)) else i for i in multi_index]
-    dt = canonical_dtype(dtype) if dtype is not None else result_type(int, *idx)[0]
+    dt = canonical_dtype(dtype) if dtype is not None else dtypes.promote(
+        (dtypes.default_int(), True), *[(aval(i).dtype, aval(i).weak) for i in idx])[0]
     if not dtypes.is_int(dt):
         raise ShardcError(f"dtype={dtype!r} is not an integer type.")
     if math.prod(dims) - 1 > np.iinfo(dt).max:
