@@ -153,6 +153,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     return convert(ew.div_p.bind(s, count), out_dtype)
 
 
+_mean = mean      # (var's `mean` parameter hides the function)
+
+
 def _mean_where(a, axis, dtype, keepdims, where):
     x = aval(a)
     out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
@@ -181,7 +184,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
     a = convert(a, comp)
-    centered = square(subtract(a, mean(a, axis, keepdims=True)))
+    centered = square(subtract(a, _mean(a, axis, keepdims=True)))
     n = _count(a, axis) - ddof
     s = sum(centered, axis, keepdims=keepdims)
     out = multiply(s, float("nan")) if n <= 0 else divide(s, float(n))
