@@ -60,6 +60,7 @@ class Program:
     chain: bool = False                 # a chain_N program: also propagate_s
     note: str = ""
     takes_fw: bool = False              # body(fw, *args): it needs fw.lax, fw.checkpoint...
+    eager_ops: dict | None = None       # name -> op(m, *args), each timed run eagerly
 
     def fresh(self, fw: Framework):
         """A new jitted function (a fresh closure, so no cache of either side helps)."""
@@ -297,6 +298,27 @@ def _chain(n: int, label: str) -> Program:
                    chain=True, note=f"{n} ops requested")
 
 
+# -- eager_ops: one op at a time on sharded arrays, no jit: what a notebook or a
+# debugging session pays per op (shardc: a cached one-op program per signature; jax:
+# its own apply_primitive).
+
+EAGER_OPS = {
+    "sin": lambda m, x, y: m.sin(x),
+    "add": lambda m, x, y: m.add(x, y),
+    "sum": lambda m, x, y: m.sum(x),
+    "matmul": lambda m, x, y: m.matmul(x, y),
+}
+
+
+def eager_ops(m, nn, x, y):
+    return tuple(op(m, x, y) for op in EAGER_OPS.values())
+
+
+def _eager_inputs():
+    r = _rng(7)
+    return (_normal(r, (64, 64)), _normal(r, (64, 64)))
+
+
 def has_grad() -> bool:
     import shardc
     return hasattr(shardc, "value_and_grad")
@@ -330,6 +352,9 @@ def all_programs() -> dict[str, Program]:
                   Program("train_step_remat", _train_step_remat, (8,), ("fsdp",),
                           _tss_inputs, _tss_specs(), takes_fw=True,
                           note="layer bodies checkpoint(policy=nothing_saveable)")]
+    progs.append(Program("eager_ops", eager_ops, (2, 4), ("data", "model"), _eager_inputs,
+                         (_P("data", "model"), _P("data", "model")), eager_ops=EAGER_OPS,
+                         note="f32[64,64] x, y both P(data, model); ops run eagerly"))
     progs += [_chain(1_000, "chain_1k"), _chain(10_000, "chain_10k"),
               _chain(100_000, "chain_100k")]
     return {p.name: p for p in progs}

@@ -9,6 +9,7 @@ import jax
 from ..trace import core
 from ..errors import ShardcError, api_boundary
 from .numpy._util import aval
+from ..ops import batching
 from ..ops import manual as m
 from .shard_map import manual_ctx
 
@@ -16,13 +17,20 @@ _tree = jax.tree_util
 
 
 def _axes(name, axis_name):
+    """(the shard_map body's context or None, the axes, their sizes): mesh axes of the
+    enclosing shard_map, or axes a vmap names (batched: shardc.ops.manual's rules)."""
     ctx = manual_ctx()
     axes = (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
-    if ctx is None:
-        raise ShardcError(f"{name}: axis name {axis_name!r} is not bound here; collectives "
-                          "work inside shardc.shard_map (or shardc.pmap) bodies")
-    ctx.check_axes(name, axes)
-    return ctx, axes, tuple(ctx.mesh.sizes[a] for a in axes)
+    vsizes = {a: batching.vmap_axis_size(a) for a in axes}
+    mesh_axes = tuple(a for a in axes if vsizes[a] is None)
+    if mesh_axes:
+        if ctx is None:
+            raise ShardcError(f"{name}: axis name {axis_name!r} is not bound here; "
+                              "collectives work inside shardc.shard_map (or shardc.pmap) "
+                              "bodies, or over a shardc.vmap's axis_name")
+        ctx.check_axes(name, mesh_axes)
+    sizes = tuple(vsizes[a] if vsizes[a] is not None else ctx.mesh.sizes[a] for a in axes)
+    return (ctx if mesh_axes else None), axes, sizes
 
 
 def _map(fn, x):
@@ -35,14 +43,14 @@ def _reduction(prim, name, x, axis_name, scale_invariant):
     def one(v):
         if not core.is_tracer(v):
             v = _as_tracer(v)
-        if ctx.check_vma:
+        if ctx is not None and ctx.check_vma:
             vary = ctx.vma_of(v.value)
-            live = tuple(a for a in axes if a in vary)
-            dead = [ctx.mesh.sizes[a] for a in axes if a not in vary]
+            live = tuple(a for a in axes if a in vary or a not in ctx.axes)
+            dead = [ctx.mesh.sizes[a] for a in axes if a not in vary and a in ctx.axes]
         else:
             live, dead = axes, []
-        out = prim.bind(v, axes=live, sizes=tuple(ctx.mesh.sizes[a] for a in live)) \
-            if live else v
+        size = dict(zip(axes, sizes))
+        out = prim.bind(v, axes=live, sizes=tuple(size[a] for a in live)) if live else v
         n = 1
         for s in dead:
             n *= s
@@ -160,6 +168,8 @@ def ppermute(x, axis_name, perm):
 def axis_index(axis_name):
     """This device's index along `axis_name` (row-major over a tuple of axes)."""
     ctx, axes, sizes = _axes("axis_index", axis_name)
+    if ctx is None:     # a vmap's axis
+        return m.axis_index_p.bind(axes=axes, sizes=sizes)
     auto = tuple(a for a in ctx.mesh.names if a not in ctx.axes)
     # in a partial-manual body the index is computed where every axis is manual
     return m.axis_index_p.bind(axes=axes, sizes=sizes, **({"auto": auto} if auto else {}))

@@ -10,6 +10,8 @@ program (shardc.transforms.batch) calls a rule only if some operand is batched.
 """
 from __future__ import annotations
 
+import threading
+
 from ..trace import core
 
 
@@ -17,8 +19,11 @@ class BatchCtx:
     """What a rule may need beyond its operands: the mapped size, the vmap's axis name
     (for collectives over it), the mesh axes the mapped dim is sharded over
     (`spmd_axis_name`), the op being batched (its regions, for ops with bodies) and how
-    to batch a region (`batch_region(region, args, batched) -> (outs, out_batched)`)."""
-    __slots__ = ("size", "axis_name", "spmd_axis_name", "op", "batch_region")
+    to batch a region (`batch_region(region, args, batched, force=None) -> (outs,
+    out_batched)`, `force[i]`: output i batched even if it need not be) and which
+    outputs of a region come out batched (`out_batched(region, batched)`)."""
+    __slots__ = ("size", "axis_name", "spmd_axis_name", "op", "batch_region", "out_batched",
+                 "resized", "split")
 
     def __init__(self, size, axis_name=None, spmd_axis_name=None, batch_region=None):
         self.size = size
@@ -26,6 +31,27 @@ class BatchCtx:
         self.spmd_axis_name = spmd_axis_name
         self.op = None
         self.batch_region = batch_region
+        self.out_batched = None
+        self.resized = None     # resized(n): this context for a mapped dim of n per device
+        self.split = False      # the mapped dim is split over a shard_map's devices
+
+
+class _Axes(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+# the named vmapped axes in scope while a vmap traces its function (per thread, as the
+# traces), innermost last: (axis_name, size); collectives over them are batched
+AXES = _Axes()
+
+
+def vmap_axis_size(name):
+    """The size of the vmapped axis `name` in scope, None if there is none."""
+    for n, size in reversed(AXES.stack):
+        if n == name:
+            return size
+    return None
 
 
 def aval(x):
@@ -100,3 +126,27 @@ def shift_axes(axes, by=1):
 
 def is_tracer(x):
     return core.is_tracer(x)
+
+
+def no_operands(ctx, args, batched, **params):
+    """The rule of ops without operands (constants, iota): never batched, as the walk
+    calls rules only for ops with a batched operand."""
+    raise AssertionError("internal: an op without operands has no batched operand")
+
+
+def region_rule(prim):
+    """The rule of an op with one region whose block arguments are its operands and
+    whose results are what the region yields (checkpoint, custom_vjp_call): the region
+    re-traced batched."""
+    def rule(ctx, args, batched, **params):
+        from .region import bind_region
+        (r,) = ctx.op.regions
+        obs = []
+
+        def body(*xs):
+            outs, ob = ctx.batch_region(r, xs, list(batched) + [False] * (len(xs) - len(args)))
+            obs[:] = ob
+            return outs, None
+        outs, _ = bind_region(prim, body, list(args), params, ctx.op.loc, r.name)
+        return outs, list(obs)
+    return rule

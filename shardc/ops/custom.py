@@ -83,7 +83,7 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
                                               for s in bwd.res_static])
     # bwd sees zeros for outputs nothing differentiates, as jax's
     avals = [v.aval for v in ctx.op.outputs]
-    out_cts = [c if c is not None or not dtypes.is_float(a.dtype) else
+    out_cts = [c if c is not None or not dtypes.is_inexact(a.dtype) else
                L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], avals)]
     ct = _tree.tree_unflatten(bwd.out_tree, out_cts)
     nondiff = fn.nondiff_argnums
@@ -118,7 +118,7 @@ def _through_fwd(ctx, cts, ins, res, in_cts):
     """Add to in_cts the cotangents of the operands from those of residuals `res`."""
     region = ctx.op.regions[0]
     diff = [i for i, x in enumerate(ins)
-            if core.is_tracer(x) and dtypes.is_float(x.aval.dtype)]
+            if core.is_tracer(x) and dtypes.is_inexact(x.aval.dtype)]
     if not diff:
         return
 
@@ -161,3 +161,85 @@ def _rebind(op, ins, evaluate):
 
 custom_vjp_call_p.claim = _claim
 custom_vjp_call_p.rebind = _rebind
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+class _BatchedBwd:
+    """A custom_vjp's bwd for its batched call: the user's bwd, traced on one example's
+    types and batched as the call's operands, residuals and cotangents are (every
+    result of the batched call is batched, so the residuals and cotangents all are)."""
+
+    def __init__(self, fn, rule: CustomVjpRule, batched, ctx):
+        self.fn, self.ctx = fn, ctx
+        self.nondiff_argnums = fn.nondiff_argnums
+        n = len(rule.arg_static)
+        where = _tree.tree_unflatten(rule.arg_tree, list(range(n)))
+        flag = {i: batched[k] for k, i in enumerate(rule.traced)}
+        # per leaf of the nondiff args: batched or not
+        self.nondiff_flags = [flag.get(i, False) for a in self.nondiff_argnums
+                              for i in _tree.tree_leaves(where[a])]
+        # per leaf of the differentiable args: a cotangent of an unbatched one is summed
+        self.diff_flags = [[flag.get(i, False) for i in _tree.tree_leaves(where[a])]
+                           for a in range(len(where)) if a not in self.nondiff_argnums]
+        self.res_flags = [s is _TRACED for s in rule.res_static]
+
+    def bwd(self, *args):
+        from .region import trace_region
+        ctx = self.ctx
+        nondiff, res, ct = args[:-2], args[-2], args[-1]
+        leaves, tree = _tree.tree_flatten((nondiff, res, ct))
+        n_nd, n_res = len(self.nondiff_flags), len(self.res_flags)
+        flags = self.nondiff_flags + self.res_flags + [True] * (len(leaves) - n_nd - n_res)
+        dyn = [i for i, x in enumerate(leaves) if core.is_tracer(x)]
+        avals = []
+        for i in dyn:
+            a = core.aval_of(leaves[i])
+            avals.append(a.update(shape=a.shape[1:]) if flags[i] else a)
+        shape = []
+
+        def per_example(*xs):
+            full = list(leaves)
+            for i, x in zip(dyn, xs):
+                full[i] = x
+            nd, r, c = _tree.tree_unflatten(tree, full)
+            got = self.fn.bwd(*nd, r, c)
+            flat, t = _tree.tree_flatten(got, is_leaf=lambda v: v is None)
+            shape.append((t, [v is None for v in flat]))
+            return [v for v in flat if v is not None], None
+        region, caps, _ = trace_region(avals, per_example, "bwd")
+        outs, _ = ctx.batch_region(region, [leaves[i] for i in dyn] + caps,
+                                   [flags[i] for i in dyn] + [False] * len(caps),
+                                   force=[True] * len(region.outputs))
+        t, nones = shape[0]
+        it = iter(outs)
+        got = _tree.tree_unflatten(t, [None if n else next(it) for n in nones])
+        if not isinstance(got, tuple) or len(got) != len(self.diff_flags):
+            return got      # the call's rule reports the mismatch
+        out = []
+        for g, flags in zip(got, self.diff_flags):
+            leaves, gt = _tree.tree_flatten(g, is_leaf=lambda v: v is None)
+            if len(leaves) == len(flags):
+                leaves = [v if v is None or b else L.reduce_sum(v, (0,))
+                          for v, b in zip(leaves, flags)]
+            out.append(_tree.tree_unflatten(gt, leaves))
+        return tuple(out)
+
+
+def _batch(ctx, args, batched, *, bwd, num_out):
+    """vmap: the forward region batched (all its results, so the residuals and the
+    cotangents bwd gets are batched), with a bwd that is the user's, batched."""
+    (r,) = ctx.op.regions
+    rule = bwd.fresh()
+    rule.fn = _BatchedBwd(bwd.fn, bwd, batched, ctx)
+    n = len(args)
+
+    def body(*xs):
+        flags = list(batched) + [False] * (len(xs) - n)
+        return ctx.batch_region(r, list(xs), flags, force=[True] * len(r.outputs))[0], None
+    outs, _ = bind_region(custom_vjp_call_p, body, list(args), {"bwd": rule, "num_out": num_out},
+                          ctx.op.loc, r.name)
+    return outs, [True] * len(outs)
+
+
+custom_vjp_call_p.batch = _batch

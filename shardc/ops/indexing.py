@@ -189,3 +189,68 @@ def _vjps():
 
 
 _vjps()
+
+
+def _with_counter(ctx, idx, index_vector_dim):
+    """Batched indices (B, ...) with the example's number prepended to each index vector
+    (index_vector_dim made explicit first): for an operand whose mapped dim is indexed."""
+    from . import lax as L
+    a = L.aval(idx)
+    ivd = index_vector_dim + 1
+    if ivd == a.ndim:
+        idx = L.reshape(idx, (*a.shape, 1))
+        a = L.aval(idx)
+    shape = a.shape[:ivd] + (1,) + a.shape[ivd + 1:]
+    counter = L.broadcast_in_dim(L.iota(a.dtype, (ctx.size,)), shape, (0,))
+    return L.concatenate([counter, idx], ivd), ivd
+
+
+def _batch_rules():
+    """vmap. Only the indices mapped: more batch dims of the indices (the result's lead).
+    The operand mapped too: its mapped dim is a window dim when the indices are not
+    mapped, else it is indexed by each example's number (an iota in the index vectors)."""
+    from .batching import bcast, shift_axes
+
+    def gather_batch(ctx, args, batched, *, offset_dims, collapsed_slice_dims,
+                     start_index_map, index_vector_dim, slice_sizes):
+        x, idx = args
+        bx, bi = batched
+        if not bx:
+            return gather_p.bind(x, idx, offset_dims=shift_axes(offset_dims),
+                                 collapsed_slice_dims=collapsed_slice_dims,
+                                 start_index_map=start_index_map,
+                                 index_vector_dim=index_vector_dim + 1,
+                                 slice_sizes=slice_sizes), True
+        if not bi:
+            return gather_p.bind(x, idx, offset_dims=(0, *shift_axes(offset_dims)),
+                                 collapsed_slice_dims=shift_axes(collapsed_slice_dims),
+                                 start_index_map=shift_axes(start_index_map),
+                                 index_vector_dim=index_vector_dim,
+                                 slice_sizes=(ctx.size, *slice_sizes)), True
+        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
+        return gather_p.bind(x, idx, offset_dims=shift_axes(offset_dims),
+                             collapsed_slice_dims=(0, *shift_axes(collapsed_slice_dims)),
+                             start_index_map=(0, *shift_axes(start_index_map)),
+                             index_vector_dim=ivd, slice_sizes=(1, *slice_sizes)), True
+    gather_p.batch = gather_batch
+
+    def scatter_batch(ctx, args, batched, *, update_window_dims, inserted_window_dims,
+                      scatter_dims_to_operand_dims, index_vector_dim):
+        x, idx, upd = args
+        x, upd = bcast(ctx, x, batched[0]), bcast(ctx, upd, batched[2])
+        if not batched[1]:
+            return scatter_add_p.bind(
+                x, idx, upd, update_window_dims=(0, *shift_axes(update_window_dims)),
+                inserted_window_dims=shift_axes(inserted_window_dims),
+                scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
+                index_vector_dim=index_vector_dim), True
+        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
+        return scatter_add_p.bind(
+            x, idx, upd, update_window_dims=shift_axes(update_window_dims),
+            inserted_window_dims=(0, *shift_axes(inserted_window_dims)),
+            scatter_dims_to_operand_dims=(0, *shift_axes(scatter_dims_to_operand_dims)),
+            index_vector_dim=ivd), True
+    scatter_add_p.batch = scatter_batch
+
+
+_batch_rules()

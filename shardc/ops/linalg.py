@@ -117,3 +117,31 @@ def _dot_vjp(ctx, cts, x, y, *, contracting, batch, preferred_element_type=None)
 
 
 dot_general_p.vjp = _dot_vjp
+
+
+def _dot_batch(ctx, args, batched, *, contracting, batch, preferred_element_type=None):
+    """vmap: both operands mapped -> one more batch dim (it leads the result); one mapped
+    -> a free dim of it, moved to the front of the result."""
+    from .batching import move_dim, shift_axes
+    a, b = args
+    (ac, bc), (ab, bb) = contracting, batch
+    ba, bb_ = batched
+    if ba and bb_:
+        out = dot_general_p.bind(a, b, contracting=(shift_axes(ac), shift_axes(bc)),
+                                 batch=((0, *shift_axes(ab)), (0, *shift_axes(bb))),
+                                 preferred_element_type=preferred_element_type)
+        return out, True
+    if ba:
+        out = dot_general_p.bind(a, b, contracting=(shift_axes(ac), bc),
+                                 batch=(shift_axes(ab), bb),
+                                 preferred_element_type=preferred_element_type)
+        return move_dim(out, len(ab), 0), True
+    out = dot_general_p.bind(a, b, contracting=(ac, shift_axes(bc)),
+                             batch=(ab, shift_axes(bb)),
+                             preferred_element_type=preferred_element_type)
+    from .lax import aval
+    lhs_free = aval(a).ndim - len(ac) - len(ab)
+    return move_dim(out, len(ab) + lhs_free, 0), True
+
+
+dot_general_p.batch = _dot_batch

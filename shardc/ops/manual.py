@@ -469,3 +469,131 @@ def _shard_map_vjp(ctx, cts, *args, **params):
 
 
 _vjps()
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _split_axes(ctx, axes, sizes):
+    """(whether the vmapped axis is among `axes`, the other axes, their sizes)."""
+    rest = [(a, s) for a, s in zip(axes, sizes) if a != ctx.axis_name]
+    return len(rest) < len(axes), tuple(a for a, _ in rest), tuple(s for _, s in rest)
+
+
+def _only_vmapped(ctx, name, axes, sizes):
+    vm, rest, _ = _split_axes(ctx, axes, sizes)
+    if vm and rest:
+        raise ShardcError(f"{name} over the vmapped axis {ctx.axis_name!r} together with "
+                          f"mesh axes {rest}: apply it to each in turn", ctx.op.loc)
+    return vm
+
+
+def _batch_rules():
+    """vmap. A collective over the vmapped axis acts across the mapped dim (the examples
+    are its 'devices'); over other axes it acts as before on the batched value."""
+    from . import lax as L
+    from .batching import bcast, move_dim
+    from .reduce import reduce_max_p, reduce_min_p, reduce_sum_p
+    across = {psum_p: reduce_sum_p, pmax_p: reduce_max_p, pmin_p: reduce_min_p}
+
+    def all_reduce(prim):
+        def rule(ctx, args, batched, *, axes, sizes):
+            (x,), (b,) = args, batched
+            vm, rest, rsizes = _split_axes(ctx, axes, sizes)
+            if vm:
+                a = L.aval(x)
+                if b:
+                    x = across[prim].bind(x, axes=(0,))
+                elif prim is psum_p:
+                    x = L.mul(x, L.lit(ctx.size, a))
+                if a.weak:
+                    x = L.convert_element_type(x, a.dtype)
+                b = False
+            if rest:
+                x = prim.bind(x, axes=rest, sizes=rsizes)
+            return x, b
+        return rule
+    for p in across:
+        p.batch = all_reduce(p)
+
+    def same(prim):
+        """Over mesh axes only: the collective on the batched value, its dims shifted."""
+        def rule(ctx, args, batched, **params):
+            shifted = {k: v + 1 if k in ("axis", "scatter_dimension", "split_axis",
+                                          "concat_axis") else v for k, v in params.items()}
+            return prim.bind(args[0], **shifted), True
+        return rule
+
+    def all_gather_rule(ctx, args, batched, *, axes, sizes, axis, tiled):
+        if not _only_vmapped(ctx, "all_gather", axes, sizes):
+            return same(all_gather_p)(ctx, args, batched, axes=axes, sizes=sizes, axis=axis,
+                                      tiled=tiled)
+        x = move_dim(bcast(ctx, args[0], batched[0]), 0, axis)
+        if tiled:
+            a = L.aval(x)
+            x = L.reshape(x, a.shape[:axis] + (a.shape[axis] * a.shape[axis + 1],)
+                          + a.shape[axis + 2:])
+        return x, False
+    all_gather_p.batch = all_gather_rule
+
+    def psum_scatter_rule(ctx, args, batched, *, axes, sizes, scatter_dimension, tiled):
+        if not _only_vmapped(ctx, "psum_scatter", axes, sizes):
+            return same(psum_scatter_p)(ctx, args, batched, axes=axes, sizes=sizes,
+                                        scatter_dimension=scatter_dimension, tiled=tiled)
+        x = bcast(ctx, args[0], batched[0])
+        s = reduce_sum_p.bind(x, axes=(0,))
+        d = scatter_dimension
+        if tiled:
+            a = L.aval(s)
+            s = L.reshape(s, a.shape[:d] + (ctx.size, a.shape[d] // ctx.size) + a.shape[d + 1:])
+            return move_dim(s, d, 0), True
+        return move_dim(s, d, 0), True
+    psum_scatter_p.batch = psum_scatter_rule
+
+    def all_to_all_rule(ctx, args, batched, *, axes, sizes, split_axis, concat_axis):
+        if not _only_vmapped(ctx, "all_to_all", axes, sizes):
+            return same(all_to_all_p)(ctx, args, batched, axes=axes, sizes=sizes,
+                                      split_axis=split_axis, concat_axis=concat_axis)
+        # x[j, ..., s, ...]: example j's chunk k of dim s goes to example k, at the j-th
+        # place of its dim c
+        x = bcast(ctx, args[0], batched[0])
+        a = L.aval(x)
+        n, s, c = ctx.size, split_axis + 1, concat_axis + 1
+        x = L.reshape(x, a.shape[:s] + (n, a.shape[s] // n) + a.shape[s + 1:])
+        labels = ["j"] + [d for d in range(1, a.ndim)]   # dims by their old number
+        labels = labels[:s] + ["k", "m"] + labels[s + 1:]
+        # target: k first, then the old dims in order with j just before dim c
+        order = ["k"]
+        for d in range(1, a.ndim):
+            if d == c:
+                order.append("j")
+            order.append("m" if d == s else d)
+        x = L.transpose(x, tuple(labels.index(t) for t in order))
+        b = L.aval(x)
+        pos = order.index("j")
+        x = L.reshape(x, b.shape[:pos] + (b.shape[pos] * b.shape[pos + 1],) + b.shape[pos + 2:])
+        return x, True
+    all_to_all_p.batch = all_to_all_rule
+
+    def ppermute_rule(ctx, args, batched, *, axes, sizes, perm):
+        if not _only_vmapped(ctx, "ppermute", axes, sizes):
+            return same(ppermute_p)(ctx, args, batched, axes=axes, sizes=sizes, perm=perm)
+        x = bcast(ctx, args[0], batched[0])
+        a = L.aval(x)
+        src = {d: s for s, d in perm}
+        rows = []
+        for d in range(ctx.size):
+            if d in src:
+                s = src[d]
+                rows.append(L.slice(x, (s,) + (0,) * (a.ndim - 1), (s + 1, *a.shape[1:])))
+            else:
+                rows.append(L.zeros((1, *a.shape[1:]), a.dtype))
+        return L.concatenate(rows, 0), True
+    ppermute_p.batch = ppermute_rule
+
+    def axis_index_rule(ctx, args, batched, *, axes, sizes, auto=()):
+        _only_vmapped(ctx, "axis_index", axes, sizes)
+        return L.iota(dtypes.int32, (ctx.size,)), True
+    axis_index_p.batch = axis_index_rule
+
+
+_batch_rules()

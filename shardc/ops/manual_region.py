@@ -146,8 +146,8 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     from . import lax as L
     region = ctx.op.regions[0]
     n = len(args)
-    floats = [dtypes.is_float(a.dtype) for a in ctx.in_avals]
-    out_float = [dtypes.is_float(v.aval.dtype) for v in region.outputs]
+    floats = [dtypes.is_inexact(a.dtype) for a in ctx.in_avals]
+    out_float = [dtypes.is_inexact(v.aval.dtype) for v in region.outputs]
 
     def bwd(*blocks):
         prims, cts_in = blocks[:n], list(blocks[n:])
@@ -189,3 +189,34 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     grads = iter(bind_shard_map(bwd, [*args, *[c for c, f in zip(cts, out_float) if f]],
                                 in_sh, diff_sh, manual_axes, mesh, check_vma, name="bwd"))
     return [next(grads) if f else None for f in floats]
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def shard_map_batch(ctx, args, batched, *, in_specs, out_specs, manual_axes, mesh,
+                    check_vma):
+    """vmap of a shard_map: the body batched; a batched operand's or result's mapped dim
+    is split over the manual axes among `spmd_axis_name` (jax's spmd_axis_name), else
+    whole on every device."""
+    from math import prod
+    region = ctx.op.regions[0]
+    lead = tuple(a for a in (ctx.spmd_axis_name or ()) if a in manual_axes)
+    n = prod(mesh.sizes[a] for a in lead)
+    if ctx.size % n:
+        raise ShardcError(f"vmap: the mapped size {ctx.size} does not divide over "
+                          f"spmd_axis_name {lead} (size {n}) of the shard_map inside",
+                          ctx.op.loc)
+    body = ctx if not lead else ctx.resized(ctx.size // n)
+    specs = list(in_specs) + [Sharding.replicated(v.aval.ndim)
+                              for v in ctx.op.inputs[len(in_specs):]]
+    in_sh = [Sharding((lead, *s.dims)) if b else s for s, b in zip(specs, batched)]
+    out_b = body.out_batched(region, list(batched))
+    out_sh = [Sharding((lead, *s.dims)) if b else s for s, b in zip(out_specs, out_b)]
+    outs = bind_shard_map(lambda *xs: body.batch_region(region, list(xs), list(batched),
+                                                        force=out_b)[0],
+                          list(args), in_sh, out_sh, manual_axes, mesh, check_vma,
+                          name=region.name)
+    return outs, out_b
+
+
+shard_map_p.batch = shard_map_batch

@@ -253,3 +253,20 @@ def _vjps():
 
 
 _vjps()
+
+
+def _batch_rules():
+    """vmap: reductions and scans over the per-example dims, one further along."""
+    from .batching import shift_axes
+    for p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p,
+              reduce_or_p):
+        p.batch = (lambda p: lambda ctx, args, batched, *, axes: (
+            p.bind(args[0], axes=shift_axes(axes)), True))(p)
+    for p in (argmax_p, argmin_p):
+        p.batch = (lambda p: lambda ctx, args, batched, *, axis, index_dtype: (
+            p.bind(args[0], axis=axis + 1, index_dtype=index_dtype), True))(p)
+    cumsum_p.batch = lambda ctx, args, batched, *, axis, reverse=False: (
+        cumsum_p.bind(args[0], axis=axis + 1, reverse=reverse), True)
+
+
+_batch_rules()

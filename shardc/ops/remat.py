@@ -73,7 +73,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     out = []
     for v, g in zip(sp.inputs, sp.ct_out):
         g = lookup(env, g)
-        if g is None or not dtypes.is_float(v.aval.dtype):
+        if g is None or not dtypes.is_inexact(v.aval.dtype):
             out.append(None)
         elif not core.is_tracer(g):
             out.append(L.full(v.aval.shape, g.value, v.aval.dtype))
@@ -137,3 +137,14 @@ def _jvp(ctx, primals, tangents, **params):
 
 
 checkpoint_p.jvp = _jvp
+
+
+def _batch_rules():
+    from .batching import region_rule
+    checkpoint_p.batch = region_rule(checkpoint_p)
+    name_p.batch = lambda ctx, args, batched, *, name: (name_p.bind(args[0], name=name), True)
+    optimization_barrier_p.batch = lambda ctx, args, batched: (
+        list(optimization_barrier_p.bind(*args)), list(batched))
+
+
+_batch_rules()

@@ -384,3 +384,48 @@ def _vjps():
 
 
 _vjps()
+
+
+def _batch_rules():
+    """vmap: the mapped dim is a new leading dim every shape op passes through."""
+    from .batching import materialize, shift_axes
+    from . import lax as L
+
+    def bcast_rule(ctx, args, batched, *, shape, broadcast_dimensions):
+        return broadcast_in_dim_p.bind(args[0], shape=(ctx.size, *shape), broadcast_dimensions=(
+            0, *shift_axes(broadcast_dimensions))), True
+    broadcast_in_dim_p.batch = bcast_rule
+    reshape_p.batch = lambda ctx, args, batched, *, shape: (
+        reshape_p.bind(args[0], shape=(ctx.size, *shape)), True)
+    transpose_p.batch = lambda ctx, args, batched, *, permutation: (
+        transpose_p.bind(args[0], permutation=(0, *shift_axes(permutation))), True)
+    rev_p.batch = lambda ctx, args, batched, *, dimensions: (
+        rev_p.bind(args[0], dimensions=shift_axes(dimensions)), True)
+    concatenate_p.batch = lambda ctx, args, batched, *, dimension: (
+        concatenate_p.bind(*materialize(ctx, args, batched), dimension=dimension + 1), True)
+
+    def slice_rule(ctx, args, batched, *, start_indices, limit_indices, strides=None):
+        return slice_p.bind(args[0], start_indices=(0, *start_indices),
+                            limit_indices=(ctx.size, *limit_indices),
+                            strides=None if strides is None else (1, *strides)), True
+    slice_p.batch = slice_rule
+
+    def pad_rule(ctx, args, batched, *, padding_config):
+        x, pv = args
+        cfg = ((0, 0, 0), *padding_config)
+        x = materialize(ctx, [x], [batched[0]])[0]
+        if not batched[1]:
+            return pad_p.bind(x, pv, padding_config=cfg), True
+        # a per-example padding value: pad with zeros, then choose by a mask of the body
+        a = L.aval(x)
+        zero = L.lit(0, a.update(shape=()))
+        y = pad_p.bind(x, zero, padding_config=cfg)
+        mask = pad_p.bind(L.full(a.shape, True, dtypes.bool_), L.lit(False, L.aval(True)),
+                          padding_config=cfg)
+        ya = L.aval(y)
+        return L.select(mask, y, L.broadcast_in_dim(pv, ya.shape, (0,))), True
+    pad_p.batch = pad_rule
+
+
+_batch_rules()
+iota_p.batch = __import__("shardc.ops.batching", fromlist=["no_operands"]).no_operands

@@ -109,3 +109,32 @@ sharding_group_p = Primitive("sharding_group", shape_rule=_group_shape, sharding
                              traits=Trait.EFFECTFUL | Trait.SHARDING_GROUP)
 sharding_group_p.vjp = lambda ctx, cts, x, *, group_id: [None]
 sharding_group_p.data_flow = lambda op: [Group(op.params["group_id"], op.inputs[0])]
+
+
+def _batch_rules():
+    """vmap. A constraint's mapped dim is sharded over `spmd_axis_name` (replicated
+    without one), as jax's; inspection sees the batched value."""
+    from ..ir.sharding import Sharding
+    from .batching import no_operands
+
+    def constraint_batch(ctx, args, batched, *, sharding):
+        lead = tuple(ctx.spmd_axis_name or ())
+        used = set(sharding.axes())
+        if used & set(lead):
+            raise ShardcError(f"vmap: spmd_axis_name {ctx.spmd_axis_name} is already used "
+                              f"by the sharding constraint {sharding} inside the vmapped "
+                              "function; a mesh axis can shard only one dim")
+        opened = None if sharding.open is None else (False, *sharding.open)
+        sh = Sharding((lead, *sharding.dims), opened)
+        out = sharding_constraint_p.bind(args[0], sharding=sh)
+        out.value.sharding = sh
+        return out, True
+    sharding_constraint_p.batch = constraint_batch
+    inspect_sharding_p.batch = lambda ctx, args, batched, *, callback: (
+        inspect_sharding_p.bind(args[0], callback=callback), True)
+    # a batched value has a rank the group's others lack: it leaves the group
+    sharding_group_p.batch = lambda ctx, args, batched, *, group_id: ([], [])
+    constant_p.batch = no_operands
+
+
+_batch_rules()

@@ -103,17 +103,17 @@ mesh_context = _jax.config.Config("shardc_mesh_context", None, include_in_jit_ke
                                   include_in_trace_context=False)
 
 
-def dispatcher(name, cache_miss, static_argnums=(), static_argnames=()):
+def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_arg=None):
     """A callable that dispatches cached calls in C++ (jaxlib's `pjit` dispatch object,
     the one behind jax's own cached calls): it keys each call on the pytree
     structure, static arguments, each leaf's dtype, shape, weak type and sharding, and
     jax's config values that enter jit keys (x64 among them). A new key calls
     `cache_miss(*args, **kwargs)`, which returns `(outputs, FastpathData or None,
     False)`; with FastpathData, later calls with that key never enter Python: leaves
-    that are not arrays sharded as the program's inputs go through `_shard_arg`.
-    Every dispatcher has a cache of its own."""
+    that are not arrays sharded as the program's inputs go through `place_arg(x,
+    sharding, layout, ...)` (default `shard_arg`). Every dispatcher has a cache of its own."""
     return _jax.pjit(name, None, cache_miss, list(static_argnums), list(static_argnames),
-                     (), _pytrees, _shard_arg)
+                     (), _pytrees, place_arg or shard_arg)
 
 
 def fastpath(exe: "Executable", in_shardings, outputs, out_tree) -> FastpathData | None:
@@ -129,7 +129,7 @@ def fastpath(exe: "Executable", in_shardings, outputs, out_tree) -> FastpathData
                         [True] * n, [None] * n, [])
 
 
-def _shard_arg(x, sharding, layout=None, *_):
+def shard_arg(x, sharding, layout=None, *_):
     """A dispatched call's leaf that is not an array sharded as the program's input:
     NumPy, a Python scalar, an uncommitted or differently sharded array."""
     if isinstance(x, jax.Array) and not x.is_deleted() and x.is_fully_addressable \

@@ -2,6 +2,13 @@
 
 The program goes through the same propagate -> lower -> compile path as jit; its
 executable is cached per (primitive, params, argument types and shardings).
+
+Calls are dispatched as jax dispatches its own eager ops (jax/_src/dispatch.py
+apply_primitive: one `jax.jit` of `prim.bind` per (primitive, params)): one jaxlib C++
+dispatcher (runtime.dispatcher) per (primitive, params), whose cache keys each call on
+its arguments' dtypes, shapes, weak types, shardings and committed-ness in C++. A
+signature it has seen runs without entering Python; a new one comes back to `_miss`,
+which builds (or finds) the executable and hands it to the dispatcher.
 """
 from __future__ import annotations
 
@@ -15,9 +22,20 @@ from ..errors import UNKNOWN, user_loc
 from ..ir.program import Lit, Op, Program, Value, fmt_param
 from ..lower.emit import lower
 from .meshes import MeshInfo, mesh_of_args
+from ..ir import dtypes
 from ..ir.sharding import Sharding
 
-_cache: dict = {}
+_cache: dict = {}       # full signature -> (Executable, in shardings, multiple results)
+_dispatchers: dict = {}  # (primitive, params, literal avals) -> C++ dispatcher
+
+_ARRAY = runtime.ARRAY_TYPE
+# argument types the C++ dispatcher types as shardc does (aval_of): anything else
+# (lists, NumPy arrays of dtypes shardc lacks, objects with __array__, ...) takes the
+# Python path, which raises shardc's errors
+_PLAIN = frozenset({_ARRAY, float, int, bool, np.float32, np.float64, np.float16, np.int32,
+                    np.int64, np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64,
+                    np.bool_})
+_SUPPORTED = dtypes.SUPPORTED
 
 
 def _params_key(params):
@@ -37,6 +55,64 @@ def _is_scalar(a):
 def apply(prim, args, params):
     """Run one primitive now. Python scalars become (weak) arguments, so one executable
     serves every value; results are committed only if an input was (as in jax)."""
+    lits = None
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is _ARRAY or t in _PLAIN or (t is np.ndarray and a.dtype in _SUPPORTED):
+            continue
+        if t is not Lit:
+            return _run(prim, args, params)[0]
+        if lits is None:
+            lits, args = [None] * len(args), list(args)
+        # a literal travels as a rank-0 NumPy array of its dtype; its weak type (which
+        # the C++ key cannot see) goes into the dispatcher's key instead
+        lits[i] = a.aval
+        args[i] = np.asarray(a.value, a.aval.dtype)
+    try:
+        key = (prim, *params.items()) if lits is None else \
+            (prim, tuple(lits), *params.items())
+        d = _dispatchers.get(key)
+    except TypeError:   # unhashable params (an array, a list): one key by value
+        key = (prim, lits and tuple(lits), _params_key(params))
+        d = _dispatchers.get(key)
+    if d is None:
+        d = _dispatchers[key] = _dispatcher(prim, params, lits)
+    return d(*args)
+
+
+def _dispatcher(prim, params, lits):
+    def miss(*args):
+        if lits is not None:
+            args = [a if aval is None else Lit(a.item(), aval) for a, aval in zip(args, lits)]
+        out, entry = _run(prim, args, params)
+        exe, in_shardings, multiple = entry
+        outs = out if multiple else [out]
+        return out, runtime.fastpath(exe, in_shardings, outs,
+                                     runtime.flatten(out)[1]), False
+    return runtime.dispatcher(prim.name, miss, place_arg=_place_arg)
+
+
+_consts: dict = {}      # (dtype, bytes, sharding) -> a placed rank-0 array
+
+
+def _place_arg(x, sharding, layout=None, *_):
+    """An argument the program wants elsewhere. Literals and NumPy scalars are few
+    distinct values used over and over (`x * 2` in a loop), and placing one costs more
+    than the op: each is placed once per sharding (bit for bit: 0.0 and -0.0 differ).
+    Eager programs never donate their inputs, so sharing the placed array is safe."""
+    if (type(x) is np.ndarray and x.ndim == 0) or isinstance(x, np.generic):
+        key = (x.dtype, x.tobytes(), sharding)
+        out = _consts.get(key)
+        if out is None:
+            if len(_consts) >= 4096:
+                _consts.clear()
+            out = _consts[key] = runtime.place(x, sharding)
+        return out
+    return runtime.shard_arg(x, sharding, layout)
+
+
+def _run(prim, args, params):
+    """(outputs, cache entry) of one call, in Python."""
     mesh = mesh_of_args([a for a in args if isinstance(a, jax.Array)], [], None)
     specs, arrays, committed = [], [], mesh.mesh is not None
     for a in args:
@@ -59,7 +135,7 @@ def apply(prim, args, params):
         entry = _cache[key] = _build(prim, params, specs, mesh, committed)
     exe, in_shardings, multiple = entry
     outs = exe([runtime.place(a, s) for a, s in zip(arrays, in_shardings)])
-    return outs if multiple else outs[0]
+    return (outs if multiple else outs[0]), entry
 
 
 def _build(prim, params, specs, mesh: MeshInfo, committed):

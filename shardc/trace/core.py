@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import jax
 import numpy as np
 
 from ..ir import dtypes
@@ -219,6 +220,12 @@ def _bind_traced(b: Builder, prim, args, params):
 
 
 _PY_AVALS: dict = {}    # (type, x64) -> Aval of a Python scalar of that type
+# jax interns its avals (one ShapedArray per shape, dtype, weak type and sharding, hashed
+# by identity), so a jax.Array's Aval is one lookup on `x.aval`. Only 32-bit and
+# narrower dtypes are kept: a 64-bit one's canonical dtype depends on x64.
+_JAX_AVALS: dict = {}
+_ARRAY_TYPES: set = set()     # the concrete jax.Array classes seen (jaxlib's ArrayImpl)
+_WIDE = frozenset(map(np.dtype, ("int64", "uint64", "float64")))
 
 
 def aval_of(x) -> Aval:
@@ -226,20 +233,22 @@ def aval_of(x) -> Aval:
     t = type(x)
     if t is Tracer:
         return x.value.aval
+    if t in _ARRAY_TYPES:
+        a = _JAX_AVALS.get(x.aval)
+        if a is not None:
+            return a
     if t is Lit:
         return x.aval
-    if t is float or t is int or t is bool:
+    if t is float or t is int or t is bool or t is complex:
         key = (t, _primitive.X64.value)
         a = _PY_AVALS.get(key)
         if a is None:
             # JAX types Python ints and floats weakly, bools strongly
             a = _PY_AVALS[key] = Aval((), dtypes.python_scalar_dtype(x), t is not bool)
         return a
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         # JAX types Python ints and floats weakly, bools strongly
         return Aval((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
-    if isinstance(x, complex):
-        raise ShardcError("shardc does not support complex numbers")
     shape = getattr(x, "shape", None)
     dt = getattr(x, "dtype", None)
     if shape is None or dt is None:
@@ -251,7 +260,11 @@ def aval_of(x) -> Aval:
             raise ShardcError(f"expected an array or a number, got {type(x).__name__}")
         shape, dt = arr.shape, arr.dtype
     weak = bool(getattr(x, "weak_type", False))
-    return Aval(tuple(shape), dtypes.canonicalize(dt), weak)
+    a = Aval(tuple(shape), dtypes.canonicalize(dt), weak)
+    if isinstance(x, jax.Array) and a.dtype not in _WIDE and len(_JAX_AVALS) < 100_000:
+        _ARRAY_TYPES.add(t)
+        _JAX_AVALS[x.aval] = a
+    return a
 
 
 def constant_value(b: Builder, x):
@@ -269,14 +282,19 @@ def _scalar(x, dtype):
     type (int32; int64 with x64), or the wider `dtype`, and then wraps into a narrower
     integer dtype (uint8 + -1 is uint8 + 255)."""
     if type(x) is int and dtypes.is_int(dtype):
-        info, wide = np.iinfo(dtype), np.iinfo(dtypes.default_int())
+        info, wide = dtypes.iinfo(dtype), np.iinfo(dtypes.default_int())
         if not (wide.min <= x <= wide.max or info.min <= x <= info.max):
             raise ShardcError(f"Python int {x} is too large for {dtype} (the range is "
                               f"{info.min}..{info.max}); use a smaller value or a wider "
                               "dtype (64-bit needs jax_enable_x64)")
         return int(np.asarray(x, np.int64).astype(dtype))
-    return np.asarray(x).astype(dtype).item() if dtype != dtypes.bfloat16 else \
-        float(np.asarray(x).astype(dtype))
+    if dtypes.is_complex(dtype):
+        return complex(np.asarray(x).astype(dtype))
+    if dtypes.is_complex(np.asarray(x).dtype):
+        x = np.real(x)      # as a NumPy cast (jax warns and drops the imaginary part)
+    v = np.asarray(x).astype(dtype)
+    return float(v) if dtypes.is_float(dtype) else v.item() if dtype == dtypes.bool_ \
+        else int(v)
 
 
 def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):

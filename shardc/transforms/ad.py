@@ -58,7 +58,7 @@ class VjpCtx:
 
 
 def _is_float(aval):
-    return dtypes.is_float(aval.dtype)
+    return dtypes.is_inexact(aval.dtype)
 
 
 def _as_tracer(b, v):
@@ -280,6 +280,8 @@ custom_vjp_out_p.vjp = lambda ctx, cts, x: [cts[0]]
 copy_p = Primitive("copy", shape_rule=lambda x: x, sharding_rule=_pointwise, lower=_sg_lower,
                    prop_kind="elementwise")
 copy_p.vjp = lambda ctx, cts, x: [cts[0]]
+for _p in (stop_gradient_p, custom_vjp_out_p, copy_p):
+    _p.batch = (lambda p: lambda ctx, args, batched: (p.bind(args[0]), True))(_p)
 
 
 def stop_gradient(x):

@@ -18,9 +18,10 @@ ALLOWED_NAME_TESTS: set = set()   # (file, op name) pairs still tested by name: 
 def missing_rules(prim) -> list[str]:
     """What `prim` lacks: a shape rule, a factor rule (or NO_FACTOR_RULE), a lowering, a
     propagation kind (PropKind.NONE included), a gradient (or the not-differentiable
-    marker); ops with regions also need a shape rule that takes the regions' types."""
+    marker), a batching rule (batching.no_operands for ops without operands); ops
+    with regions also need a shape rule that takes the regions' types."""
     out = []
-    for what in ("shape_rule", "sharding_rule", "lower", "vjp", "operand_uses"):
+    for what in ("shape_rule", "sharding_rule", "lower", "vjp", "operand_uses", "batch"):
         if not callable(getattr(prim, what, None)):
             out.append(what)
     if not isinstance(prim.prop_kind, PropKind):
@@ -48,8 +49,9 @@ def test_the_check_finds_a_missing_gradient_and_region_rule():
     p = Primitive("_test_incomplete", shape_rule=lambda x: x, sharding_rule=NO_FACTOR_RULE,
                   lower=lambda ctx, x: x, prop_kind=PropKind.NONE, num_regions=1)
     try:
-        assert missing_rules(p) == ["vjp", "shape_rule(regions=)"]
+        assert missing_rules(p) == ["vjp", "batch", "shape_rule(regions=)"]
         p.vjp = lambda ctx, cts, x: [None]
+        p.batch = lambda ctx, args, batched: (args[0], batched[0])
         assert missing_rules(p) == ["shape_rule(regions=)"]
     finally:
         del PRIMITIVES["_test_incomplete"]

@@ -145,7 +145,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     if where is not None:
         return _mean_where(a, axis, dtype, keepdims, where)
     x = aval(a)
-    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
     s = sum(a, axis, dtype=comp, keepdims=keepdims)
@@ -158,7 +158,7 @@ _mean = mean      # (var's `mean` parameter hides the function)
 
 def _mean_where(a, axis, dtype, keepdims, where):
     x = aval(a)
-    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
     from ._shapes import broadcast_to
@@ -180,11 +180,17 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
         return _var_where(a, axis, dtype, ddof, keepdims, where, mean)
     check_arraylike("var", a)
     x = aval(a)
-    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+    out_dtype = canonical_dtype(dtype) or (dtypes.real_dtype(x.dtype)
+                                           if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
-    a = convert(a, comp)
-    centered = square(subtract(a, _mean(a, axis, keepdims=True)))
+    if dtypes.is_complex(x.dtype):     # |a - mean|**2, in the parts' dtype (as jnp)
+        from ...ops import complex as cx
+        c = subtract(a, _mean(a, axis, keepdims=True))
+        centered = convert(cx.real_p.bind(ew.mul_p.bind(c, cx.conj_p.bind(c))), comp)
+    else:
+        a = convert(a, comp)
+        centered = square(subtract(a, _mean(a, axis, keepdims=True)))
     n = _count(a, axis) - ddof
     s = sum(centered, axis, keepdims=keepdims)
     out = multiply(s, float("nan")) if n <= 0 else divide(s, float(n))

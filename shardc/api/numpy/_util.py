@@ -16,6 +16,7 @@ is_py_scalar = _lax.is_py_scalar
 
 
 _Tracer = core.Tracer
+_ARRAYS = core._ARRAY_TYPES     # jax.Array's concrete classes (filled as they are seen)
 
 
 def aval(x) -> Aval:
@@ -87,10 +88,11 @@ def promote_dtypes(*xs):
     """Convert all arguments to their common (JAX-promoted) dtype."""
     if len(xs) == 1:
         return [as_lit(xs[0])]
-    if all(type(x) is _Tracer for x in xs):     # traced values already alike: as they are
-        a = xs[0].value.aval
+    if all(type(x) is _Tracer or type(x) in _ARRAYS for x in xs):
+        # traced values or jax.Arrays already alike: as they are
+        a, *rest = map(aval, xs)
         # (weak bools are the exception: jax's result of several is a strong bool)
-        if all(x.value.aval.dtype == a.dtype and x.value.aval.weak == a.weak for x in xs) \
+        if all(b.dtype == a.dtype and b.weak == a.weak for b in rest) \
                 and not (a.weak and a.dtype == dtypes.bool_):
             return list(xs)
     dt, weak = result_type(*xs)
@@ -100,7 +102,7 @@ def promote_dtypes(*xs):
 def promote_dtypes_inexact(*xs):
     """As promote_dtypes, but integers and bools become the default float."""
     dt, weak = result_type(*xs)
-    if not dtypes.is_float(dt):
+    if not dtypes.is_inexact(dt):
         dt = dtypes.default_float()
     return [convert(as_lit(x), dt, weak) for x in xs]
 
@@ -177,6 +179,8 @@ def canonical_dtype(dtype):
         return dtypes.default_int()
     if dtype is bool:
         return dtypes.bool_
+    if dtype is complex:
+        return dtypes.default_complex()
     try:
         return dtypes.canonicalize(np.dtype(dtype))
     except TypeError as e:

@@ -1,0 +1,180 @@
+"""vmap: a function mapped over an axis of its arguments, as jax.vmap.
+
+The function is traced once on one example's types into a region, and the region is
+re-traced batched (shardc.transforms.batch) in the current trace; outside any trace the
+whole vmapped function runs under shardc.jit, as grad does.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+
+import jax
+
+from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..ops import batching
+from ..ops.batching import bcast, move_dim
+from ..ops.region import trace_region
+from ..trace import core
+from ..transforms.batch import batch_program, make_ctx
+
+_tree = jax.tree_util
+
+
+def _axes_leaves(axes, tree, what):
+    """One axis (int or None) per leaf of `tree`, from the pytree prefix `axes`."""
+    out = []
+    is_leaf = lambda x: x is None   # noqa: E731
+
+    def go(p, t):
+        if p is None or isinstance(p, int):
+            if p is not None and not isinstance(p, bool):
+                p = operator.index(p)
+            out.extend([p] * len(_tree.tree_leaves(t)))
+            return
+        pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
+        if len(pl) == 1 and pl[0] is p:
+            raise ShardcTypeError(f"vmap {what} must be an int, None, or a (nested) tuple or "
+                                  f"list of those, got {p!r}")
+        try:
+            subs = pt.flatten_up_to(t)
+        except (ValueError, TypeError):
+            raise ShardcError(f"vmap {what} specification must be a tree prefix of the "
+                              f"corresponding value, got specification {axes!r} for value "
+                              f"tree {_tree.tree_structure(tree)}.") from None
+        for pp, tt in zip(pl, subs):
+            go(pp, tt)
+    if isinstance(axes, list) and what == "in_axes":
+        axes = tuple(axes)   # jax treats a list of in_axes as a tuple
+    go(axes, tree)
+    return out
+
+
+def _mapped_size(leaves, axes, axis_size):
+    sizes = {}
+    for i, (x, ax) in enumerate(zip(leaves, axes)):
+        if ax is None:
+            continue
+        shape = core.aval_of(x).shape if _is_array(x) else ()
+        if not -len(shape) <= ax < len(shape) or not shape:
+            raise ShardcError(f"vmap was requested to map its argument along axis {ax}, "
+                              f"which implies that its rank should be at least {max(ax + 1, -ax)}"
+                              f", but is only {len(shape)} (its shape is {shape})")
+        sizes.setdefault(shape[ax % len(shape)], []).append(i)
+    if axis_size is not None:
+        sizes.setdefault(operator.index(axis_size), [])
+    if not sizes:
+        raise ShardcError("vmap must have at least one non-None value in in_axes "
+                          "(or be given axis_size)")
+    if len(sizes) > 1:
+        raise ShardcError("vmap got inconsistent sizes for array axes to be mapped: "
+                          + "; ".join(f"arguments {v} have size {k}" for k, v in sizes.items()))
+    return next(iter(sizes))
+
+
+def _is_array(x):
+    return core.is_tracer(x) or hasattr(x, "shape") or isinstance(x, (int, float, bool))
+
+
+def _spmd_axes(spmd_axis_name):
+    if spmd_axis_name is None:
+        return None
+    return (spmd_axis_name,) if isinstance(spmd_axis_name, str) else tuple(spmd_axis_name)
+
+
+@api_boundary
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+    """`fun` mapped over axis `in_axes` of its arguments, results stacked at `out_axes`
+    (as jax.vmap). `axis_name` names the mapped axis for collectives inside (psum,
+    axis_index, ...); `spmd_axis_name` shards the mapped dim over those mesh axes
+    wherever `fun` constrains shardings."""
+    if not callable(fun):
+        raise ShardcTypeError(f"vmap requires a callable, got {fun!r}")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    spmd = _spmd_axes(spmd_axis_name)
+
+    @functools.wraps(fun)
+    @api_boundary
+    def vmapped(*args, **kwargs):
+        if core.current_builder() is None:
+            return _under_jit(vmapped, args, kwargs)
+        return _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwargs)
+    vmapped.__wrapped_vmap__ = fun
+    return vmapped
+
+
+def _under_jit(vmapped, args, kwargs):
+    from .grad import _is_arraylike
+    from .jit import jit
+    static = tuple(i for i, a in enumerate(args)
+                   if not all(map(_is_arraylike, _tree.tree_leaves(a))))
+    cache = vmapped.__dict__.setdefault("_jitted", {})
+    j = cache.get(static)
+    if j is None:
+        j = cache[static] = jit(vmapped, static_argnums=static)
+    return j(*args, **kwargs)
+
+
+def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwargs):
+    leaves, tree = _tree.tree_flatten((args, kwargs))
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ShardcError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                          f"corresponding to the positional arguments passed to the function, "
+                          f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+    axes = _axes_leaves((in_axes, 0), (args, kwargs), "in_axes")
+    size = _mapped_size(leaves, axes, axis_size)
+    ins, batched, avals = [], [], []
+    for x, ax in zip(leaves, axes):
+        if ax is None:
+            ins.append(x)
+            batched.append(False)
+            avals.append(core.aval_of(x) if _is_array(x) else None)
+            continue
+        if not core.is_tracer(x):
+            from .numpy import asarray
+            x = asarray(x)
+        a = core.aval_of(x)
+        x = move_dim(x, ax, 0)
+        ins.append(x)
+        batched.append(True)
+        avals.append(a.update(shape=a.shape[:ax % a.ndim] + a.shape[ax % a.ndim + 1:]))
+    # non-array leaves (functions, flags) mapped with None are passed as they are
+    dyn = [i for i, a in enumerate(avals) if a is not None]
+    out_tree = []
+
+    def flat_fun(*xs):
+        full = list(leaves)
+        for i, x in zip(dyn, xs):
+            full[i] = x
+        a, k = _tree.tree_unflatten(tree, full)
+        out = fun(*a, **k)
+        outs, t = _tree.tree_flatten(out)
+        out_tree.append((t, out))
+        for o in outs:
+            if not _is_array(o):
+                raise ShardcTypeError(f"vmap: the function returned a "
+                                      f"{type(o).__name__}, not an array")
+        return outs, None
+    if axis_name is not None:
+        batching.AXES.stack.append((axis_name, size))
+    try:
+        region, caps, _ = trace_region([avals[i] for i in dyn], flat_fun, "vmapped")
+    finally:
+        if axis_name is not None:
+            batching.AXES.stack.pop()
+    ctx = make_ctx(size, axis_name, spmd)
+    outs, obs = batch_program(region, [ins[i] for i in dyn] + caps,
+                              [batched[i] for i in dyn] + [False] * len(caps), ctx)
+    t, raw = out_tree[0]
+    oaxes = _axes_leaves(out_axes, raw, "out_axes")
+    res = []
+    for o, b, ax in zip(outs, obs, oaxes):
+        if ax is None:
+            if b:
+                raise ShardcError("vmap has mapped output but out_axes is None")
+            res.append(o)
+            continue
+        o = bcast(ctx, o, b)
+        res.append(move_dim(o, 0, ax))
+    return _tree.tree_unflatten(t, res)
