@@ -12,12 +12,12 @@ import coverage  # noqa: E402
 
 COUNTS = coverage.counts()
 
-FLOORS = [   # (jax namespace, floor, helper whose branch reaches it)
+FLOORS = [   # (jax namespace, floor, helper whose branch reaches it: None once merged)
     ("jax.numpy", 330, None),
     ("jax.lax", 120, None),
     ("jax.nn", 30, None),
-    ("jax.random", 35, "random"),
-    ("jax.numpy.linalg", 10, "linalg"),
+    ("jax.random", 35, None),
+    ("jax.numpy.linalg", 10, None),
 ]
 
 
@@ -44,6 +44,7 @@ ALLOWED = {
     "shardc.numpy.astype": "NumPy's array-API signature; jax's is positional-only",
     "shardc.lax.all_gather": "to= (jax's varying-manual-axes type) has no meaning in shardc",
     "shardc.lax.optimization_barrier": "operand is positional-or-keyword",
+    "shardc.random.key_dtype": "random helper's: impl vs jax's impl_spec (to rename)",
 }
 
 
