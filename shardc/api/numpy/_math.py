@@ -173,12 +173,6 @@ def trunc(x):
     return where(ew.lt_p.bind(x, const_like(x, 0)), ceil(x), floor(x))
 
 
-def fix(x, out=None):
-    if out is not None:
-        raise ShardcError("fix: the 'out' argument is not supported")
-    return trunc(x)
-
-
 def rint(x, /):
     check_arraylike("rint", x)
     (x,) = promote_args("rint", x)

@@ -56,9 +56,11 @@ floor = _keep_int(ew.floor_p, "floor")
 ceil = _keep_int(ew.ceil_p, "ceil")
 
 
-def round(a, decimals=0):
+def round(a, decimals=0, out=None):
     """Round half to even, as jnp.round (half floats scale in f32 for decimals)."""
     check_arraylike("round", a)
+    if out is not None:
+        raise ShardcError("The 'out' argument to shardc.numpy.round is not supported.")
     dt = aval(a).dtype
     if dt == dtypes.bool_:
         raise ShardcError("round needs a numeric array, got a boolean one; convert it "
@@ -348,9 +350,17 @@ def _pow_int_int(x, y):
 pow = power
 
 
-def where(condition, x=None, y=None, /):
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """Choose x where condition, else y (the three-argument form), as jnp.where: all
     three broadcast to one shape (a rank-0 condition leaves x and y as they are)."""
+    if x is None and y is None and size is not None:
+        from . import _names  # noqa: F401  (nonzero, when the sort family provides it)
+        from .. import numpy as snp
+        if hasattr(snp, "nonzero"):
+            return snp.nonzero(condition, size=size, fill_value=fill_value)
+    if size is not None or fill_value is not None:
+        if x is not None or y is not None:
+            raise ShardcError("size= and fill_value= go with the one-argument where")
     if x is None or y is None:
         raise ShardcError("shardc.numpy.where needs three arguments; the one-argument "
                           "form has a data-dependent shape")
