@@ -57,8 +57,15 @@ def bench_program(prog, fws, quick, log=_log):
     sfw, jfw = fws["shardc"], fws["jax"]
     if prog.eager_ops is not None:
         return bench_eager(prog, fws, args, quick, log)
+    missing = prog.missing(sfw)
+    if missing:
+        log(f"  {prog.name}: needs shardc.{'/'.join(missing)} (not in this shardc); skipped")
+        return [{"program": prog.name, "metric": "skipped", "shardc": None,
+                 "note": f"needs shardc.{'/'.join(missing)}"}]
     full, fast = REPEATS.get(prog.name, REPEATS["default"])
     repeats = fast if quick else full
+    if prog.runs is not None:
+        repeats = min(repeats, prog.runs)
     run = prog.compile_and_run
 
     lower = {"shardc": [], "jax": []}
@@ -114,7 +121,8 @@ def bench_program(prog, fws, quick, log=_log):
     row("temp_bytes", M.temp_bytes(sc), M.temp_bytes(jc))
 
     # run time of the compiled executables on placed inputs
-    rs = M.run_s({"shardc": sc, "jax": jc}, args, budget_s=0.5 if quick else 1.5)
+    rs = M.run_s({"shardc": sc, "jax": jc}, args, budget_s=0.5 if quick else 1.5,
+                 **({} if prog.runs is None else {"min_iters": prog.runs}))
     row("run_s", rs["shardc"], rs["jax"])
 
     # cached call through the jitted function (compiles once more, untimed)
@@ -128,7 +136,8 @@ def bench_program(prog, fws, quick, log=_log):
                 f"vs jax {b.sharding.spec}")
     # each sample blocks on its outputs: keep the total near a budget per side
     budget = 0.6 if quick else 2.5
-    n = int(min(1200, max(60, budget / max(rs["shardc"], rs["jax"], 1e-6))))
+    n = int(min(1200, max(60 if prog.runs is None else 2 * prog.runs,
+                          budget / max(rs["shardc"], rs["jax"], 1e-6))))
     cu = M.call_us({"shardc": sf, "jax": jf}, args, n=n)
     row("call_us", cu["shardc"], cu["jax"])
     return rows
@@ -209,6 +218,9 @@ def summary_table(results) -> str:
             cells.append(f"{_fmt(r['shardc'], m)} / {_fmt(r.get('jax'), m)} "
                          f"({'' if rat is None else f'{rat:.2f}'}{'!' if miss else ''})")
         ops = by.get((p, "lower_s"), {}).get("ops", "")
+        skipped = by.get((p, "skipped"))
+        if skipped:
+            cells = [skipped["note"]] + ["-"] * (len(cells) - 1)
         lines.append(f"| {p} | {ops} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5, "
@@ -229,7 +241,9 @@ def table(results) -> str:
         m = r["metric"]
         rat = ratio(r["shardc"], r.get("jax"))
         tgt = TARGETS.get(m)
-        if rat is None or tgt is None:
+        if r.get("note"):
+            mark = r["note"]
+        elif rat is None or tgt is None:
             mark = ""
         else:
             mark = f"≤{tgt:g} {'ok' if rat <= tgt else 'MISS'}"
