@@ -61,6 +61,14 @@ def test_literals_are_placed_once_and_bit_for_bit(counted):
         out = snp.multiply(x, 3.0)
     assert counted["place"] == placed
     np.testing.assert_array_equal(out, x * 3.0)
+    # a Python scalar bound directly (as the lax-level wrappers may) is a weak literal too
+    first = ew.mul_p.bind(x, 3.0)
+    placed = counted["place"]
+    again = ew.mul_p.bind(x, 3.0)
+    assert counted["place"] == placed and not again.weak_type
+    np.testing.assert_array_equal(first, x * 3.0)
+    both = ew.add_p.bind(2.0, 3.0)
+    assert both.weak_type and both.dtype == np.float32 and float(both) == 5.0
     # 0.0 and -0.0 are equal as keys but not as values
     assert np.all(np.signbit(snp.multiply(x, 0.0)) == np.signbit(x * 0.0))
     assert np.all(np.signbit(snp.multiply(x, -0.0)) == np.signbit(x * -0.0))
