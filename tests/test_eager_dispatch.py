@@ -129,3 +129,15 @@ def test_unsupported_numpy_dtype_raises_shardcs_error():
     with pytest.raises(shardc.ShardcError) as e:
         snp.sin(np.array(["a"]))
     assert "test_eager_dispatch.py" in str(e.value)
+
+
+def test_errors_from_a_new_signature_name_the_users_line(mesh2x4, mesh8):
+    """An error found while building a signature's program (here: two meshes) comes back
+    through jaxlib's dispatcher and still names the line that called the op."""
+    a = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh2x4, P("x")))
+    b = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh8, P("x")))
+    with pytest.raises(shardc.ShardcError) as e:
+        snp.add(a, b)                       # the line the error names
+    assert "different meshes" in str(e.value)
+    line = next(i for i, t in enumerate(open(__file__), 1) if "# the line the error" in t)
+    assert (e.value.loc.file, e.value.loc.line) == (__file__, line)
