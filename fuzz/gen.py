@@ -26,6 +26,8 @@ SIZES = [1, 2, 3, 4, 6, 8, 8, 16]
 MAX_ELEMS = 4096
 # FUZZ_CONTROL=1 (read by the worker processes too): mostly control flow, more gradients
 CONTROL_FOCUS = os.environ.get("FUZZ_CONTROL") == "1"
+# FUZZ_VMAP=1: most programs vmapped (over a batch dim inserted into some inputs)
+VMAP_FOCUS = os.environ.get("FUZZ_VMAP") == "1"
 
 
 @dataclasses.dataclass
@@ -37,6 +39,7 @@ class Program:
     out: list              # names of the values returned
     grad: bool = False     # differentiate sum(outputs) wrt v0, closing over v0
     out_specs: list | None = None
+    vmap: tuple | None = None   # (size, in_axes): prog vmapped, the inputs batched there
 
     def source(self) -> str:
         n = len(self.inputs)
@@ -104,6 +107,12 @@ class Gen(ControlSteps):
         if rng.random() < 0.2:
             outs = ["v0"] if prog.grad else prog.out    # a gradient program returns d/dv0
             prog.out_specs = [self.spec(avals[int(o[1:])].shape, mesh) for o in outs]
+        if rng.random() < (0.8 if VMAP_FOCUS else 0.2):
+            axes = [None if rng.random() < 0.3 else int(rng.integers(0, len(s) + 1))
+                    for s, _ in inputs]
+            if all(a is None for a in axes):
+                axes[0] = 0
+            prog.vmap = (int(self.choice((2, 3, 4))), tuple(axes))
         return prog
 
     def input_type(self):
@@ -370,14 +379,18 @@ def build(prog: Program, framework: str):
     exec(compile(prog.source(), "<fuzz program>", "exec"), ns)
     f = ns["prog"]
     fw = (ns["m"], ns["L"], ns["nn"], ns["sm"])
-    if not prog.grad:
-        return lambda *xs: f(*fw, *xs)
     import shardc
-    grad = shardc.grad if framework == "shardc" else jax.grad
+    if not prog.grad:
+        g = lambda *xs: f(*fw, *xs)  # noqa: E731
+    else:
+        grad = shardc.grad if framework == "shardc" else jax.grad
 
-    def g(*xs):
-        ns["v0_closed"] = xs[0]     # the loss closes over the array it differentiates
-        return (grad(lambda p: ns["loss"](*fw, p, *xs[1:]))(xs[0]),)
+        def g(*xs):
+            ns["v0_closed"] = xs[0]     # the loss closes over the array it differentiates
+            return (grad(lambda p: ns["loss"](*fw, p, *xs[1:]))(xs[0]),)
+    if prog.vmap is not None:
+        vmap = shardc.vmap if framework == "shardc" else jax.vmap
+        return vmap(g, in_axes=prog.vmap[1])
     return g
 
 

@@ -35,7 +35,11 @@ def inputs(prog: Program, seed: int):
     rng = np.random.default_rng(seed)
     mesh = make_mesh(prog.mesh)
     out = []
-    for (shape, dt), spec in zip(prog.inputs, prog.in_specs):
+    for k, ((shape, dt), spec) in enumerate(zip(prog.inputs, prog.in_specs)):
+        if prog.vmap is not None and prog.vmap[1][k] is not None:   # the batch dim
+            ax = prog.vmap[1][k]
+            shape = shape[:ax] + (prog.vmap[0],) + shape[ax:]
+            spec = tuple(spec[:ax]) + (None,) + tuple(spec[ax:])
         if dt == "bool":
             a = rng.random(shape) > 0.5
         elif dt == "int32":
@@ -86,7 +90,8 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
     mesh = make_mesh(prog.mesh)
     out_sh = None
     if prog.out_specs is not None:
-        out_sh = tuple(NamedSharding(mesh, PartitionSpec(*s)) for s in prog.out_specs)
+        lead = (None,) if prog.vmap is not None else ()    # the results' batch dim
+        out_sh = tuple(NamedSharding(mesh, PartitionSpec(*lead, *s)) for s in prog.out_specs)
     kw = {} if out_sh is None else {"out_shardings": out_sh}
     def compile_run(jit, framework):
         """(compiled, outputs, None), or (None, None, the exception)."""

@@ -119,7 +119,8 @@ from fuzz.run import inputs
 prog = Program(mesh={prog.mesh!r}, inputs={prog.inputs!r},
                in_specs={prog.in_specs!r},
                lines={prog.lines!r},
-               out={prog.out!r}, grad={prog.grad!r}, out_specs={prog.out_specs!r})
+               out={prog.out!r}, grad={prog.grad!r}, out_specs={prog.out_specs!r},
+               vmap={prog.vmap!r})
 # the program (m = shardc.numpy or jax.numpy, L = shardc.lax or jax.lax):
 {_comment(prog.source())}# inputs {ins} placed as {specs}{out_kw}
 xs = inputs(prog, {seed})

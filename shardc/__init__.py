@@ -15,6 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 from . import ops as _ops  # noqa: E402,F401  (registers every primitive)
 from .runtime import eager as _eager  # noqa: E402,F401  (runs ops outside traces)
 from . import debug, lax, nn, numpy  # noqa: E402  (the public modules)
+from . import random  # noqa: E402
 from .tools import html as _html  # noqa: E402,F401  (notebook views of jit's stages)
 from .errors import ShardcError  # noqa: E402
 from .api.jit import jit  # noqa: E402
@@ -26,8 +27,11 @@ from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
 from .api.grad import grad, jvp, value_and_grad, vjp  # noqa: E402
 from .api.vmap import vmap  # noqa: E402
+from .api.xmap import xmap  # noqa: E402
 from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
+from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
+                             jacrev, linearize)
 from . import distributed  # noqa: E402
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,
@@ -38,7 +42,7 @@ P = PartitionSpec
 
 __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug",
            "device_put", "jit", "lax", "make_mesh", "nn", "numpy", "pmap", "set_mesh",
-           "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap",
+           "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap", "xmap",
            "shard_alike", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
            "with_sharding_constraint"]
 __all__ += ["devices", "distributed", "global_array_to_host_local_array",
@@ -46,4 +50,6 @@ __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "make_array_from_callback", "make_array_from_process_local_data",
             "make_array_from_single_device_arrays", "process_allgather", "process_count",
             "process_index"]
+__all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
+            "hessian"]
 __version__ = "0.1.0"

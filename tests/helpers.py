@@ -32,9 +32,11 @@ def same_sharding(a, b, ndim) -> bool:
 
 def tol(dtype):
     dtype = np.dtype(dtype)
+    if dtype.name.startswith(("float8", "float4")):
+        return dict(rtol=0.13, atol=0.13)
     if dtype == np.float16 or dtype.name == "bfloat16":
         return dict(rtol=2e-2, atol=2e-2)
-    if dtype == np.float32:
+    if dtype in (np.float32, np.complex64):
         return dict(rtol=2e-5, atol=2e-5)
     return dict(rtol=1e-12, atol=1e-12)
 
@@ -43,8 +45,9 @@ def assert_close(got, want, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    if got.dtype.kind in "fc" or got.dtype.name == "bfloat16":
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+    if got.dtype.kind in "fc" or got.dtype.name.startswith(("bfloat16", "float")):
+        wide = np.complex128 if got.dtype.kind == "c" else np.float64
+        np.testing.assert_allclose(got.astype(wide), want.astype(wide),
                                    equal_nan=True, err_msg=what, **tol(got.dtype))
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
@@ -165,8 +168,9 @@ def check_numpy(ours_l, want):
     for i, (o, w) in enumerate(zip(ours_l, jax.tree_util.tree_leaves(want))):
         w = np.asarray(w)
         assert np.shape(o) == w.shape, f"output {i}: shape {np.shape(o)} vs numpy {w.shape}"
-        np.testing.assert_allclose(np.asarray(o).astype(np.float64),
-                                   w.astype(np.float64), equal_nan=True,
+        wide = np.complex128 if np.iscomplexobj(o) or np.iscomplexobj(w) else np.float64
+        np.testing.assert_allclose(np.asarray(o).astype(wide),
+                                   w.astype(wide), equal_nan=True,
                                    err_msg=f"output {i} vs numpy", **_loosest(o.dtype, w.dtype))
 
 

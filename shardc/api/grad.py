@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..ir import dtypes
 from ..trace import core
 from ..ir.program import Lit
 from ..ops import lax as L
@@ -58,8 +59,9 @@ def _argnums(argnums, n):
 
 
 @api_boundary
-def value_and_grad(fun, argnums=0, has_aux=False):
-    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad."""
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False):
+    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad. Complex inputs and
+    outputs need holomorphic=True (then both must be complex), as jax's."""
     if not callable(fun):
         raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
     @_eager
@@ -67,6 +69,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     def vg(*args, **kwargs):
         single, nums = _argnums(argnums, len(args))
         wrt = tuple(args[i] for i in nums)
+        _check_complex(wrt, holomorphic, "inputs")
 
         def f_of(*ws):
             full = list(args)
@@ -80,6 +83,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
                               f"{oa if oa is not None else type(out).__name__}")
         if not _is_float(oa):
             raise ShardcError(f"grad requires a floating-point output, got {oa}")
+        _check_complex([out], holomorphic, "outputs")
         from . import numpy as snp
         g = vjp_fn(snp.ones((), oa.dtype))
         g = g[0] if single else g
@@ -87,10 +91,23 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return vg
 
 
+def _check_complex(xs, holomorphic, what):
+    for x in jax.tree_util.tree_leaves(xs):
+        dt = core.aval_of(x).dtype
+        if holomorphic and not dtypes.is_complex(dt):
+            raise ShardcTypeError(f"grad with holomorphic=True requires complex-valued {what}"
+                                  f", but got {dt}")
+        if not holomorphic and dtypes.is_complex(dt):
+            raise ShardcTypeError(
+                f"grad requires real-valued {what}, but got {dt}. For holomorphic "
+                "differentiation, pass holomorphic=True. For differentiation of "
+                "non-holomorphic functions involving complex inputs, use shardc.vjp.")
+
+
 @api_boundary
-def grad(fun, argnums=0, has_aux=False):
+def grad(fun, argnums=0, has_aux=False, holomorphic=False):
     """The gradient of a scalar-valued f, as jax.grad."""
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     @functools.wraps(fun)
     @api_boundary

@@ -162,19 +162,21 @@ class Jitted:
         """A call the C++ dispatch has no entry for: run it here, and hand the dispatch
         what it needs to run the next call with these types by itself. This is the
         API boundary of a call: errors leave with shardc's frames removed."""
+        keys = _has_keys((args, kwargs))
         try:
             out, entry, leaves = self._call(args, kwargs)
         except Exception as e:
             cleaned(e)
             raise
         fast = None
-        if entry is not None:
+        if entry is not None and not keys:    # jax key arguments are unwrapped in Python
             outs, tree = runtime.flatten(out)
             fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
         return out, fast, False
 
     def _call(self, args, kwargs):
         """(outputs, cache entry or None if traced inline, flat leaves) of a call."""
+        args, kwargs = _wrap_keys((args, kwargs))
         key, leaves = self._fast_key(args, kwargs)
         entry = self._fast.get(key)
         if entry is not None:
@@ -209,11 +211,13 @@ class Jitted:
 
     @api_boundary
     def trace(self, *args, **kwargs) -> "Traced":
+        args, kwargs = _wrap_keys((args, kwargs))
         _, _, ctx = self._prepare(args, kwargs)
         return self._stage(ctx)
 
     @api_boundary
     def lower(self, *args, **kwargs) -> "Lowered":
+        args, kwargs = _wrap_keys((args, kwargs))
         _, _, ctx = self._prepare(args, kwargs)
         return self._stage(ctx).lower()
 
@@ -384,6 +388,17 @@ class Jitted:
             mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
             out.append(sh)
         return out
+
+
+def _wrap_keys(tree):
+    """jax's typed PRNG keys as shardc key arrays over their uint32 data."""
+    from .random._keys import wrap_jax_keys
+    return wrap_jax_keys(tree)
+
+
+def _has_keys(tree):
+    from .random._keys import has_jax_keys
+    return has_jax_keys(tree)
 
 
 def _broadcast_prefix(prefix, tree, what):

@@ -9,7 +9,7 @@ from ..ir import dtypes
 from ..errors import ShardcError, api_boundary, wrap_public
 from .numpy._util import aval, canonical_dtype, convert
 from ..ops import elementwise as ew
-from ..ops import linalg
+from ..ops import linalg as _dot_ops
 from ..ops import reduce as red
 from ..ops import shape as shp
 from ..ops.special import sharding_constraint_p
@@ -64,7 +64,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     (lc, rc), (lb, rb) = dimension_numbers
     extra = {} if preferred_element_type is None else \
         {"preferred_element_type": canonical_dtype(preferred_element_type)}
-    return linalg.dot_general_p.bind(
+    return _dot_ops.dot_general_p.bind(
         lhs, rhs, contracting=(tuple(lc), tuple(rc)), batch=(tuple(lb), tuple(rb)), **extra)
 
 
@@ -149,7 +149,8 @@ max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
 
 
-wrap_public(globals())
+from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
+                        population_count, real, reduce_precision)
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 
@@ -160,3 +161,12 @@ def optimization_barrier(operand):
     if core.current_builder() is None or not leaves:
         return operand
     return _tree.tree_unflatten(tree, list(optimization_barrier_p.bind(*leaves)))
+from .lax_sorting import (approx_max_k, approx_min_k, cumlogsumexp, cummax, cummin,  # noqa: E402,F401,E501
+                          cumprod, cumsum, dynamic_index_in_dim, dynamic_slice,
+                          dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+                          dynamic_update_slice_in_dim, sort, sort_key_val, top_k)
+from . import lax_linalg as linalg  # noqa: E402,F401
+from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: E402,F401
+                   conv_general_dilated, conv_transpose, conv_with_general_padding)
+from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
+wrap_public(globals())

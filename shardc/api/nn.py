@@ -66,33 +66,64 @@ def gelu(x, approximate=True):
     return snp.astype(mul(mul(0.5, x), z), dt)
 
 
-def logsumexp(a, axis=None, keepdims=False):
-    """log(sum(exp(a))) computed stably around the max, as jax.nn.logsumexp."""
-    (a,) = promote_dtypes_inexact(a)
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """log(sum(b * exp(a))) computed stably around the max, as jax.nn.logsumexp."""
+    from ..transforms.ad import stop_gradient
+    if where is not None:
+        a = snp.where(where, a, 0)
+    if b is not None:
+        a, b = promote_dtypes_inexact(a, b)
+        a = snp.where(snp.not_equal(b, 0), a, -np.inf)
+    else:
+        (a,) = promote_dtypes_inexact(a)
     x = aval(a)
     dims = norm_axes("logsumexp", axis, x.ndim)
-    amax = snp.max(a, axis=dims, keepdims=keepdims)
-    amax = ew.select_p.bind(snp.isfinite(amax), amax, snp.zeros_like(amax))
+    amax = snp.max(a, axis=dims, keepdims=keepdims, where=where, initial=-np.inf) \
+        if where is not None else snp.max(a, axis=dims, keepdims=keepdims)
+    amax = stop_gradient(ew.select_p.bind(snp.isfinite(amax), amax, snp.zeros_like(amax)))
     amax_with_dims = amax if keepdims else snp.expand_dims(amax, dims)
     exp_a = ew.exp_p.bind(snp.subtract(a, snp.astype(amax_with_dims, x.dtype)))
-    sumexp = snp.abs(snp.sum(exp_a, axis=dims, keepdims=keepdims))
-    return ew.add_p.bind(ew.log_p.bind(sumexp), snp.astype(amax, aval(sumexp).dtype))
+    if b is not None:
+        exp_a = snp.multiply(exp_a, b)
+    sumexp = snp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)
+    sign = snp.sign(sumexp)
+    sumexp = snp.abs(sumexp)
+    out = ew.add_p.bind(ew.log_p.bind(sumexp), snp.astype(amax, aval(sumexp).dtype))
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = snp.where(snp.less(sign, 0), np.array(np.nan, aval(out).dtype), out)
+    return out
 
 
-def softmax(x, axis=-1):
-    unnormalized = snp.exp(snp.subtract(x, snp.max(x, axis, keepdims=True)))
-    return snp.divide(unnormalized, snp.sum(unnormalized, axis, keepdims=True))
+def softmax(x, axis=-1, where=None):
+    """exp(x - max) normalized over `axis` (only where `where` holds), as jax.nn.softmax."""
+    if where is None:
+        unnormalized = snp.exp(snp.subtract(x, snp.max(x, axis, keepdims=True)))
+        return snp.divide(unnormalized, snp.sum(unnormalized, axis, keepdims=True))
+    x_max = snp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    x_safe = snp.where(where, x, -np.inf)
+    unnormalized = snp.exp(snp.subtract(x_safe, x_max))
+    result = snp.divide(unnormalized, snp.sum(unnormalized, axis, where=where, keepdims=True))
+    return snp.where(where, result, 0)
 
 
-def log_softmax(x, axis=-1):
-    shifted = snp.subtract(x, snp.max(x, axis, keepdims=True))
-    return snp.subtract(shifted, snp.log(snp.sum(snp.exp(shifted), axis, keepdims=True)))
+def log_softmax(x, axis=-1, where=None):
+    from ..transforms.ad import stop_gradient
+    if where is None:
+        shifted = snp.subtract(x, stop_gradient(snp.max(x, axis, keepdims=True)))
+        return snp.subtract(shifted, snp.log(snp.sum(snp.exp(shifted), axis, keepdims=True)))
+    x_max = snp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    shifted = snp.subtract(snp.where(where, x, -np.inf), stop_gradient(x_max))
+    lse = snp.log(snp.sum(snp.exp(shifted), axis, where=where, keepdims=True))
+    return snp.where(where, snp.subtract(shifted, lse), -np.inf)
 
 
-def one_hot(x, num_classes, dtype=None, axis=-1):
+def one_hot(x, num_classes, *, dtype=None, axis=-1):
     """x[..., None] == arange(num_classes), as a float array by default."""
-    if not isinstance(num_classes, int):
+    if not isinstance(num_classes, (int, np.integer)):
         raise ShardcError("one_hot: num_classes must be a static Python int")
+    num_classes = int(num_classes)
     dt = canonical_dtype(dtype) or dtypes.default_float()
     xa = aval(x)
     if xa.dtype == dtypes.bool_:
@@ -108,10 +139,31 @@ def one_hot(x, num_classes, dtype=None, axis=-1):
     return snp.astype(snp.equal(lhs, rhs), dt)
 
 
-def standardize(x, axis=-1, epsilon=1e-5):
-    mean = snp.mean(x, axis, keepdims=True)
-    var = snp.subtract(snp.mean(snp.square(x), axis, keepdims=True), snp.square(mean))
-    return snp.multiply(snp.subtract(x, mean), snp.rsqrt(snp.add(var, epsilon)))
+def _masked_mean(x, axis, where):
+    if where is None:
+        return snp.mean(x, axis, keepdims=True)
+    w = snp.broadcast_to(where, aval(x).shape)
+    total = snp.sum(x, axis, keepdims=True, where=w)
+    count = snp.sum(w, axis, keepdims=True, dtype=aval(total).dtype)
+    return snp.divide(total, count)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm="fast"):
+    """(x - mean) / sqrt(variance + epsilon) over `axis`, as jax.nn.standardize."""
+    if mean is None:
+        mean = _masked_mean(x, axis, where)
+    if variance is None:
+        if algorithm == "stable":
+            variance = _masked_mean(snp.square(snp.subtract(x, mean)), axis, where)
+        elif algorithm == "fast":
+            variance = snp.subtract(_masked_mean(snp.square(x), axis, where), snp.square(mean))
+            variance = snp.clip(variance, 0)
+        else:
+            raise ShardcError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    return snp.multiply(snp.subtract(x, mean), snp.rsqrt(snp.add(variance, epsilon)))
 
 
 wrap_public(globals())
+from .nn_more import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.nn)
+from . import nn_init as initializers  # noqa: E402,F401

@@ -6,23 +6,50 @@ import functools
 import ml_dtypes
 import numpy as np
 
+from ..errors import ShardcError
+
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+int2, uint2, int4, uint4 = (np.dtype(getattr(ml_dtypes, n))
+                            for n in ("int2", "uint2", "int4", "uint4"))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+# The small floats (float8s, float4; as jax: no implicit promotion but from weak scalars),
+# by name -> MLIR element type.
+_SMALL_FLOATS = {
+    "float8_e4m3fn": "f8E4M3FN", "float8_e5m2": "f8E5M2", "float8_e4m3fnuz": "f8E4M3FNUZ",
+    "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e4m3b11fnuz": "f8E4M3B11FNUZ",
+    "float8_e3m4": "f8E3M4", "float8_e4m3": "f8E4M3", "float8_e8m0fnu": "f8E8M0FNU",
+    "float4_e2m1fn": "f4E2M1FN",
+}
+SMALL_FLOATS = {np.dtype(getattr(ml_dtypes, n)): m for n, m in _SMALL_FLOATS.items()}
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+_FLOATS = frozenset([*SMALL_FLOATS, bfloat16, float16, float32, float64])
+_COMPLEX = frozenset([complex64, complex128])
+_SINTS = frozenset([int2, int4, int8, int16, int32, int64])
+_UINTS = frozenset([uint2, uint4, uint8, uint16, uint32, uint64])
+_INTN = frozenset([int2, uint2, int4, uint4])
 
 # IR / StableHLO element-type spellings.
 _SHORT = {
     bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
     uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+    int2: "i2", uint2: "u2", int4: "i4", uint4: "u4",
     bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+    complex64: "c64", complex128: "c128",
+    **{d: m.lower() for d, m in SMALL_FLOATS.items()},
 }
 _FROM_SHORT = {v: k for k, v in _SHORT.items()}
 _MLIR = {
     bool_: "i1", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
     uint8: "ui8", uint16: "ui16", uint32: "ui32", uint64: "ui64",
+    int2: "i2", uint2: "ui2", int4: "i4", uint4: "ui4",
     bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+    complex64: "complex<f32>", complex128: "complex<f64>", **SMALL_FLOATS,
 }
 SUPPORTED = frozenset(_SHORT)
 
@@ -40,15 +67,49 @@ def mlir_name(dtype: np.dtype) -> str:
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return dtype in (bfloat16, float16, float32, float64)
+    """A real floating-point dtype (float8s and bfloat16 included)."""
+    return dtype in _FLOATS
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    return dtype in _COMPLEX
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """Floating or complex: the dtypes that carry gradients (jnp.inexact)."""
+    return dtype in _FLOATS or dtype in _COMPLEX
 
 
 def is_int(dtype: np.dtype) -> bool:
-    return dtype.kind in "iu"
+    return dtype in _SINTS or dtype in _UINTS
 
 
 def is_signed(dtype: np.dtype) -> bool:
-    return dtype.kind == "i"
+    return dtype in _SINTS
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (a real dtype is its own)."""
+    return float32 if dtype == complex64 else float64 if dtype == complex128 else dtype
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    """The complex dtype whose parts are `dtype` (jax: float64 -> complex128, others c64)."""
+    if dtype in _COMPLEX:
+        return dtype
+    return complex128 if dtype == float64 else complex64
+
+
+def iinfo(dtype):
+    return ml_dtypes.iinfo(dtype)
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(dtype)
+
+
+class TypePromotionError(ShardcError, ValueError):
+    """Dtypes with no implicit promotion path (a ValueError, as jax.dtypes')."""
 
 
 def x64_enabled() -> bool:
@@ -56,16 +117,15 @@ def x64_enabled() -> bool:
     return bool(jax.config.jax_enable_x64)
 
 
-_TO_32 = {int64: int32, uint64: uint32, float64: float32}
+_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
 def canonicalize(dtype) -> np.dtype:
     """The dtype JAX would use for `dtype`: 64-bit types narrow unless x64 is on."""
     d = np.dtype(dtype)
     if d not in SUPPORTED:
-        from ..errors import ShardcError
         raise ShardcError(f"shardc does not support dtype {d}; use one of "
-                          + ", ".join(sorted(_SHORT.values())))
+                          + ", ".join(sorted(str(t) for t in SUPPORTED)))
     return d if x64_enabled() else _TO_32.get(d, d)
 
 
@@ -77,13 +137,22 @@ def default_float() -> np.dtype:
     return canonicalize(float64)
 
 
-# JAX's (non-strict) promotion lattice. "i*"/"f*" are the weak int/float types of
-# Python scalars; each node lists the types immediately above it.
+def default_complex() -> np.dtype:
+    return canonicalize(complex128)
+
+
+# JAX's (non-strict) promotion lattice. "i*"/"f*"/"c*" are the weak int/float/complex
+# types of Python scalars; each node lists the types immediately above it. The small
+# ints and floats sit only above the weak scalars: they never promote implicitly.
+_SMALL = [_SHORT[d] for d in SMALL_FLOATS]
 _LATTICE = {
-    "bool": ["i*"], "i*": ["u8", "i8"],
+    "bool": ["i*"], "i*": ["u8", "i8", "u2", "u4", "i2", "i4"],
     "u8": ["i16", "u16"], "u16": ["i32", "u32"], "u32": ["i64", "u64"], "u64": ["f*"],
     "i8": ["i16"], "i16": ["i32"], "i32": ["i64"], "i64": ["f*"],
-    "f*": ["bf16", "f16"], "bf16": ["f32"], "f16": ["f32"], "f32": ["f64"], "f64": [],
+    "u2": [], "u4": [], "i2": [], "i4": [],
+    "f*": [*_SMALL, "bf16", "f16", "c*"], **{s: [] for s in _SMALL},
+    "bf16": ["f32"], "f16": ["f32"], "f32": ["f64", "c64"], "f64": ["c128"],
+    "c*": ["c64"], "c64": ["c128"], "c128": [],
 }
 
 
@@ -106,8 +175,18 @@ def _upper_bounds(x64: bool) -> dict:
 
 def _node(dtype: np.dtype, weak: bool) -> str:
     if weak:
-        return "f*" if is_float(dtype) else "i*" if is_int(dtype) else "bool"
+        return ("c*" if is_complex(dtype) else "f*" if is_float(dtype)
+                else "i*" if is_int(dtype) else "bool")
     return _SHORT[dtype]
+
+
+def _no_path(keys):
+    names = tuple(str(d) for d, _ in keys)
+    small = [d for d, _ in keys if d in SMALL_FLOATS or d in _INTN]
+    why = (f"to avoid unintended promotion, {small[0]} does not promote implicitly; "
+           "convert explicitly, e.g. x.astype('float32')") if small else \
+        "convert the inputs to the type you want explicitly"
+    raise TypePromotionError(f"Input dtypes {names} have no implicit promotion path: {why}")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -122,13 +201,18 @@ def _promote(keys: tuple, x64: bool) -> tuple[np.dtype, bool]:
     else:
         nodes = {_node(d, w) for d, w in keys}
     common = frozenset.intersection(*(ub[n] for n in nodes))
-    (lub,) = [c for c in common if common <= ub[c]]
+    lubs = [c for c in common if common <= ub[c]]
+    if len(lubs) != 1:
+        _no_path(keys)
+    (lub,) = lubs
     if all(weaks):
         out, weak = _FROM_SHORT[lub], True
     elif lub == "i*":
         out, weak = (int64 if x64 else int32), True
     elif lub == "f*":
         out, weak = (float64 if x64 else float32), True
+    elif lub == "c*":
+        out, weak = (complex128 if x64 else complex64), True
     else:
         out, weak = _FROM_SHORT[lub], False
     out = out if x64 else _TO_32.get(out, out)
@@ -150,4 +234,6 @@ def python_scalar_dtype(x) -> np.dtype:
         return default_int()
     if isinstance(x, float):
         return default_float()
+    if isinstance(x, complex):
+        return default_complex()
     raise TypeError(f"shardc does not support Python {type(x).__name__} values")

@@ -11,7 +11,7 @@ from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, parse_sharding
 
-_TYPE = r"~?[a-z]+\d*\[[\d,]*\]"
+_TYPE = r"~?[a-z][a-z0-9]*\[[\d,]*\]"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 
@@ -149,7 +149,11 @@ def parse_value(s: str):
     try:
         return int(s)
     except ValueError:
+        pass
+    try:
         return float(s)
+    except ValueError:
+        return complex(s)
 
 
 def _callback(text):
@@ -190,6 +194,8 @@ def _operand(text, env, lineno, raw=""):
 def dtypes_cast(v, dtype):
     if dtype == dtypes.bool_:
         return bool(v)
+    if dtypes.is_complex(dtype):
+        return complex(v)
     return int(v) if dtypes.is_int(dtype) else float(v)
 
 

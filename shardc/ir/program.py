@@ -166,6 +166,9 @@ def _fmt_scalar(v):
         if v in (float("inf"), float("-inf")):
             return "inf" if v > 0 else "-inf"
         return repr(v)
+    if isinstance(v, complex):     # 1.5-2j (parse.py reads it back with complex())
+        r = repr(v)
+        return r[1:-1] if r.startswith("(") else r
     return str(v)
 
 
@@ -186,7 +189,7 @@ def fmt_param(v) -> str:
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, str):
         return repr(v)
-    if v is None or isinstance(v, (bool, int, float, np.generic)):
+    if v is None or isinstance(v, (bool, int, float, complex, np.generic)):
         if isinstance(v, np.generic):
             v = v.item()
         return {None: "None", True: "True", False: "False"}.get(v, None) \

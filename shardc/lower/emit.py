@@ -87,8 +87,8 @@ _DENSE: dict = {}
 def dense(value, aval: Aval) -> str:
     """A typed `dense<...>` literal; floats as exact bit patterns."""
     tv = type(value)
-    if tv is int or tv is bool or tv is float and value == value:   # scalars: memoized
-        key = (tv, value.hex() if tv is float else value, aval)    # (-0.0 is not 0.0)
+    if tv is int or tv is bool or tv is float and value == value or tv is complex:   # scalars: memoized
+        key = (tv, value.hex() if tv is float else repr(value), aval)    # (-0.0 is not 0.0)
         t = _DENSE.get(key)
         if t is None:
             t = f"{_dense(value, aval)} : {tensor_type(aval)}"
@@ -104,6 +104,15 @@ def _dense(value, aval: Aval) -> str:
         if arr.ndim == 0 or (arr == arr.flat[0]).all():
             return f"dense<{'true' if arr.flat[0] else 'false'}>"
         return 'dense<"0x' + arr.astype(np.uint8).tobytes().hex().upper() + '">'
+    if arr.dtype in _SUB_BYTE:      # 2- and 4-bit types: MLIR packs their raw data
+        wide = arr.astype(np.float32 if dtypes.is_float(arr.dtype) else np.int8)
+        if arr.size and (wide == wide.flat[0]).all():
+            return f"dense<{wide.flat[0].item()!r}>"
+        return f"dense<{wide.tolist()!r}>"
+    if dtypes.is_complex(arr.dtype):    # raw bytes; one element's worth is a splat
+        if arr.size and (arr == arr.flat[0]).all() and not np.isnan(arr).any():
+            arr = arr.flat[0:1]
+        return 'dense<"0x' + np.ascontiguousarray(arr).tobytes().hex().upper() + '">'
     if arr.size and (arr == arr.flat[0]).all() and not (dtypes.is_float(arr.dtype)
                                                        and np.isnan(arr).any()):
         x = arr.flat[0]
@@ -115,6 +124,10 @@ def _dense(value, aval: Aval) -> str:
         bits = arr.flat[0:1].view(np.dtype(f"u{arr.itemsize}"))[0]
         return f"dense<0x{int(bits):0{2 * arr.itemsize}X}>"
     return 'dense<"0x' + np.ascontiguousarray(arr).tobytes().hex().upper() + '">'
+
+
+_SUB_BYTE = frozenset([dtypes.int2, dtypes.uint2, dtypes.int4, dtypes.uint4,
+                       *(d for d, m in dtypes.SMALL_FLOATS.items() if m.startswith("f4"))])
 
 
 class LowerCtx:

@@ -1,6 +1,15 @@
 """Every op family; importing this registers all primitives."""
 from . import elementwise, indexing, linalg, reduce, shape, special  # noqa: F401
+from . import bits, special_math  # noqa: F401
 from . import manual  # noqa: E402,F401
 from . import custom, manual_region  # noqa: E402,F401
 from . import control, remat, scan  # noqa: E402,F401
 from . import control_batch  # noqa: E402,F401
+from . import custom_jvp  # noqa: E402,F401
+from . import complex, fft, numeric  # noqa: E402,F401
+from . import sort  # noqa: E402,F401
+from . import dynamic  # noqa: E402,F401
+from . import cumulative  # noqa: E402,F401
+from . import take  # noqa: E402,F401
+from . import linalg_decomp  # noqa: E402,F401
+from . import conv  # noqa: E402,F401

@@ -11,6 +11,7 @@ from ..ir.sharding import Sharding
 
 KINDS = {
     "float": (dtypes.is_float, "a floating-point"),
+    "inexact": (dtypes.is_inexact, "a floating-point or complex"),
     "int": (dtypes.is_int, "an integer"),
     "numeric": (lambda d: d != dtypes.bool_, "a numeric"),
     "bool_int": (lambda d: d == dtypes.bool_ or dtypes.is_int(d), "a boolean or integer"),

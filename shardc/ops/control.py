@@ -192,7 +192,7 @@ def _cond_vjp(ctx, cts, index, *ops):
     op.outputs = list(op.outputs) + fresh.outputs[n_out:]
     op.sig = None
     res = new[n_out:]
-    floats = [i for i, x in enumerate(ops) if dtypes.is_float(core.aval_of(x).dtype)]
+    floats = [i for i, x in enumerate(ops) if dtypes.is_inexact(core.aval_of(x).dtype)]
     given = [i for i in range(n_out) if splits[0].ct_in[i] is not None]
 
     def backward(k):
@@ -351,7 +351,7 @@ def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts):
     n = len(primals) - cond_nconsts - body_nconsts
     init, ck, bk = primals[:n], primals[n:n + cond_nconsts], primals[n + cond_nconsts:]
     tbk = tangents[n + cond_nconsts:]
-    ft = [i for i in range(n) if dtypes.is_float(core.aval_of(init[i]).dtype)]
+    ft = [i for i in range(n) if dtypes.is_inexact(core.aval_of(init[i]).dtype)]
     t_init = [_fit(tangents[i], init[i]) for i in ft]
 
     def c_fn(*args):
@@ -389,7 +389,7 @@ def _cond_jvp(ctx, primals, tangents):
         def fn(*args):
             outs, touts = ctx.jvp_region(r, list(args), list(tops))
             if not nf:
-                nf.extend(j for j, o in enumerate(outs) if dtypes.is_float(core.aval_of(o).dtype))
+                nf.extend(j for j, o in enumerate(outs) if dtypes.is_inexact(core.aval_of(o).dtype))
             return list(outs) + [_fit(touts[j], outs[j]) for j in nf]
         return fn
     res = bind_cond(index, [branch(r) for r in ctx.op.regions], list(ops), ctx.op.loc,

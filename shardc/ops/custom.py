@@ -83,7 +83,7 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
                                               for s in bwd.res_static])
     # bwd sees zeros for outputs nothing differentiates, as jax's
     avals = [v.aval for v in ctx.op.outputs]
-    out_cts = [c if c is not None or not dtypes.is_float(a.dtype) else
+    out_cts = [c if c is not None or not dtypes.is_inexact(a.dtype) else
                L.zeros(a.shape, a.dtype) for c, a in zip(cts[:num_out], avals)]
     ct = _tree.tree_unflatten(bwd.out_tree, out_cts)
     nondiff = fn.nondiff_argnums
@@ -118,7 +118,7 @@ def _through_fwd(ctx, cts, ins, res, in_cts):
     """Add to in_cts the cotangents of the operands from those of residuals `res`."""
     region = ctx.op.regions[0]
     diff = [i for i, x in enumerate(ins)
-            if core.is_tracer(x) and dtypes.is_float(x.aval.dtype)]
+            if core.is_tracer(x) and dtypes.is_inexact(x.aval.dtype)]
     if not diff:
         return
 

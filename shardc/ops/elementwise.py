@@ -74,27 +74,29 @@ def _lower_sign(ctx, x):
 # unary
 neg_p = elementwise("neg", "stablehlo.negate", "numeric", 1)
 abs_p = elementwise("abs", "stablehlo.abs", "numeric", 1)
+abs_p.shape_rule = lambda x: (check_dtype("abs", x, "numeric"),     # |complex| is real
+                              x.update(dtype=dtypes.real_dtype(x.dtype)))[1]
 sign_p = elementwise("sign", "stablehlo.sign", "numeric", 1, lower=_lower_sign)
 floor_p = elementwise("floor", "stablehlo.floor", "float", 1)
 ceil_p = elementwise("ceil", "stablehlo.ceil", "float", 1)
 round_p = elementwise("round", "stablehlo.round_nearest_even", "float", 1)
 round_afz_p = elementwise("round_afz", "stablehlo.round_nearest_afz", "float", 1)
-exp_p = elementwise("exp", "stablehlo.exponential", "float", 1)
-log_p = elementwise("log", "stablehlo.log", "float", 1)
-log1p_p = elementwise("log1p", "stablehlo.log_plus_one", "float", 1)
-expm1_p = elementwise("expm1", "stablehlo.exponential_minus_one", "float", 1)
-sqrt_p = elementwise("sqrt", "stablehlo.sqrt", "float", 1)
-rsqrt_p = elementwise("rsqrt", "stablehlo.rsqrt", "float", 1)
-sin_p = elementwise("sin", "stablehlo.sine", "float", 1)
-cos_p = elementwise("cos", "stablehlo.cosine", "float", 1)
-tan_p = elementwise("tan", "stablehlo.tan", "float", 1)
-tanh_p = elementwise("tanh", "stablehlo.tanh", "float", 1)
-logistic_p = elementwise("logistic", "stablehlo.logistic", "float", 1)
-asin_p = elementwise("asin", "chlo.asin", "float", 1)
-acos_p = elementwise("acos", "chlo.acos", "float", 1)
-atan_p = elementwise("atan", "chlo.atan", "float", 1)
-sinh_p = elementwise("sinh", "chlo.sinh", "float", 1)
-cosh_p = elementwise("cosh", "chlo.cosh", "float", 1)
+exp_p = elementwise("exp", "stablehlo.exponential", "inexact", 1)
+log_p = elementwise("log", "stablehlo.log", "inexact", 1)
+log1p_p = elementwise("log1p", "stablehlo.log_plus_one", "inexact", 1)
+expm1_p = elementwise("expm1", "stablehlo.exponential_minus_one", "inexact", 1)
+sqrt_p = elementwise("sqrt", "stablehlo.sqrt", "inexact", 1)
+rsqrt_p = elementwise("rsqrt", "stablehlo.rsqrt", "inexact", 1)
+sin_p = elementwise("sin", "stablehlo.sine", "inexact", 1)
+cos_p = elementwise("cos", "stablehlo.cosine", "inexact", 1)
+tan_p = elementwise("tan", "stablehlo.tan", "inexact", 1)
+tanh_p = elementwise("tanh", "stablehlo.tanh", "inexact", 1)
+logistic_p = elementwise("logistic", "stablehlo.logistic", "inexact", 1)
+asin_p = elementwise("asin", "chlo.asin", "inexact", 1)
+acos_p = elementwise("acos", "chlo.acos", "inexact", 1)
+atan_p = elementwise("atan", "chlo.atan", "inexact", 1)
+sinh_p = elementwise("sinh", "chlo.sinh", "inexact", 1)
+cosh_p = elementwise("cosh", "chlo.cosh", "inexact", 1)
 # XLA has no sharding rule for erf (JAX emits chlo.erf, which Shardy does not know), so
 # it passes no sharding between operand and result, as under jax.jit.
 erf_p = elementwise("erf", "chlo.erf", "float", 1, sharding_rule=no_rule)
@@ -111,11 +113,11 @@ div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)
 def _pow_shape(x, y):
     """x ** y: float x; y of x's dtype or an integer (then converted, as lax.pow)."""
-    check_dtype("pow", x, "float")
+    check_dtype("pow", x, "inexact")
     if y.dtype != x.dtype:
         check_dtype("pow", y, "int")
         y = y.update(dtype=x.dtype)
-    return _shape("pow", "float", x, y)
+    return _shape("pow", "inexact", x, y)
 
 
 def _lower_pow(ctx, x, y):
@@ -145,7 +147,7 @@ shift_left_p = elementwise("shift_left", "stablehlo.shift_left", "int", 2)
 
 # comparisons
 def _compare_type(dtype):
-    if dtypes.is_float(dtype):
+    if dtypes.is_inexact(dtype):
         return "FLOAT"
     return "SIGNED" if dtypes.is_signed(dtype) else "UNSIGNED"
 
@@ -214,6 +216,12 @@ def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
                  "compare_type": f"#stablehlo<comparison_type {_compare_type(src.dtype)}>"}
         return ctx.op("stablehlo.compare", [x, zero], [tensor_type(src)] * 2,
                       [tensor_type(out)], props)
+    if dtypes.is_complex(src.dtype) and not dtypes.is_complex(new_dtype):
+        part = src.update(dtype=dtypes.real_dtype(src.dtype))    # the real part, as jax
+        (x,) = ctx.op("stablehlo.real", [x], [tensor_type(src)], [tensor_type(part)])
+        if part.dtype == new_dtype:
+            return [x]
+        src = part
     return ctx.op("stablehlo.convert", [x], [tensor_type(src)], [tensor_type(out)])
 
 
@@ -225,7 +233,7 @@ convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_s
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)
 def _ipow_shape(x, *, y):
     check_dtype("integer_pow", x, "numeric")
-    if y < 0 and not dtypes.is_float(x.dtype):
+    if y < 0 and not dtypes.is_inexact(x.dtype):
         raise ShardcError("integer_pow: negative powers need a floating-point array")
     return x
 
@@ -367,8 +375,11 @@ def _vjps():
 
     def convert_vjp(c, g, x, *, new_dtype, weak_type=False):
         a = c.in_avals[0]
-        if not dtypes.is_float(a.dtype) or not dtypes.is_float(new_dtype):
+        if not dtypes.is_inexact(a.dtype) or not dtypes.is_inexact(new_dtype):
             return (None,)
+        if dtypes.is_complex(new_dtype) and not dtypes.is_complex(a.dtype):
+            from .complex import real_p
+            g = real_p.bind(g)      # the transpose of the embedding ℝ → ℂ
         return (L.convert_element_type(g, a.dtype),)
     defvjp(convert_element_type_p, convert_vjp)
     defvjp(integer_pow_p, lambda c, g, x, *, y: (

@@ -146,8 +146,8 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     from . import lax as L
     region = ctx.op.regions[0]
     n = len(args)
-    floats = [dtypes.is_float(a.dtype) for a in ctx.in_avals]
-    out_float = [dtypes.is_float(v.aval.dtype) for v in region.outputs]
+    floats = [dtypes.is_inexact(a.dtype) for a in ctx.in_avals]
+    out_float = [dtypes.is_inexact(v.aval.dtype) for v in region.outputs]
 
     def bwd(*blocks):
         prims, cts_in = blocks[:n], list(blocks[n:])

@@ -73,7 +73,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     out = []
     for v, g in zip(sp.inputs, sp.ct_out):
         g = lookup(env, g)
-        if g is None or not dtypes.is_float(v.aval.dtype):
+        if g is None or not dtypes.is_inexact(v.aval.dtype):
             out.append(None)
         elif not core.is_tracer(g):
             out.append(L.full(v.aval.shape, g.value, v.aval.dtype))

@@ -245,7 +245,7 @@ scan_p.drop_results = drop_results(lambda op: op.params["num_carry"])
 # ---------------------------------------------------------------- gradient
 
 def _is_float(a):
-    return dtypes.is_float(a.dtype)
+    return dtypes.is_inexact(a.dtype)
 
 
 def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
@@ -274,7 +274,7 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     # loop-invariant residuals, once, from the consts
     outer_env = {id(sp.inputs[i]): ins[i] for i in range(x, n)}
     needed = _ancestors(sp, hoisted)
-    ctx.eval_list([o for o in sp.fwd if id(o.outputs[0]) in invariant
+    ctx.eval_list([o for o in sp.fwd if o.outputs and id(o.outputs[0]) in invariant
                    and any(id(r) in needed for r in o.outputs)], outer_env)
     fc = [i for i in range(c) if _is_float(sp.inputs[i].aval)]
     fk = [i for i in range(x, n) if _is_float(sp.inputs[i].aval)]
@@ -390,7 +390,7 @@ def _jvp(ctx, primals, tangents, *, num_carry, num_xs, length, reverse, unroll):
     from .control import _fit
     (body,) = ctx.op.regions
     c, x, n = _split(len(primals), num_carry, num_xs)
-    flt = [dtypes.is_float(core.aval_of(p).dtype) for p in primals]
+    flt = [dtypes.is_inexact(core.aval_of(p).dtype) for p in primals]
     fc = [i for i in range(c) if flt[i]]
     fx = [i for i in range(c, x) if flt[i] and tangents[i] is not None]
     consts, tk = list(primals[x:]), list(tangents[x:])
@@ -407,7 +407,7 @@ def _jvp(ctx, primals, tangents, *, num_carry, num_xs, length, reverse, unroll):
                                      [txs.get(i) for i in range(c, x)] + tk)
         if not nf:
             nf.extend(j for j in range(c, len(outs))
-                      if dtypes.is_float(core.aval_of(outs[j]).dtype))
+                      if dtypes.is_inexact(core.aval_of(outs[j]).dtype))
         return (list(outs[:c]) + [_fit(touts[i], outs[i]) for i in fc],
                 list(outs[c:]) + [_fit(touts[j], outs[j]) for j in nf])
     init = list(primals[:c]) + [_fit(tangents[i], primals[i]) for i in fc]

@@ -239,18 +239,16 @@ def aval_of(x) -> Aval:
             return a
     if t is Lit:
         return x.aval
-    if t is float or t is int or t is bool:
+    if t is float or t is int or t is bool or t is complex:
         key = (t, _primitive.X64.value)
         a = _PY_AVALS.get(key)
         if a is None:
             # JAX types Python ints and floats weakly, bools strongly
             a = _PY_AVALS[key] = Aval((), dtypes.python_scalar_dtype(x), t is not bool)
         return a
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         # JAX types Python ints and floats weakly, bools strongly
         return Aval((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
-    if isinstance(x, complex):
-        raise ShardcError("shardc does not support complex numbers")
     shape = getattr(x, "shape", None)
     dt = getattr(x, "dtype", None)
     if shape is None or dt is None:
@@ -284,14 +282,19 @@ def _scalar(x, dtype):
     type (int32; int64 with x64), or the wider `dtype`, and then wraps into a narrower
     integer dtype (uint8 + -1 is uint8 + 255)."""
     if type(x) is int and dtypes.is_int(dtype):
-        info, wide = np.iinfo(dtype), np.iinfo(dtypes.default_int())
+        info, wide = dtypes.iinfo(dtype), np.iinfo(dtypes.default_int())
         if not (wide.min <= x <= wide.max or info.min <= x <= info.max):
             raise ShardcError(f"Python int {x} is too large for {dtype} (the range is "
                               f"{info.min}..{info.max}); use a smaller value or a wider "
                               "dtype (64-bit needs jax_enable_x64)")
         return int(np.asarray(x, np.int64).astype(dtype))
-    return np.asarray(x).astype(dtype).item() if dtype != dtypes.bfloat16 else \
-        float(np.asarray(x).astype(dtype))
+    if dtypes.is_complex(dtype):
+        return complex(np.asarray(x).astype(dtype))
+    if dtypes.is_complex(np.asarray(x).dtype):
+        x = np.real(x)      # as a NumPy cast (jax warns and drops the imaginary part)
+    v = np.asarray(x).astype(dtype)
+    return float(v) if dtypes.is_float(dtype) else v.item() if dtype == dtypes.bool_ \
+        else int(v)
 
 
 def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):

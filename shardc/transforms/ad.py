@@ -58,7 +58,7 @@ class VjpCtx:
 
 
 def _is_float(aval):
-    return dtypes.is_float(aval.dtype)
+    return dtypes.is_inexact(aval.dtype)
 
 
 def _as_tracer(b, v):

@@ -38,7 +38,7 @@ class JvpCtx:
 
 
 def _float(a):
-    return dtypes.is_float(a.dtype)
+    return dtypes.is_inexact(a.dtype)
 
 
 def jvp_region(region, primals, tangents):

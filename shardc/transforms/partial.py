@@ -68,7 +68,7 @@ def split_region(region, ct_mask, policy=None, active=None):
         cts = []
         for v, m in zip(out_vals, ct_mask):
             ct = None
-            if m and dtypes.is_float(v.aval.dtype):
+            if m and dtypes.is_inexact(v.aval.dtype):
                 ct = Tracer(b, core.Value(v.aval.strong()))
                 if mc is not None:
                     mc.vma[id(ct.value)] = mc.vma_of(v) if not isinstance(v, Lit) \

@@ -77,5 +77,19 @@ def result_type(*args):
     return _dtypes.promote(*typed)[0]
 
 
+from ._complex import *  # noqa: E402,F403  (complex functions, small dtypes' names)
+from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_prod,  # noqa: E402
+    cumulative_sum, digitize, lexsort, nancumprod, nancumsum, partition, searchsorted, sort,
+    take_along_axis)
+from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzero,  # noqa: E402
+    setdiff1d, setxor1d, union1d, unique, unique_all, unique_counts, unique_inverse,
+    unique_values)
+from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # noqa: E402
+    nanpercentile, nanquantile, percentile, quantile)
+from ..conv import convolve, correlate  # noqa: E402
+from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
+
+from ._vectorize import vectorize  # noqa: E402
+
 _attach()
 _wrap_public(globals())

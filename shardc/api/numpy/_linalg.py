@@ -100,6 +100,11 @@ def matmul(a, b):
 
 
 def vdot(a, b):
+    """The dot product of the flattened arrays, the first conjugated (as jnp.vdot)."""
+    from ...ir import dtypes
+    if dtypes.is_complex(aval(a).dtype):
+        from ...ops.complex import conj_p
+        a = conj_p.bind(a)
     return dot(reshape(a, (-1,)), reshape(b, (-1,)))
 
 

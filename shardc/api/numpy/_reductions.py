@@ -138,7 +138,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     """sum / count, computed in float (f32 for half precision), as jnp.mean."""
     check_arraylike("mean", a)
     x = aval(a)
-    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
     s = sum(a, axis, dtype=comp, keepdims=keepdims)
@@ -150,11 +150,17 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """Mean squared deviation from the mean, over count - ddof, as jnp.var."""
     check_arraylike("var", a)
     x = aval(a)
-    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+    out_dtype = canonical_dtype(dtype) or (dtypes.real_dtype(x.dtype)
+                                           if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
-    a = convert(a, comp)
-    centered = square(subtract(a, mean(a, axis, keepdims=True)))
+    if dtypes.is_complex(x.dtype):     # |a - mean|**2, in the parts' dtype (as jnp)
+        from ...ops import complex as cx
+        c = subtract(a, mean(a, axis, keepdims=True))
+        centered = convert(cx.real_p.bind(ew.mul_p.bind(c, cx.conj_p.bind(c))), comp)
+    else:
+        a = convert(a, comp)
+        centered = square(subtract(a, mean(a, axis, keepdims=True)))
     n = _count(a, axis) - ddof
     s = sum(centered, axis, keepdims=keepdims)
     out = multiply(s, float("nan")) if n <= 0 else divide(s, float(n))

@@ -125,13 +125,16 @@ def isnan(x, /):
     """x != x (as jnp.isnan); for integers XLA folds that to a constant, so it is one."""
     check_arraylike("isnan", x)
     (x,) = promote_args("isnan", x)
-    if not dtypes.is_float(aval(x).dtype):
+    if not dtypes.is_inexact(aval(x).dtype):
         return full_like_bool(x, False, aval(x).weak)
     return ew.ne_p.bind(x, x)
 
 
 def isfinite(x, /):
     check_arraylike("isfinite", x)
+    if dtypes.is_complex(aval(x).dtype):      # both parts finite (as jnp)
+        from ._complex import imag, real
+        return logical_and(isfinite(real(x)), isfinite(imag(x)))
     if not dtypes.is_float(aval(x).dtype):
         return full_like_bool(x, True)
     return ew.is_finite_p.bind(x)
@@ -139,6 +142,9 @@ def isfinite(x, /):
 
 def isinf(x, /):
     check_arraylike("isinf", x)
+    if dtypes.is_complex(aval(x).dtype):      # either part infinite (as jnp)
+        from ._complex import imag, real
+        return logical_or(isinf(real(x)), isinf(imag(x)))
     if not dtypes.is_float(aval(x).dtype):
         return full_like_bool(x, False)
     return ew.eq_p.bind(ew.abs_p.bind(x), _const_like(x, float("inf")))
@@ -310,15 +316,15 @@ def power(x, y, /):
     check_arraylike("power", x, y)
     if isinstance(y, (int, np.integer)) and not isinstance(y, (bool, np.bool_)):
         (x,) = promote_dtypes_numeric(x)
-        if y < 0 and not dtypes.is_float(aval(x).dtype):
+        if y < 0 and not dtypes.is_inexact(aval(x).dtype):
             raise ShardcError(f"integers cannot be raised to negative powers, got "
                               f"power({aval(x)}, {int(y)}); convert to float first")
         return ew.integer_pow_p.bind(x, y=int(y))
     x, y = promote_shapes("power", x, y)
     xn, yn = promote_dtypes_numeric(x, y)
-    if not dtypes.is_float(aval(xn).dtype):
+    if not dtypes.is_inexact(aval(xn).dtype):
         return _pow_int_int(xn, yn)
-    if dtypes.is_float(aval(x).dtype) and dtypes.is_int(aval(y).dtype):
+    if dtypes.is_inexact(aval(x).dtype) and dtypes.is_int(aval(y).dtype):
         x, y = as_lit(x), as_lit(y)
         return ew.pow_p.bind(x, y)
     return ew.pow_p.bind(xn, yn)

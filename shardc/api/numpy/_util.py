@@ -102,7 +102,7 @@ def promote_dtypes(*xs):
 def promote_dtypes_inexact(*xs):
     """As promote_dtypes, but integers and bools become the default float."""
     dt, weak = result_type(*xs)
-    if not dtypes.is_float(dt):
+    if not dtypes.is_inexact(dt):
         dt = dtypes.default_float()
     return [convert(as_lit(x), dt, weak) for x in xs]
 
@@ -187,6 +187,8 @@ def canonical_dtype(dtype):
         return dtypes.default_int()
     if dtype is bool:
         return dtypes.bool_
+    if dtype is complex:
+        return dtypes.default_complex()
     try:
         return dtypes.canonicalize(np.dtype(dtype))
     except TypeError as e:

@@ -1,0 +1,214 @@
+"""jacfwd, jacrev, hessian, as jax's: the JVP (or VJP) mapped over the standard basis of
+the inputs (or outputs) with shardc.vmap, the blocks unravelled into the tree product
+of the outputs' and inputs' structures. Without vmap (`_USE_VMAP` off) the basis is
+walked in a Python loop and the results stacked: the same values, a longer program."""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import numpy as np
+
+from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..ir import dtypes
+from ..trace import core
+from .grad import _argnums, _eager, jvp, vjp
+
+_tree = jax.tree_util
+_USE_VMAP = True
+
+
+def _vmap():
+    if not _USE_VMAP:
+        return None
+    try:
+        from .vmap import vmap
+    except ImportError:     # (before shardc.vmap exists)
+        return None
+    return vmap
+
+
+def _dtype_name(x):
+    return np.dtype(core.aval_of(x).dtype).name
+
+
+def _check_float_inputs(name, leaves, holomorphic, allow_int=False):
+    for x in leaves:
+        dt = core.aval_of(x).dtype
+        if holomorphic:
+            raise ShardcTypeError(f"{name} with holomorphic=True requires inputs with complex "
+                                  f"dtype, but got {_dtype_name(x)}.")
+        if not dtypes.is_float(dt):
+            if name == "jacrev" and allow_int:
+                raise ShardcError("jacrev(allow_int=True) with integer inputs is not supported "
+                                  "by shardc (jax gives float0 blocks); pass float inputs")
+            raise ShardcTypeError(
+                f"{name} requires real-valued inputs (input dtype that is a sub-dtype of "
+                f"np.floating), but got {_dtype_name(x)}. For holomorphic differentiation, "
+                f"pass holomorphic=True. For differentiation of non-holomorphic functions "
+                f"involving complex inputs or integer inputs, use {name[:3]}.jvp directly."
+                if name == "jacfwd" else
+                f"{name} requires real- or complex-valued inputs (input dtype that is a "
+                f"sub-dtype of np.inexact), but got {_dtype_name(x)}. If you want to use "
+                "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def _check_float_outputs(name, leaves):
+    for y in leaves:
+        if not dtypes.is_float(core.aval_of(y).dtype):
+            raise ShardcTypeError(
+                f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
+                f"np.floating), but got {_dtype_name(y)}. For holomorphic differentiation, "
+                "pass holomorphic=True. For differentiation of non-holomorphic functions "
+                "involving complex outputs, use jax.vjp directly.")
+
+
+def _std_basis(leaves):
+    """Per leaf, its part of the identity over all leaves' elements: (n, *leaf.shape)."""
+    from . import numpy as snp
+    from .numpy._util import aval, convert
+    sizes = [math.prod(core.aval_of(x).shape) for x in leaves]
+    n = sum(sizes)
+    dt = np.result_type(*[core.aval_of(x).dtype for x in leaves])
+    eye = snp.eye(n, dtype=dt)
+    out, off = [], 0
+    for x, k in zip(leaves, sizes):
+        a = aval(x)
+        part = snp.reshape(eye[:, off:off + k], (n,) + tuple(a.shape))
+        out.append(convert(part, a.dtype, False))
+        off += k
+    return n, out
+
+
+def _map_basis(fn, basis, n):
+    """fn(*row leaves) -> list of arrays, stacked over the n rows of `basis`."""
+    vmap = _vmap()
+    if vmap is not None:
+        return list(vmap(lambda *row: list(fn(*row)))(*basis))
+    from . import numpy as snp
+    rows = [list(fn(*[b[i] for b in basis])) for i in range(n)]
+    return [snp.stack([r[j] for r in rows]) for j in range(len(rows[0]))]
+
+
+def _partial(fun, args, kwargs, nums):
+    def f(*ws):
+        full = list(args)
+        for i, w in zip(nums, ws):
+            full[i] = w
+        return fun(*full, **kwargs)
+    return f
+
+
+def _split_aux(has_aux, got):
+    if not has_aux:
+        return got, None
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise ShardcError("has_aux=True needs the function to return (output, aux)")
+    return got[0], got[1]
+
+
+@api_boundary
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian of fun by forward mode, column by column (as jax.jacfwd): for each
+    output leaf of shape s and input leaf of shape t, a block of shape s + t."""
+    if not callable(fun):
+        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
+
+    @functools.wraps(fun)
+    @_eager
+    @api_boundary
+    def jacfun(*args, **kwargs):
+        from .numpy._util import aval, convert
+        single, nums = _argnums(argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        f = _partial(fun, args, kwargs, nums)
+        leaves, tree = _tree.tree_flatten(dyn)
+        _check_float_inputs("jacfwd", leaves, holomorphic)
+        y, aux = _split_aux(has_aux, f(*dyn))
+        y_leaves, y_tree = _tree.tree_flatten(y)
+        n, basis = _std_basis(leaves)
+
+        def push(*row):
+            t = _tree.tree_unflatten(tree, list(row))
+            out = jvp(lambda *w: _split_aux(has_aux, f(*w))[0], dyn, t)[1]
+            return _tree.tree_leaves(out)
+        cols = _map_basis(push, basis, n)      # per output leaf: (n, *y.shape)
+        from . import numpy as snp
+        example = dyn[0] if single else dyn
+        ex_leaves, ex_tree = _tree.tree_flatten(example)
+        blocks = []
+        for yl, c in zip(y_leaves, cols):
+            ya = aval(yl)
+            c = snp.moveaxis(c, 0, -1)
+            parts, off = [], 0
+            for x in ex_leaves:
+                xs = tuple(aval(x).shape)
+                k = math.prod(xs)
+                parts.append(convert(snp.reshape(c[..., off:off + k], tuple(ya.shape) + xs),
+                                     ya.dtype, ya.weak))
+                off += k
+            blocks.append(_tree.tree_unflatten(ex_tree, parts))
+        jac = _tree.tree_unflatten(y_tree, blocks)
+        return (jac, aux) if has_aux else jac
+    return jacfun
+
+
+@api_boundary
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The Jacobian of fun by reverse mode, row by row (as jax.jacrev): for each output
+    leaf of shape s and input leaf of shape t, a block of shape s + t."""
+    if not callable(fun):
+        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
+
+    @functools.wraps(fun)
+    @_eager
+    @api_boundary
+    def jacfun(*args, **kwargs):
+        from .numpy._util import aval, convert
+        single, nums = _argnums(argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        f = _partial(fun, args, kwargs, nums)
+        leaves, tree = _tree.tree_flatten(dyn)
+        _check_float_inputs("jacrev", leaves, holomorphic, allow_int)
+        got = vjp(f, *dyn, has_aux=has_aux)
+        y, aux = got[0], (got[2] if has_aux else None)
+        y_leaves, y_tree = _tree.tree_flatten(y)
+        _check_float_outputs("jacrev", y_leaves)
+        m, basis = _std_basis(y_leaves)
+
+        def pull(*row):
+            # (the VJP taken inside the mapped function: its forward ops read nothing
+            # mapped, so vmap emits them once; its backward ops are batched)
+            pb = vjp(f, *dyn, has_aux=has_aux)[1] if _vmap() is not None else got[1]
+            return _tree.tree_leaves(pb(_tree.tree_unflatten(y_tree, list(row))))
+        rows = _map_basis(pull, basis, m)      # per input leaf: (m, *x.shape)
+        from . import numpy as snp
+        ex_leaves = _tree.tree_leaves(dyn[0] if single else dyn)
+        ex_tree = _tree.tree_structure(dyn[0] if single else dyn)
+        blocks = []
+        off = 0
+        sizes = [math.prod(aval(yl).shape) for yl in y_leaves]
+        for yl, k in zip(y_leaves, sizes):
+            ys = tuple(aval(yl).shape)
+            parts = []
+            for x, r in zip(ex_leaves, rows):
+                xa = aval(x)
+                parts.append(convert(snp.reshape(r[off:off + k], ys + tuple(xa.shape)),
+                                     xa.dtype, xa.weak))
+            blocks.append(_tree.tree_unflatten(ex_tree, parts))
+            off += k
+        jac = _tree.tree_unflatten(y_tree, blocks)
+        return (jac, aux) if has_aux else jac
+    return jacfun
+
+
+jacobian = jacrev
+
+
+@api_boundary
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """jacfwd(jacrev(fun)): the Hessian, blocks in the tree product output x input x
+    input (as jax.hessian)."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic),
+                  argnums, has_aux=has_aux, holomorphic=holomorphic)

@@ -1,0 +1,171 @@
+"""The LU-based parts of shardc.numpy.linalg (solve, inv, det, slogdet) and the matrix
+helpers the others share, as jax.numpy.linalg computes them."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ...errors import ShardcError
+from ...ir import dtypes
+from ...ops import lax as L
+from .. import lax_linalg as lax_linalg
+from ._linalg import matmul
+from ._reductions import any as _any
+from ._reductions import sum as _sum
+from ._shapes import reshape
+from ._ufuncs import abs, equal, less, log, not_equal, remainder, where
+from ._util import aval, broadcast_shapes, broadcast_to, check_arraylike, promote_dtypes_inexact
+
+
+class SlogdetResult(NamedTuple):
+    sign: object
+    logabsdet: object
+
+
+def inexact(name, *xs):
+    check_arraylike(name, *xs)
+    return promote_dtypes_inexact(*xs)
+
+
+def square(name, a):
+    s = aval(a).shape
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ShardcError(f"{name}: argument must have shape [..., n, n], got {s}")
+
+
+def mT(x):
+    nd = aval(x).ndim
+    return L.transpose(x, (*range(nd - 2), nd - 1, nd - 2))
+
+
+def diagonal(x, offset=0):
+    """The diagonal of each matrix (last two dims) as a strided slice of the flattened
+    matrix: exact, no mask (an inf off the diagonal stays out)."""
+    s = aval(x).shape
+    m, n = s[-2:]
+    start = offset if offset >= 0 else -offset * n
+    count = max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
+    flat = reshape(x, (*s[:-2], m * n))
+    if count == 0:
+        return L.slice(flat, (0,) * (len(s) - 1), (*s[:-2], 0))
+    nb = len(s) - 2
+    return L.slice(flat, (0,) * nb + (start,), (*s[:-2], start + (count - 1) * (n + 1) + 1),
+                   (1,) * nb + (n + 1,))
+
+
+def permute_rows(perm, x):
+    """x[..., perm, :] (perm (..., m) of the same batch dims) as a one-hot product."""
+    pa = aval(perm)
+    m = pa.shape[-1]
+    onehot = L.convert_element_type(
+        L.eq(L.broadcast_in_dim(perm, (*pa.shape, m), tuple(range(pa.ndim))),
+             L.iota(dtypes.int32, (*pa.shape, m), pa.ndim)), aval(x).dtype)
+    return matmul(onehot, x)
+
+
+def lu_solve(lu, perm, b):
+    x = permute_rows(perm, b)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    return lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+
+
+def solve(a, b):
+    """x with a @ x = b (b a vector if 1-D, else a stack of matrices), by LU."""
+    a, b = inexact("solve", a, b)
+    sa, sb = aval(a).shape, aval(b).shape
+    if len(sa) < 2:
+        raise ShardcError(f"solve: left hand array must be at least two dimensional; got "
+                          f"a.shape={sa}")
+    square("solve", a)
+    if len(sb) > 1 and len(sa) == len(sb) + 1 and sa[-1] == sb[-1] and sa[-1] != sb[-2]:
+        raise ShardcError(f"Invalid shapes for solve: {sa}, {sb}. Prior to JAX v0.5.0, this "
+                          "would have been treated as a batched 1-dimensional solve. To "
+                          "recover this behavior, use solve(a, b[..., None]).squeeze(-1).")
+    vec = len(sb) == 1
+    if vec:
+        b = reshape(b, (sb[0], 1))
+        sb = aval(b).shape
+    if sb[-2] != sa[-1]:
+        raise ShardcError(f"solve: a {sa} and b {sb if not vec else sb[:1]} do not fit: b "
+                          f"needs {sa[-1]} rows")
+    batch = broadcast_shapes("solve", sa[:-2], sb[:-2])
+    a = broadcast_to(a, (*batch, *sa[-2:]))
+    b = broadcast_to(b, (*batch, *sb[-2:]))
+    lu, _, perm = lax_linalg.lu(a)
+    x = lu_solve(lu, perm, b)
+    return reshape(x, aval(x).shape[:-1]) if vec else x
+
+
+def inv(a):
+    """The inverse of each square matrix (solve against the identity, as jax)."""
+    (a,) = inexact("inv", a)
+    square("inv", a)
+    s = aval(a).shape
+    n = s[-1]
+    eye = L.convert_element_type(L.eq(L.iota(dtypes.int32, (n, n), 0),
+                                      L.iota(dtypes.int32, (n, n), 1)), aval(a).dtype)
+    return solve(a, broadcast_to(eye, s))
+
+
+def _lu_parts(a):
+    lu, piv, _ = lax_linalg.lu(a)
+    d = diagonal(lu)
+    n = aval(a).shape[-1]
+    iota = L.broadcast_in_dim(L.iota(dtypes.int32, (n,), 0), aval(piv).shape,
+                              (aval(piv).ndim - 1,))
+    parity = _sum(not_equal(piv, iota), axis=-1)
+    return d, parity
+
+
+def slogdet(a, *, method=None):
+    """(sign, log|det|) of each square matrix, from its LU factors (as jax's method='lu')."""
+    (a,) = inexact("slogdet", a)
+    square("slogdet", a)
+    if method not in (None, "lu"):
+        raise ShardcError(f"slogdet: method {method!r} is not supported by shardc; use 'lu'")
+    dt = aval(a).dtype
+    n = aval(a).shape[-1]
+    if n in (1, 2):
+        det = _det_small(a)
+        return SlogdetResult(L.sign(det), log(abs(det)))
+    d, parity = _lu_parts(a)
+    is_zero = _any(equal(d, 0), axis=-1)
+    parity = L.add(parity, _sum(less(d, 0), axis=-1))
+    sign = L.convert_element_type(L.sub(1, L.mul(2, remainder(parity, 2))), dt)
+    sign = where(is_zero, L.zeros_like(sign), sign)
+    logdet = where(is_zero, L.full_like(sign, -np.inf), _sum(log(abs(d)), axis=-1))
+    return SlogdetResult(sign, logdet)
+
+
+def _det_small(a):
+    def at(i, j):
+        s = aval(a).shape
+        nb = len(s) - 2
+        v = L.slice(a, (0,) * nb + (i, j), (*s[:-2], i + 1, j + 1))
+        return reshape(v, s[:-2])
+    n = aval(a).shape[-1]
+    if n == 1:
+        return at(0, 0)
+    if n == 2:
+        return L.sub(L.mul(at(0, 0), at(1, 1)), L.mul(at(0, 1), at(1, 0)))
+    t = [[at(i, j) for j in range(3)] for i in range(3)]
+    m = L.mul
+
+    def p3(x, y, z):
+        return m(m(x, y), z)
+    out = L.add(L.add(p3(t[0][0], t[1][1], t[2][2]), p3(t[0][1], t[1][2], t[2][0])),
+                p3(t[0][2], t[1][0], t[2][1]))
+    out = L.sub(out, p3(t[0][2], t[1][1], t[2][0]))
+    out = L.sub(out, p3(t[0][0], t[1][2], t[2][1]))
+    return L.sub(out, p3(t[0][1], t[1][0], t[2][2]))
+
+
+def det(a):
+    """The determinant of each square matrix (closed forms for 2x2 and 3x3, as jax)."""
+    (a,) = inexact("det", a)
+    square("det", a)
+    if aval(a).shape[-1] in (2, 3):
+        return _det_small(a)
+    sign, logdet = slogdet(a)
+    return L.mul(sign, L.exp(logdet))

@@ -1,0 +1,336 @@
+"""The rest of jax.numpy's names that are composites of shardc's ops (issue 16), gathered
+for shardc.numpy's namespace: the functions of _math, _nanred, _construct, _more and
+_more2, dtype utilities and scalar types, index tricks (mgrid ogrid r_ c_ s_ index_exp)."""
+from __future__ import annotations
+
+# ruff: noqa: F401  (re-exports the public names of the submodules)
+
+import numpy as _np
+
+from ...errors import ShardcError, wrap_public
+from ...ir import dtypes as _dtypes
+from ...trace import core as _core
+from ._construct import (bartlett, blackman, copy, diag, diag_indices, diag_indices_from,
+    diagflat, diagonal, fill_diagonal, frombuffer, fromfunction, fromstring, geomspace,
+    hamming, hanning, indices, ix_, logspace, mask_indices, meshgrid, trace, tri,
+    tril_indices, tril_indices_from, triu_indices, triu_indices_from, vander)
+from ._math import (acos, acosh, arccosh, arcsinh, arctanh, asin, asinh, atan, atan2, atanh,
+    bitwise_invert, copysign, deg2rad, degrees, fabs, float_power, fmax, fmin, gcd, heaviside,
+    hypot, isneginf, isposinf, lcm, ldexp, log10, log2, logaddexp2, modf, nan_to_num,
+    rad2deg, radians, rint, signbit, sinc, trunc)
+from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block, choose,
+    column_stack, compress, concat, cross, delete, diff, dsplit, dstack, ediff1d, extract,
+    fliplr, flipud, hsplit, insert, kron, matrix_transpose, matvec, piecewise, resize,
+    rollaxis, rot90, select, unstack, vecdot, vecmat, vsplit)
+from ._more2 import (array_equal, array_equiv, corrcoef, cov, gradient, interp, packbits,
+    place, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval, put, ravel_multi_index,
+    trapezoid, trim_zeros, unpackbits, unravel_index, unwrap)
+from ._nanred import (average, count_nonzero, nanargmax, nanargmin, nanmax, nanmean, nanmin,
+    nanprod, nanstd, nansum, nanvar, ptp)
+from ._util import aval as _aval
+from ._util import canonical_dtype as _canonical
+
+# ---------------------------------------------------------------- dtypes and scalar types
+
+generic, number, inexact, floating = _np.generic, _np.number, _np.inexact, _np.floating
+integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
+character, flexible, complexfloating = _np.character, _np.flexible, _np.complexfloating
+object_ = _np.object_
+euler_gamma = float(_np.euler_gamma)
+ComplexWarning = _np.exceptions.ComplexWarning
+get_printoptions, set_printoptions, printoptions = (_np.get_printoptions,
+                                                    _np.set_printoptions, _np.printoptions)
+
+
+def _scalar_type(name, dt):
+    """jnp's scalar types: callable like a dtype's type, giving a shardc array."""
+    def make(x):
+        from ._creation import asarray
+        return asarray(x, dtype=_canonical(dt))
+    make.__name__ = name
+    make.dtype = _np.dtype(dt)
+    return make
+
+
+bool = _scalar_type("bool", _np.bool_)
+int_ = _scalar_type("int_", _np.int64)
+uint = _scalar_type("uint", _np.uint64)
+float_ = double = _scalar_type("float_", _np.float64)
+single = _scalar_type("single", _np.float32)
+
+
+def _dt(x):
+    if isinstance(x, _np.dtype):
+        return x
+    if callable(x) and hasattr(x, "dtype") and isinstance(x.dtype, _np.dtype):
+        return x.dtype
+    if _core.is_tracer(x) or hasattr(x, "aval"):
+        return _aval(x).dtype
+    return _np.dtype(x)
+
+
+def issubdtype(arg1, arg2):
+    if isinstance(arg2, type) and issubclass(arg2, _np.generic) and \
+            arg2 in (_np.generic, _np.number, _np.inexact, _np.floating, _np.integer,
+                     _np.signedinteger, _np.unsignedinteger, _np.complexfloating):
+        d = _dt(arg1)
+        if d == _dtypes.bfloat16 or d.name.startswith("float8"):
+            return arg2 in (_np.generic, _np.number, _np.inexact, _np.floating)
+        return _np.issubdtype(d, arg2)
+    return _np.issubdtype(_dt(arg1), _dt(arg2))
+
+
+def isdtype(dtype, kind):
+    """The array API's dtype kinds ('bool', 'signed integer', 'real floating', ...)."""
+    d = _dt(dtype)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if isinstance(k, str):
+            ok = {"bool": d == _np.bool_,
+                  "signed integer": d.kind == "i",
+                  "unsigned integer": d.kind == "u",
+                  "integral": d.kind in "iu",
+                  "real floating": _dtypes.is_float(d),
+                  "complex floating": d.kind == "c",
+                  "numeric": d.kind in "iuc" or _dtypes.is_float(d)}.get(k)
+            if ok is None:
+                raise ShardcError(f"Unrecognized data type kind: {k!r}")
+            if ok:
+                return True
+        elif _dt(k) == d:
+            return True
+    return False
+
+
+def promote_types(a, b):
+    """jnp.promote_types: the strong promotion of two dtypes (jax's lattice)."""
+    return _np.dtype(_dtypes.promote((_np.dtype(_dt(a)), False), (_np.dtype(_dt(b)), False))[0])
+
+
+def can_cast(from_, to, casting="safe"):
+    return _np.can_cast(_dt(from_), _dt(to), casting)
+
+
+def isscalar(element):
+    if hasattr(element, "__jax_array__"):
+        element = element.__jax_array__()
+    if _core.is_tracer(element) or hasattr(element, "aval"):
+        return _aval(element).ndim == 0
+    return _np.isscalar(element)
+
+
+def iterable(y):
+    try:
+        iter(y)
+    except TypeError:
+        return False
+    return True
+
+
+def broadcast_shapes(*shapes):
+    if not shapes:
+        return ()
+    shapes = [(s,) if _np.ndim(s) == 0 else tuple(s) for s in shapes]
+    try:
+        return tuple(_np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShardcError(f"Incompatible shapes for broadcasting: shapes={shapes}") from None
+
+
+def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
+    return _np.array_repr(_np.asarray(arr), max_line_width, precision, suppress_small)
+
+
+def array_str(a, max_line_width=None, precision=None, suppress_small=None):
+    return _np.array_str(_np.asarray(a), max_line_width, precision, suppress_small)
+
+
+def einsum_path(subscripts, /, *operands, optimize="auto"):
+    """NumPy's einsum_path on the operands' shapes (jax's is opt_einsum's)."""
+    arrays = [_np.empty(_aval(o).shape, _np.float32) for o in operands]
+    return _np.einsum_path(subscripts, *arrays, optimize="greedy" if optimize == "auto"
+                           else optimize)
+
+
+# ---------------------------------------------------------------- I/O and interop (host side)
+
+save, savez = _np.save, _np.savez
+
+
+def load(file, *args, **kwargs):
+    """np.load, as a shardc array when it is one array (bfloat16 'V2' data restored)."""
+    out = _np.load(file, *args, **kwargs)
+    if isinstance(out, _np.ndarray):
+        if out.dtype == "V2":
+            out = out.view(_dtypes.bfloat16)
+        from ._creation import asarray
+        out = asarray(out)
+    return out
+
+
+def _impure(name):
+    def f(*args, **kwargs):
+        raise ShardcError(f"shardc.numpy.{name}() is not implemented because it may be "
+                          "non-pure; use shardc.numpy.asarray(numpy." + name + "(...)) instead")
+    f.__name__ = name
+    return f
+
+
+fromfile, fromiter = _impure("fromfile"), _impure("fromiter")
+
+
+def from_dlpack(x, /, *, device=None, copy=None):  # noqa: F811  (jax's parameter name)
+    import jax.dlpack
+    return jax.dlpack.from_dlpack(x, device=device, copy=copy)
+
+
+class ufunc:
+    """jnp.ufunc: a function of `nin` arrays with NumPy's ufunc methods; `reduce` and
+    `accumulate` fold along a (static) axis one element at a time unless given."""
+
+    def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None,
+                 call=None, reduce=None, accumulate=None, at=None, reduceat=None):
+        self._func, self.nin, self.nout = func, int(nin), int(nout)
+        self.__name__ = name or getattr(func, "__name__", "ufunc")
+        self.nargs = nargs or self.nin
+        self.identity = identity
+        self._call, self._reduce, self._accumulate = call, reduce, accumulate
+
+    def __call__(self, *args):
+        if len(args) != self.nin:
+            raise ShardcError(f"{self.__name__}() takes {self.nin} positional arguments "
+                              f"but {len(args)} were given")
+        return (self._call or self._func)(*args)
+
+    def outer(self, A, B, /):
+        from ._shapes import expand_dims
+        a, b = _aval(A).ndim, _aval(B).ndim
+        return self(expand_dims(A, tuple(range(a, a + b))), B)
+
+    def _slices(self, a, axis):
+        from ._indexing import getitem
+        from ._shapes import moveaxis
+        a = moveaxis(a, axis, 0)
+        return [getitem(a, i) for i in range(_aval(a).shape[0])]
+
+    def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
+               where=None):
+        if self._reduce is not None:
+            return self._reduce(a, axis, dtype, out, keepdims, initial, where)
+        if self.nin != 2 or self.nout != 1:
+            raise ShardcError("reduce only supports functions of two arguments and one "
+                              "result")
+        if out is not None or where is not None:
+            raise ShardcError("ufunc.reduce: out= and where= are not supported")
+        from ._creation import asarray
+        a = asarray(a)
+        if axis is None:
+            from ._shapes import ravel
+            a, axis = ravel(a), 0
+        xs = self._slices(a, axis)
+        acc = xs[0] if initial is None else self(asarray(initial), xs[0])
+        for x in xs[1:]:
+            acc = self(acc, x)
+        if dtype is not None:
+            acc = acc.astype(dtype)
+        if keepdims:
+            from ._shapes import expand_dims
+            acc = expand_dims(acc, axis)
+        return acc
+
+    def accumulate(self, a, axis=0, dtype=None, out=None):
+        if self._accumulate is not None:
+            return self._accumulate(a, axis, dtype, out)
+        from ._creation import asarray
+        from ._shapes import moveaxis, stack
+        xs = self._slices(asarray(a), axis)
+        outs = [xs[0]]
+        for x in xs[1:]:
+            outs.append(self(outs[-1], x))
+        res = moveaxis(stack(outs), 0, axis)
+        return res.astype(dtype) if dtype is not None else res
+
+
+def frompyfunc(func, /, nin, nout, *, identity=None):
+    return ufunc(func, nin, nout, identity=identity)
+
+
+# ---------------------------------------------------------------- index tricks
+
+class _Grid:
+    def __init__(self, sparse):
+        self.sparse = sparse
+
+    def __getitem__(self, key):
+        from ._composite import linspace
+        from ._creation import arange
+        from ._shapes import stack
+        single = isinstance(key, slice)
+        keys = (key,) if single else key
+        axes = []
+        for k in keys:
+            start = 0 if k.start is None else k.start
+            step = 1 if k.step is None else k.step
+            if isinstance(step, complex):
+                axes.append(linspace(start, k.stop, int(abs(step))))
+            else:
+                axes.append(arange(start, k.stop, step))
+        if single:
+            return axes[0]
+        grids = meshgrid(*axes, indexing="ij", sparse=self.sparse)
+        if self.sparse:
+            return grids
+        return stack(grids, 0) if grids else arange(0)
+
+
+mgrid = _Grid(False)
+ogrid = _Grid(True)
+s_, index_exp = _np.s_, _np.index_exp
+
+
+class _Concat:
+    """r_ and c_: concatenation along the first (r_) or last (c_) axis of slices, scalars
+    and arrays (strings directives are NumPy's and not supported)."""
+
+    def __init__(self, axis, ndmin, trans1d):
+        self.axis, self.ndmin, self.trans1d = axis, ndmin, trans1d
+
+    def __getitem__(self, key):
+        from ._composite import linspace
+        from ._creation import arange, asarray
+        from ._shapes import concatenate
+        if not isinstance(key, tuple):
+            key = (key,)
+        parts = []
+        for k in key:
+            if isinstance(k, str):
+                raise ShardcError("r_/c_ string directives are not supported")
+            if isinstance(k, slice):
+                step = 1 if k.step is None else k.step
+                start = 0 if k.start is None else k.start
+                a = linspace(start, k.stop, int(abs(step))) if isinstance(step, complex) \
+                    else arange(start, k.stop, step)
+            else:
+                a = asarray(k)
+            if _aval(a).ndim < self.ndmin:
+                from ._shapes import reshape
+                s = _aval(a).shape
+                if self.trans1d == -1:
+                    a = reshape(a, (1,) * (self.ndmin - len(s)) + s)
+                    from ._shapes import transpose
+                    a = transpose(a) if self.ndmin == 2 and len(s) == 1 else a
+                else:
+                    a = reshape(a, (1,) * (self.ndmin - len(s)) + s)
+            parts.append(a)
+        return concatenate(parts, axis=self.axis)
+
+
+r_ = _Concat(0, 1, -1)
+c_ = _Concat(-1, 2, 0)
+
+ndarray = __import__("jax").Array
+
+wrap_public(globals())
+
+__all__ = [n for n in list(globals()) if not n.startswith("_") and n not in (
+    "annotations", "ShardcError", "wrap_public")]

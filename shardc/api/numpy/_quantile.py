@@ -1,0 +1,244 @@
+"""Order statistics of shardc.numpy, sort based as jax's: quantile, percentile,
+median and their nan* forms; histogram and histogram_bin_edges."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ...errors import ShardcError, ShardcTypeError
+from ...ir import dtypes
+from ...ops import lax as L
+from ...ops import sort as srt
+from ...ops.batching import move_dim
+from ...ops.common import check_axis
+from ...ops.indexing import scatter_add_p
+from ...ops.take import gather_along_p
+from ._reductions import any as _any, max as _max, min as _min, sum as _sum
+from ._shapes import ravel, reshape
+from ._sorting import asarray_, searchsorted
+from ._ufuncs import isnan, logical_not, where
+from ._util import aval, convert, promote_dtypes_inexact
+
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _reduced_last(name, a, axis):
+    """a with the reduced axes flattened into one last axis; the kept shape, and the
+    shape keepdims=True gives."""
+    x = aval(a)
+    if axis is None:
+        return ravel(a), (), (1,) * x.ndim
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    axes = tuple(check_axis(name, ax, x.ndim) for ax in axes)
+    if len(set(axes)) != len(axes):
+        raise ShardcError(f"{name}: repeated axis")
+    keep = [d for d in range(x.ndim) if d not in axes]
+    kept = tuple(x.shape[d] for d in keep)
+    n = int(np.prod([x.shape[d] for d in axes]))
+    if list(keep) + list(axes) != list(range(x.ndim)):
+        a = L.transpose(a, (*keep, *axes))
+    a = L.reshape(a, (*kept, n))
+    kd = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    return a, kept, kd
+
+
+def _quantile(name, a, q, axis, method, keepdims, squash_nans):
+    if method not in _METHODS:
+        if method == "inverted_cdf":
+            raise ShardcError(f"{name}: method='inverted_cdf' is not supported by shardc yet")
+        raise ShardcError(f"{name}: method can only be 'linear', 'lower', 'higher', "
+                          f"'midpoint', 'nearest' or 'inverted_cdf', got {method!r}")
+    a, q = asarray_(name, a), asarray_(name, q)
+    (a,) = promote_dtypes_inexact(a)
+    qa = aval(q)
+    if qa.ndim > 1:
+        raise ShardcError(f"{name}: q must be have rank <= 1, got shape {qa.shape}")
+    if not dtypes.is_float(qa.dtype):
+        q = convert(q, dtypes.default_float(), qa.weak)
+        qa = aval(q)
+    dt = aval(a).dtype
+    a, kept, kd = _reduced_last(name, a, axis)
+    n = aval(a).shape[-1]
+    nq = qa.shape[0] if qa.ndim else None
+    qdt = qa.dtype
+    # the quantile positions, shape (*kept, nq) (or (*kept,) for a scalar q)
+    qs = q if nq is None else q
+    if squash_nans:
+        a = where(isnan(a), L.full((), np.nan, dt), a)
+        (a,) = srt.sort_p.bind(a, dimension=aval(a).ndim - 1, is_stable=True, num_keys=1)
+        counts = convert(_sum(logical_not(isnan(a)), axis=-1), qdt)
+        top = L.sub(counts, L.full((), 1, qdt))
+    else:
+        a = where(_any(isnan(a), axis=-1, keepdims=True), L.full((), np.nan, dt), a)
+        (a,) = srt.sort_p.bind(a, dimension=aval(a).ndim - 1, is_stable=True, num_keys=1)
+        top = L.full(kept, n - 1, qdt)
+    shape = kept if nq is None else (*kept, nq)
+    qb = L.broadcast_in_dim(qs, shape, () if nq is None else (len(kept),))
+    topb = L.broadcast_in_dim(top, shape, tuple(range(len(kept))))
+    pos = L.mul(qb, topb)
+    low = L.floor(pos)
+    high = _ceil(pos)
+    hw = L.sub(pos, low)
+    lw = L.sub(L.full((), 1, qdt), hw)
+    zero = L.full((), 0, qdt)
+    low = L.max(zero, L.min(low, topb))
+    high = L.max(zero, L.min(high, topb))
+    idt = dtypes.default_int()
+    low, high = L.convert_element_type(low, idt), L.convert_element_type(high, idt)
+    if n == 0:
+        lv = hv = L.full(shape, np.nan, dt)
+    else:
+        def take(i):
+            i = i if nq is not None else L.reshape(i, (*kept, 1))
+            if nq is not None and nq == 0:
+                return L.full(shape, 0, dt)
+            v = gather_along_p.bind(a, i, axis=len(kept))
+            return v if nq is not None else L.reshape(v, kept)
+        lv, hv = take(low), take(high)
+    if method == "linear":
+        res = L.add(L.mul(convert(lv, qdt), lw), L.mul(convert(hv, qdt), hw))
+    elif method == "lower":
+        res = lv
+    elif method == "higher":
+        res = hv
+    elif method == "nearest":
+        res = L.select(L.le(hw, L.full((), 0.5, qdt)), lv, hv)
+    else:
+        res = L.mul(L.add(lv, hv), L.full((), 0.5, dt))
+    if nq is not None:
+        res = move_dim(res, -1, 0)
+    if keepdims:
+        res = reshape(res, kd if nq is None else (nq, *kd))
+    return convert(res, dt)
+
+
+def _ceil(x):
+    from ...ops.elementwise import ceil_p
+    return ceil_p.bind(x)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None):
+    _no_out("quantile", out, overwrite_input, weights)
+    return _quantile("quantile", a, q, axis, method, keepdims, False)
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None):
+    _no_out("nanquantile", out, overwrite_input, weights)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, True)
+
+
+def _no_out(name, out, overwrite_input, weights=None):
+    if out is not None or overwrite_input:
+        raise ShardcError(f"{name} does not support overwrite_input=True or out != None")
+    if weights is not None:
+        raise ShardcError(f"{name}: weights= (method='inverted_cdf') is not supported by "
+                          "shardc yet")
+
+
+def _percent(name, q):
+    q = asarray_(name, q)
+    qa = aval(q)
+    if not dtypes.is_float(qa.dtype):
+        q = convert(q, dtypes.default_float(), qa.weak)
+    return L.div(q, 100)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None):
+    _no_out("percentile", out, overwrite_input, weights)
+    a = asarray_("percentile", a)
+    (a,) = promote_dtypes_inexact(a)
+    return quantile(a, _percent("percentile", q), axis, method=method, keepdims=keepdims)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None):
+    _no_out("nanpercentile", out, overwrite_input, weights)
+    a = asarray_("nanpercentile", a)
+    (a,) = promote_dtypes_inexact(a)
+    return nanquantile(a, _percent("nanpercentile", q), axis, method=method,
+                       keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return quantile(a, 0.5, axis=axis, out=out, overwrite_input=overwrite_input,
+                    keepdims=keepdims, method="midpoint")
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return nanquantile(a, 0.5, axis=axis, out=out, overwrite_input=overwrite_input,
+                       keepdims=keepdims, method="midpoint")
+
+
+# ---------------------------------------------------------------- histograms
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    if isinstance(bins, str):
+        raise ShardcError("histogram_bin_edges: string values for `bins` are not "
+                          "implemented")
+    arr = asarray_("histogram_bin_edges", a)
+    dt = aval(arr).dtype
+    dt = dt if dtypes.is_float(dt) else dtypes.default_float()
+    if np.ndim(bins) == 1 or (hasattr(bins, "shape") and len(bins.shape) == 1):
+        return convert(asarray_("histogram_bin_edges", bins), dt)
+    try:
+        nbins = operator.index(bins)
+    except TypeError:
+        raise ShardcTypeError(f"histogram_bin_edges: bins must be an int or a 1-d array, "
+                              f"got {bins!r}") from None
+    if range is None:
+        lo, hi = convert(_min(arr), dt), convert(_max(arr), dt)
+    else:
+        if np.shape(range) != (2,):
+            raise ShardcError(f"`range` must be either None or a sequence of scalars, got "
+                              f"{range}")
+        lo, hi = (convert(asarray_("histogram", r), dt) for r in range)
+    flat = L.eq(L.sub(hi, lo), 0)
+    lo = where(flat, L.sub(lo, 0.5), lo)
+    hi = where(flat, L.add(hi, 0.5), hi)
+    from ._composite import linspace
+    return linspace(lo, hi, nbins + 1, dtype=dt)
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):
+    a = asarray_("histogram", a)
+    if weights is None:
+        (a,) = promote_dtypes_inexact(a)
+        w = L.full(aval(a).shape, 1, aval(a).dtype)
+    else:
+        w = asarray_("histogram", weights)
+        if aval(w).shape != aval(a).shape:
+            raise ShardcError("histogram: weights should have the same shape as a.")
+        a, w = promote_dtypes_inexact(a, w)
+    edges = histogram_bin_edges(a, bins, range)
+    m = aval(edges).shape[0]
+    idx = searchsorted(edges, a, side="right")
+    last = L.reshape(L.slice(edges, (m - 1,), (m,)), ())
+    idx = where(L.eq(a, convert(last, aval(a).dtype)), m - 1, idx)
+    idx, w = ravel(idx), ravel(w)
+    counts = scatter_add_p.bind(L.full((m,), 0, aval(w).dtype),
+                                L.reshape(idx, (aval(idx).shape[0], 1)), w,
+                                update_window_dims=(), inserted_window_dims=(0,),
+                                scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    counts = L.slice(counts, (1,), (m,))
+    if density:
+        widths = L.sub(L.slice(edges, (1,), (m,)), L.slice(edges, (0,), (m - 1,)))
+        counts = L.div(L.div(counts, convert(widths, aval(counts).dtype)), _sum(counts))
+    return counts, edges
+
+
+__all__ = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian",
+           "histogram_bin_edges", "histogram"]
+
+
+def _wrap():
+    from ...errors import wrap_public
+    pub = {k: globals()[k] for k in __all__}
+    wrap_public(pub)
+    globals().update(pub)
+
+
+_wrap()

@@ -1,0 +1,223 @@
+"""Gamma-based samplers: gamma and loggamma (Marsaglia-Tsang with rejection loops, one
+key per element, as jax's), beta, dirichlet, chisquare, f, t, generalized_normal, ball,
+poisson, binomial, multinomial."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ArgumentError
+from ...ir import dtypes
+from ...ops import lax as L
+from .. import numpy as jnp
+from . import _threefry as tf
+from ._base import _check_shape, _sharded, normal_impl, uniform_impl
+from ._dist import _bshape, exponential_impl, rademacher_impl
+from ._keys import key_data_of
+from ._run import float_dtype, run, shape_of
+
+
+def _gamma_one(data, alpha, log_space):
+    """One sample of Gamma(alpha) (log-space if asked), from one key."""
+    from ..control import while_loop
+    dtype = L.aval(alpha).dtype
+    zero, one, two, minus_one = (L.full((), v, dtype) for v in (0, 1, 2, -1))
+    one_over_two, one_over_three = np.array(0.5, dtype), np.array(1. / 3., dtype)
+    squeeze = np.array(0.0331, dtype)
+    boost_mask = jnp.greater_equal(alpha, one)
+    alpha_orig = alpha
+    alpha = jnp.where(boost_mask, alpha, jnp.add(alpha, one))
+    d = jnp.subtract(alpha, one_over_three)
+    c = jnp.divide(one_over_three, jnp.sqrt(d))
+
+    def cond_fn(s):
+        _, X, V, U = s
+        return jnp.logical_and(
+            jnp.greater_equal(U, jnp.subtract(one, jnp.multiply(squeeze, jnp.multiply(X, X)))),
+            jnp.greater_equal(jnp.log(U), jnp.add(
+                jnp.multiply(X, one_over_two),
+                jnp.multiply(d, jnp.add(jnp.subtract(one, V), jnp.log(V))))))
+
+    def body_fn(s):
+        def next_kxv(kxv):
+            k = tf.split(kxv[0], (2,))
+            x = normal_impl(k[1], shape=(), dtype=dtype)
+            return k[0], x, jnp.add(one, jnp.multiply(x, c))
+        k = tf.split(s[0], (3,))
+        _, x, v = while_loop(lambda kxv: jnp.less_equal(kxv[2], zero), next_kxv,
+                             (k[1], zero, minus_one))
+        X = jnp.multiply(x, x)
+        V = jnp.multiply(jnp.multiply(v, v), v)
+        U = uniform_impl(k[2], 0., 1., shape=(), dtype=dtype)
+        return k[0], X, V, U
+
+    k = tf.split(data, (2,))
+    _, _, V, _ = while_loop(cond_fn, body_fn, (k[0], zero, one, two))
+    if log_space:
+        log_samples = jnp.negative(exponential_impl(k[1], shape=(), dtype=dtype))
+        log_boost = jnp.where(jnp.logical_or(boost_mask, jnp.equal(log_samples, 0)), zero,
+                              jnp.multiply(log_samples, jnp.divide(one, alpha_orig)))
+        return jnp.add(jnp.add(jnp.log(d), jnp.log(V)), log_boost)
+    samples = jnp.subtract(1, uniform_impl(k[1], 0., 1., shape=(), dtype=dtype))
+    boost = jnp.where(boost_mask, one, L.pow(samples, jnp.divide(one, alpha_orig)))
+    return jnp.multiply(jnp.multiply(d, V), boost)
+
+
+def _random_gamma(data, a, log_space):
+    """Gamma samples of a's shape: a key per element of `a` (split off `data`)."""
+    from ..control import map as lmap
+    a_shape = tuple(jnp.shape(a))
+    n = math.prod(a_shape)
+    keys = tf.split(data, (n,))
+    alphas = jnp.reshape(a, (n,))
+    samples = lmap(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, alphas))
+    return jnp.reshape(samples, a_shape)
+
+
+def gamma_impl(data, a, *, shape, dtype, log_space=False):
+    if shape is None:
+        shape = tuple(jnp.shape(a))
+    else:
+        _check_shape("gamma", shape, jnp.shape(a))
+    a = L.convert_element_type(jnp.asarray(a), dtype)
+    if tuple(jnp.shape(a)) != tuple(shape):
+        a = jnp.broadcast_to(a, shape)
+    return _random_gamma(data, a, log_space)
+
+
+def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "gamma")
+    dtype = float_dtype(dtype, "gamma")
+    shape = None if shape is None else shape_of(shape)
+    return _sharded(run(gamma_impl, data, a, shape=shape, dtype=dtype), out_sharding)
+
+
+def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "loggamma")
+    dtype = float_dtype(dtype, "gamma")
+    shape = None if shape is None else shape_of(shape)
+    return _sharded(run(gamma_impl, data, a, shape=shape, dtype=dtype, log_space=True),
+                    out_sharding)
+
+
+def beta_impl(data, a, b, *, shape, dtype):
+    a = L.convert_element_type(jnp.asarray(a), dtype)
+    b = L.convert_element_type(jnp.asarray(b), dtype)
+    k = tf.split(data, (2,))
+    a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
+    lga = gamma_impl(k[0], a, shape=shape, dtype=dtype, log_space=True)
+    lgb = gamma_impl(k[1], b, shape=shape, dtype=dtype, log_space=True)
+    log_max = jnp.maximum(lga, lgb)
+    ga = jnp.exp(jnp.subtract(lga, log_max))
+    gb = jnp.exp(jnp.subtract(lgb, log_max))
+    return jnp.divide(ga, jnp.add(ga, gb))
+
+
+def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "beta")
+    dtype = float_dtype(dtype, "beta")
+    shape = _bshape("beta", shape, a, b)
+    return _sharded(run(beta_impl, data, a, b, shape=shape, dtype=dtype), out_sharding)
+
+
+def dirichlet_impl(data, alpha, *, shape, dtype):
+    if jnp.ndim(alpha) < 1:
+        raise ArgumentError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == "
+                            f"{jnp.ndim(alpha)}")
+    ashape = tuple(jnp.shape(alpha))
+    if shape is None:
+        shape = ashape[:-1]
+    else:
+        _check_shape("dirichlet", shape, ashape[:-1])
+    alpha = L.convert_element_type(jnp.asarray(alpha), dtype)
+    lg = gamma_impl(data, alpha, shape=tuple(shape) + ashape[-1:], dtype=dtype, log_space=True)
+    from ...transforms.ad import stop_gradient
+    un = jnp.exp(jnp.subtract(lg, stop_gradient(jnp.max(lg, -1, keepdims=True))))
+    return jnp.divide(un, jnp.sum(un, -1, keepdims=True))
+
+
+def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "dirichlet")
+    dtype = float_dtype(dtype, "dirichlet")
+    shape = None if shape is None else shape_of(shape)
+    return _sharded(run(dirichlet_impl, data, alpha, shape=shape, dtype=dtype), out_sharding)
+
+
+def chisquare_impl(data, df, *, shape, dtype):
+    df = L.convert_element_type(jnp.asarray(df), dtype)
+    half = jnp.divide(df, np.array(2, dtype))
+    log_g = gamma_impl(data, half, shape=shape, dtype=dtype, log_space=True)
+    return jnp.multiply(jnp.exp(log_g), np.array(2, dtype))
+
+
+def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "chisquare")
+    dtype = float_dtype(dtype, "chisquare")
+    shape = _bshape("chisquare", shape, df)
+    return _sharded(run(chisquare_impl, data, df, shape=shape, dtype=dtype), out_sharding)
+
+
+def f_impl(data, dfnum, dfden, *, shape, dtype):
+    dfden = L.convert_element_type(jnp.asarray(dfden), dtype)
+    dfnum = L.convert_element_type(jnp.asarray(dfnum), dtype)
+    k = tf.split(data, (2,))
+    chi_n = chisquare_impl(k[1], dfnum, shape=shape, dtype=dtype)
+    chi_d = chisquare_impl(k[0], dfden, shape=shape, dtype=dtype)
+    return jnp.divide(jnp.divide(chi_n, dfnum), jnp.divide(chi_d, dfden))
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "f")
+    dtype = float_dtype(dtype, "f")
+    shape = _bshape("f", shape, dfnum, dfden)
+    return _sharded(run(f_impl, data, dfnum, dfden, shape=shape, dtype=dtype), out_sharding)
+
+
+def t_impl(data, df, *, shape, dtype):
+    df = L.convert_element_type(jnp.asarray(df), dtype)
+    k = tf.split(data, (2,))
+    n = normal_impl(k[0], shape=shape, dtype=dtype)
+    half_df = jnp.divide(df, np.array(2, dtype))
+    g = gamma_impl(k[1], half_df, shape=shape, dtype=dtype)
+    return jnp.multiply(n, jnp.sqrt(jnp.divide(half_df, g)))
+
+
+def t(key, df, shape=None, dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "t")
+    dtype = float_dtype(dtype, "t")
+    shape = _bshape("t", shape, df)
+    return _sharded(run(t_impl, data, df, shape=shape, dtype=dtype), out_sharding)
+
+
+def generalized_normal_impl(data, p, *, shape, dtype):
+    k = tf.split(data, (2,))
+    inv_p = jnp.divide(1, p)
+    g = gamma_impl(k[0], inv_p, shape=shape, dtype=dtype)
+    r = rademacher_impl(k[1], shape=shape, dtype=dtype)
+    return jnp.multiply(r, jnp.power(g, jnp.divide(1, p)))
+
+
+def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "generalized_normal")
+    dtype = float_dtype(dtype, "generalized_normal")
+    return _sharded(run(generalized_normal_impl, data, p, shape=shape_of(shape), dtype=dtype),
+                    out_sharding)
+
+
+def ball_impl(data, p, *, d, shape, dtype):
+    k = tf.split(data, (2,))
+    g = generalized_normal_impl(k[0], p, shape=(*shape, d), dtype=dtype)
+    e = exponential_impl(k[1], shape=shape, dtype=dtype)
+    s = jnp.add(jnp.sum(jnp.power(jnp.abs(g), p), -1), e)
+    return jnp.divide(g, jnp.expand_dims(jnp.power(s, jnp.divide(1, p)), -1))
+
+
+def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
+    data, _ = key_data_of(key, "ball")
+    dtype = float_dtype(dtype, "ball")
+    return _sharded(run(ball_impl, data, p, d=int(d), shape=shape_of(shape), dtype=dtype),
+                    out_sharding)
+
+
+_ = dtypes

@@ -1,0 +1,149 @@
+"""PRNG keys: raw uint32 (..., 2) arrays (PRNGKey) and typed keys (`key`).
+
+Outside a trace a typed key is jax's own key array (so it interoperates with
+jax.random); inside one it is a KeyArray, a pytree node over a traced uint32 (..., 2)
+array whose shape is the keys' batch shape and whose dtype is jax's key<fry>. A
+KeyArray rebuilt from concrete data (a jit's result) becomes a jax key array again.
+
+Uses jax's private prng module (jax 0.10.2, pinned in pyproject) only to convert jax
+key arrays to and from their uint32 data and to name their dtype.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax._src.random import prng as _jprng
+
+from ...errors import ArgumentError, ShardcError, ShardcTypeError
+from ...trace import core
+
+IMPL = _jprng.prngs["threefry2x32"]
+KEY_DTYPE = _jprng.KeyTy(IMPL)
+JaxKey = _jprng.PRNGKeyArray
+U32 = np.dtype(np.uint32)
+
+
+def _aval(x):
+    from ..numpy._util import aval
+    return aval(x)
+
+
+class KeyArray:
+    """Typed PRNG keys inside a trace: `shape` is the batch shape, `dtype` key<fry>;
+    the uint32 key data is `_data`, of shape (*shape, 2)."""
+    __slots__ = ("_data",)
+
+    def __init__(self, data):
+        self._data = data
+
+    @property
+    def shape(self):
+        return tuple(_aval(self._data).shape[:-1])
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    dtype = KEY_DTYPE
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __getitem__(self, idx):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis for i in idx):
+            raise ShardcError("indexing a key array with ... is not supported; index its "
+                              "leading dims")
+        return KeyArray(self._data[idx])
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def reshape(self, *shape):
+        from .. import numpy as jnp
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return KeyArray(jnp.reshape(self._data, (*shape, 2)))
+
+    def __repr__(self):
+        return f"KeyArray(shape={self.shape}, dtype=key<fry>)"
+
+
+def _flatten(k):
+    return (k._data,), None
+
+
+def _unflatten(_, children):
+    (data,) = children
+    if isinstance(data, jax.Array) and not core.is_tracer(data) and \
+            getattr(data, "dtype", None) == U32 and data.ndim >= 1 and data.shape[-1] == 2:
+        return JaxKey(IMPL, data)       # a concrete result: a jax key array again
+    return KeyArray(data)
+
+
+jax.tree_util.register_pytree_node(KeyArray, _flatten, _unflatten)
+
+
+def is_typed_key(x):
+    return type(x) is KeyArray or isinstance(x, JaxKey)
+
+
+def _is_jax_key(x):
+    return isinstance(x, JaxKey)
+
+
+def wrap_jax_keys(tree):
+    """`tree` with each jax key array as a KeyArray over its uint32 data (at the jit
+    boundary, so the keys flatten to arrays shardc traces)."""
+    leaves = jax.tree_util.tree_leaves(tree, is_leaf=_is_jax_key)
+    if not any(map(_is_jax_key, leaves)):
+        return tree
+    return jax.tree_util.tree_map(
+        lambda x: KeyArray(x._base_array) if _is_jax_key(x) else x, tree, is_leaf=_is_jax_key)
+
+
+def has_jax_keys(tree):
+    return any(map(_is_jax_key, jax.tree_util.tree_leaves(tree, is_leaf=_is_jax_key)))
+
+
+def make_typed(data):
+    """Typed keys over uint32 data (..., 2): a jax key array if concrete."""
+    return _unflatten(None, (data,))
+
+
+def key_data_of(key, name, allow_batched=False):
+    """(uint32 data of shape (*batch, 2), whether `key` was typed), as jax's
+    _check_prng_key: raw keys must be uint32 arrays whose last dim is 2."""
+    if isinstance(key, JaxKey):
+        data, typed = key._base_array, True
+    elif type(key) is KeyArray:
+        data, typed = key._data, True
+    else:
+        if isinstance(key, (list, tuple)) or not hasattr(key, "dtype") and \
+                not core.is_tracer(key):
+            if not isinstance(key, (np.ndarray, np.generic)):
+                raise ShardcTypeError(f"unexpected PRNG key type {type(key)}")
+        a = _aval(key)
+        if a.ndim < 1 or a.shape[-1] != 2:
+            raise ShardcTypeError(
+                "JAX encountered invalid PRNG key data: expected key_data.shape to end "
+                f"with (2,); got shape={a.shape} for impl=PRNGImpl(threefry2x32)")
+        if a.dtype != U32:
+            raise ShardcTypeError(
+                "JAX encountered invalid PRNG key data: expected key_data.dtype = uint32; "
+                f"got dtype={a.dtype}")
+        data, typed = key, False
+    batch = _aval(data).shape[:-1]
+    if not allow_batched and batch:
+        raise ArgumentError(f"{name} accepts a single key, but was given a key array of "
+                          f"shape {batch} != (). Use jax.vmap for batching.")
+    return data, typed
+
+
+def as_output(data, typed):
+    return make_typed(data) if typed else data

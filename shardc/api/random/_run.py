@@ -1,0 +1,42 @@
+"""How a sampler runs: traced in place inside a trace; otherwise compiled once per
+static parameters by shardc.jit and run (as jax.random's samplers are jitted)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ...errors import ShardcTypeError
+from ...ir import dtypes
+from ...trace import core
+
+_JITS: dict = {}
+
+
+def run(fn, *args, **static):
+    if core.current_builder() is not None:
+        return fn(*args, **static)
+    k = (fn, tuple(sorted(static.items())), dtypes.x64_enabled())
+    j = _JITS.get(k)
+    if j is None:
+        from ..jit import jit
+        j = _JITS[k] = jit(functools.partial(fn, **static))
+    return j(*args)
+
+
+def shape_of(shape, name="shape"):
+    """A static shape tuple (a bare int is a 1-d shape, as core.canonicalize_shape)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        return tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShardcTypeError(f"{name} must be a sequence of ints, got {shape!r}") from None
+
+
+def float_dtype(dtype, name):
+    from ...errors import ArgumentError
+    d = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype)
+    if not dtypes.is_float(d):
+        raise ArgumentError(f"dtype argument to `{name}` must be a float dtype, got {d}")
+    return d

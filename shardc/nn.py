@@ -1,2 +1,0 @@
-"""shardc.nn: jax.nn's API (implemented in shardc.api.nn)."""
-from .api.nn import *  # noqa: F401,F403

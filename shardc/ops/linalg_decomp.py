@@ -1,0 +1,318 @@
+"""Matrix decompositions (cholesky, triangular_solve, lu, qr, eigh, svd) as jax's
+primitives, lowered as jaxlib lowers them on CPU (LAPACK custom calls).
+
+Factor rule (Shardy's for these custom calls): the leading batch dims pass through every
+operand and result; each matrix dim is a factor of its own that needs replication, so a
+stack of matrices sharded on its batch dims stays sharded and a sharded matrix dim is
+gathered first. Gradients (linalg_grad) and batching rules are registered below."""
+from __future__ import annotations
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from ..ir.primitive import PropKind
+from ..ir.program import Aval
+from ..ir.rules import NEED_REPLICATION, RuleBuilder
+from ..trace.core import Primitive
+from .common import i64_array
+from .linalg_emit import Em, lapack_prefix
+
+# LAPACK's character flags, as jaxlib passes them (ui8 codes)
+_L, _U, _N, _T, _C, _R, _V, _A, _S = (ord(c) for c in "LUNTCRVAS")
+
+
+def _check_float(name, a):
+    if lapack_prefix(a.dtype) is None:
+        raise ShardcError(f"{name} needs a float32 or float64 array (LAPACK's types), got {a}; "
+                          "convert it with .astype(jnp.float32)")
+
+
+def _check_matrix(name, a, square=False):
+    if a.ndim < 2:
+        raise ShardcError(f"{name} needs an array of at least 2 dims (a stack of matrices), "
+                          f"got {a}")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise ShardcError(f"{name} needs square matrices, got {a}")
+    _check_float(name, a)
+
+
+def batch_rule(in_avals, out_avals, **_):
+    """Batch dims (all but the last two of the first operand) pass; matrix dims of every
+    tensor are factors of their own that need replication."""
+    nb = in_avals[0].ndim - 2
+    b = RuleBuilder(in_avals, out_avals)
+    for d in range(nb):
+        b.factor([d] * len(in_avals), [d if a.ndim > d else None for a in out_avals],
+                 in_avals[0].shape[d])
+    for i, a in enumerate(in_avals):
+        for d in range(nb, a.ndim):
+            b.factor([d if j == i else None for j in range(len(in_avals))],
+                     [None] * len(out_avals), a.shape[d], NEED_REPLICATION)
+    for i, a in enumerate(out_avals):
+        for d in range(nb, a.ndim):
+            b.factor([None] * len(in_avals),
+                     [d if j == i else None for j in range(len(out_avals))],
+                     a.shape[d], NEED_REPLICATION)
+    return b.build()
+
+
+def _prim(name, shape_rule, lower, multiple=False):
+    return Primitive(name, shape_rule=shape_rule, sharding_rule=batch_rule, lower=lower,
+                     prop_kind=PropKind.NONE, multiple_results=multiple)
+
+
+def _out(a, shape, dtype=None):
+    return Aval(tuple(shape), dtype or a.dtype, False)
+
+
+# ---------------------------------------------------------------- cholesky
+
+def _chol_shape(a):
+    _check_matrix("cholesky", a, square=True)
+    return _out(a, a.shape)
+
+
+def _chol_lower(ctx, x):
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    e = Em(ctx, nb)
+    info_a = Aval(a.shape[:nb], dtypes.int32)
+    fac, info = e.custom_call(f"lapack_{lapack_prefix(a.dtype)}potrf_ffi", [(x, a)],
+                              [a, info_a], {"uplo": _L})
+    return [e.triangle(e.nan_unless_ok(fac, info), lower=True)[0]]
+
+
+cholesky_p = _prim("cholesky", _chol_shape, _chol_lower)
+
+
+# ---------------------------------------------------------------- triangular_solve
+
+def _tri_shape(a, b, *, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
+               unit_diagonal=False):
+    _check_matrix("triangular_solve", a, square=True)
+    _check_matrix("triangular_solve", b)
+    if a.dtype != b.dtype:
+        raise ShardcError(f"triangular_solve needs a and b of one dtype, got {a} and {b}")
+    if a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]:
+        raise ShardcError(f"triangular_solve needs a and b with the same batch dims, got {a} "
+                          f"and {b}")
+    k = b.shape[-2] if left_side else b.shape[-1]
+    if k != a.shape[-1]:
+        raise ShardcError(f"triangular_solve: a {a} does not fit b {b} "
+                          f"({'left' if left_side else 'right'} side: b's "
+                          f"{'rows' if left_side else 'columns'} must be {a.shape[-1]})")
+    return _out(b, b.shape)
+
+
+def _tri_lower(ctx, a, b, *, left_side=False, lower=False, transpose_a=False,
+               conjugate_a=False, unit_diagonal=False):
+    aa, ba = ctx.in_avals
+    e = Em(ctx, aa.ndim - 2)
+    trans = (_C if conjugate_a else _T) if transpose_a else _N
+    (x,) = e.custom_call(f"lapack_{lapack_prefix(aa.dtype)}trsm_ffi", [(a, aa), (b, ba)], [ba],
+                         {"side": _L if left_side else _R, "uplo": _L if lower else _U,
+                          "trans_x": trans, "diag": _U if unit_diagonal else _N},
+                         alias_operand=1)
+    return [x[0]]
+
+
+triangular_solve_p = _prim("triangular_solve", _tri_shape, _tri_lower)
+
+
+# ---------------------------------------------------------------- lu
+
+def _lu_shape(a):
+    _check_matrix("lu", a)
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    return (_out(a, a.shape), _out(a, (*batch, min(m, n)), dtypes.int32),
+            _out(a, (*batch, m), dtypes.int32))
+
+
+def _lu_lower(ctx, x):
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:nb]
+    e = Em(ctx, nb)
+    piv_a, info_a = Aval((*batch, k), dtypes.int32), Aval(batch, dtypes.int32)
+    lu, piv, info = e.custom_call(f"lapack_{lapack_prefix(a.dtype)}getrf_ffi", [(x, a)],
+                                  [a, piv_a, info_a], {})
+    piv = e.binary("subtract", piv, e.const(1, piv_a))      # LAPACK's pivots count from 1
+    lu = e.nan_unless_ok(lu, info, "GE")
+    return [lu[0], piv[0], _permutation(e, piv, m)[0]]
+
+
+def _permutation(e, piv, m):
+    """The row permutation the pivots' swaps make (a while loop, as jax's CPU lowering):
+    perm = arange(m); for i < k: swap perm[..., i] and perm[..., piv[..., i]]."""
+    nb = e.nb
+    batch = piv[1].shape[:nb]
+    k = piv[1].shape[-1]
+    pa = Aval((*batch, m), dtypes.int32)
+    perm0 = e.iota(pa, nb)
+    if k == 0:
+        return perm0
+    i32 = Aval((), dtypes.int32)
+    avals = [i32, piv[1], pa]
+    col = Aval((*batch, 1), dtypes.int32)
+
+    def cond(cx, i, *_):
+        lim = e.const(k, i32)
+        return [e.compare("LT", (i, i32), lim)[0]]
+
+    def body(cx, i, pv, perm):
+        i_, pv, perm = (i, i32), (pv, piv[1]), (perm, pa)
+        zero = e.const(0, i32)
+        starts = [zero] * nb + [i_]
+
+        def dyn(x):
+            return e.op("stablehlo.dynamic_slice", [x] + starts, [col],
+                        {"slice_sizes": i64_array(col.shape)})[0]
+        pi = e.bcast(dyn(pv), pa.shape, range(nb + 1))          # the row swapped with i
+        at_i = e.bcast(dyn(perm), pa.shape, range(nb + 1))      # perm[..., i]
+        idx = e.iota(pa, nb)
+        is_p = e.compare("EQ", idx, pi)
+        is_i = e.compare("EQ", idx, e.bcast(i_, pa.shape, ()))
+        # perm[..., piv_i]: the one entry where idx == pi, summed out
+        sel = e.select(is_p, perm, e.const(0, pa))
+        red = Aval(batch, dtypes.int32)
+        from .reduce import monoid_region
+        (at_p,) = e.op("stablehlo.reduce", [sel, e.const(0, i32)], [red],
+                       {"dimensions": i64_array([nb])},
+                       regions=[monoid_region(e.ctx, "add", pa)])
+        at_p = e.bcast(at_p, pa.shape, range(nb))
+        new = e.select(is_i, at_p, e.select(is_p, at_i, perm))
+        nxt = e.binary("add", i_, e.const(1, i32))
+        return [nxt[0], pv[0], new[0]]
+
+    zero = e.const(0, i32)
+    outs = e.op("stablehlo.while", [zero, piv, perm0], avals,
+                regions=[e.region(avals, cond), e.region(avals, body)], shard=False)
+    return outs[2]
+
+
+lu_p = _prim("lu", _lu_shape, _lu_lower, multiple=True)
+
+
+# ---------------------------------------------------------------- qr
+
+def _qr_shape(a, *, full_matrices=True):
+    _check_matrix("qr", a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    if full_matrices:
+        return _out(a, (*batch, m, m)), _out(a, a.shape)
+    return _out(a, (*batch, m, k)), _out(a, (*batch, k, n))
+
+
+def _qr_lower(ctx, x, *, full_matrices=True):
+    """geqrf, then the Householder product (orgqr) of its reflectors, as jax's _qr_lowering."""
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:nb]
+    e = Em(ctx, nb)
+    p = lapack_prefix(a.dtype)
+    r, taus = e.custom_call(f"lapack_{p}geqrf_ffi", [(x, a)], [a, Aval((*batch, k), a.dtype)],
+                            {})
+    zeros = (0,) * nb
+    if m < n:
+        q = e.slice(r, zeros + (0, 0), (*batch, m, m))
+    elif full_matrices:
+        q = e.pad(r, [0] * (nb + 1) + [m - n]) if m > n else r
+    else:
+        q = r
+    orgqr = "ungqr" if p in "cz" else "orgqr"
+    (q,) = e.custom_call(f"lapack_{p}{orgqr}_ffi", [q, taus], [q[1]], {})
+    if not full_matrices and m > n:
+        r = e.slice(r, zeros + (0, 0), (*batch, n, n))
+    return [q[0], e.triangle(r, lower=False)[0]]
+
+
+qr_p = _prim("qr", _qr_shape, _qr_lower, multiple=True)
+
+
+# ---------------------------------------------------------------- eigh
+
+def _real(dtype):
+    return {getattr(dtypes, "complex64", None): dtypes.float32,
+            getattr(dtypes, "complex128", None): dtypes.float64}.get(dtype, dtype)
+
+
+def _eigh_shape(a, *, lower=True, sort_eigenvalues=True):
+    _check_matrix("eigh", a, square=True)
+    return _out(a, a.shape), _out(a, a.shape[:-1], _real(a.dtype))
+
+
+def _eigh_lower(ctx, x, *, lower=True, sort_eigenvalues=True):
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    batch = a.shape[:nb]
+    e = Em(ctx, nb)
+    p = lapack_prefix(a.dtype)
+    name = "heevd" if p in "cz" else "syevd"
+    v, w, info = e.custom_call(f"lapack_{p}{name}_ffi", [(x, a)],
+                               [a, Aval(a.shape[:-1], _real(a.dtype)), Aval(batch, dtypes.int32)],
+                               {"mode": _V, "uplo": _L if lower else _U})
+    return [e.nan_unless_ok(v, info)[0], e.nan_unless_ok(w, info)[0]]
+
+
+eigh_p = _prim("eigh", _eigh_shape, _eigh_lower, multiple=True)
+
+
+# ---------------------------------------------------------------- svd
+
+def _svd_avals(a, full_matrices, compute_uv):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    s = _out(a, (*batch, k), _real(a.dtype))
+    if full_matrices or not compute_uv:
+        return s, _out(a, (*batch, m, m)), _out(a, (*batch, n, n))
+    return s, _out(a, (*batch, m, k)), _out(a, (*batch, k, n))
+
+
+def _svd_shape(a, *, full_matrices=True, compute_uv=True):
+    _check_matrix("svd", a)
+    s, u, vt = _svd_avals(a, full_matrices, compute_uv)
+    return (s, u, vt) if compute_uv else (s,)
+
+
+def _svd_lower(ctx, x, *, full_matrices=True, compute_uv=True):
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    e = Em(ctx, nb)
+    s_a, u_a, vt_a = _svd_avals(a, full_matrices, compute_uv)
+    mode = (_A if full_matrices else _S) if compute_uv else _N
+    _, s, u, vt, info = e.custom_call(
+        f"lapack_{lapack_prefix(a.dtype)}gesdd_ffi", [(x, a)],
+        [a, s_a, u_a, vt_a, Aval(a.shape[:nb], dtypes.int32)], {"mode": mode})
+    s = e.nan_unless_ok(s, info)[0]
+    if not compute_uv:
+        return [s]
+    return [s, e.nan_unless_ok(u, info)[0], e.nan_unless_ok(vt, info)[0]]
+
+
+svd_p = _prim("svd", _svd_shape, _svd_lower, multiple=True)
+
+
+# ---------------------------------------------------------------- batching
+# The mapped dim is one more leading batch dim: every operand gets it, params unchanged.
+
+def _batch_leading(prim):
+    def rule(ctx, args, batched, **params):
+        from .batching import materialize
+        outs = prim.bind(*materialize(ctx, args, batched), **params)
+        if prim.multiple_results:
+            return outs, [True] * len(outs)
+        return outs, True
+    return rule
+
+
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+    _p.batch = _batch_leading(_p)
+
+from . import linalg_grad  # noqa: E402,F401  (registers the gradients)

@@ -1,0 +1,239 @@
+"""Reverse-mode rules of the decompositions: the transposes of jax's jvp rules
+(cholesky_jvp_rule, _triangular_solve_jvp_rule_a, _lu_jvp_rule, qr_jvp_rule,
+_eigh_jvp_rule, _svd_jvp_rule), for real matrices."""
+from __future__ import annotations
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from . import lax as L
+from .linalg import dot_general_p
+from .linalg_decomp import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
+
+
+def mT(x):
+    nd = L.aval(x).ndim
+    return L.transpose(x, (*range(nd - 2), nd - 1, nd - 2))
+
+
+def mm(a, b):
+    """Batched a @ b over the leading dims."""
+    nd = L.aval(a).ndim
+    nb = tuple(range(nd - 2))
+    return dot_general_p.bind(a, b, contracting=((nd - 1,), (nd - 2,)), batch=(nb, nb))
+
+
+def _mask(x, lower, k=0):
+    a = L.aval(x)
+    nd = a.ndim
+    r = L.iota(dtypes.int32, a.shape, nd - 2)
+    c = L.iota(dtypes.int32, a.shape, nd - 1)
+    if k:
+        r = L.add(r, k)
+    return L.select(L.ge(r, c) if lower else L.le(r, c), x, L.zeros_like(x))
+
+
+def tril(x, k=0):
+    return _mask(x, True, k)
+
+
+def triu(x, k=0):
+    return _mask(x, False, k)
+
+
+def eye_like(x):
+    a = L.aval(x)
+    nd = a.ndim
+    r = L.iota(dtypes.int32, a.shape, nd - 2)
+    c = L.iota(dtypes.int32, a.shape, nd - 1)
+    return L.convert_element_type(L.eq(r, c), a.dtype)
+
+
+def solve(a, b, **kw):
+    return triangular_solve_p.bind(a, b, **kw)
+
+
+def _row(v):
+    """(..., k) -> (..., 1, k)."""
+    a = L.aval(v)
+    return L.reshape(v, (*a.shape[:-1], 1, a.shape[-1]))
+
+
+def _col(v):
+    a = L.aval(v)
+    return L.reshape(v, (*a.shape, 1))
+
+
+def _bcast_to(x, shape):
+    a = L.aval(x)
+    return L.broadcast_in_dim(x, shape, tuple(range(a.ndim))) if a.shape != tuple(shape) else x
+
+
+def _diag(x):
+    """(..., n, n) -> (..., n): the diagonal (masked sum)."""
+    a = L.aval(x)
+    return L.reduce_sum(L.mul(x, eye_like(x)), (a.ndim - 1,))
+
+
+def _real_only(name, dtype):
+    if not dtypes.is_float(dtype):
+        raise ShardcError(f"shardc differentiates {name} of real matrices only, got {dtype}")
+
+
+# ---------------------------------------------------------------- cholesky
+
+def _chol_vjp(ctx, cts, x):
+    (g,) = cts
+    lo = ctx.out
+    _real_only("cholesky", L.aval(lo).dtype)
+    p = tril(mm(mT(lo), g))
+    p = L.sub(p, L.mul(L.mul(p, eye_like(p)), 0.5))          # diagonal halved
+    tmp = solve(lo, p, left_side=True, lower=True, transpose_a=True)
+    s = solve(lo, tmp, left_side=False, lower=True)
+    return [L.mul(L.add(s, mT(s)), 0.5)]
+
+
+cholesky_p.vjp = _chol_vjp
+
+
+# ---------------------------------------------------------------- triangular_solve
+
+def _tri_vjp(ctx, cts, a, b, *, left_side=False, lower=False, transpose_a=False,
+             conjugate_a=False, unit_diagonal=False):
+    (g,) = cts
+    x = ctx.out
+    bbar = solve(a, g, left_side=left_side, lower=lower, transpose_a=not transpose_a,
+                 conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+    abar = None
+    if ctx.active is None or ctx.active[0]:
+        gop = L.neg(mm(bbar, mT(x)) if left_side else mm(mT(x), bbar))
+        if transpose_a:
+            gop = mT(gop)
+        k = 1 if unit_diagonal else 0
+        abar = tril(gop, -k) if lower else triu(gop, k)
+    return [abar, bbar]
+
+
+triangular_solve_p.vjp = _tri_vjp
+
+
+# ---------------------------------------------------------------- lu
+
+def _lu_vjp(ctx, cts, x):
+    g = cts[0]
+    lu, _, perm = ctx.outs
+    a = L.aval(lu)
+    m, n = a.shape[-2:]
+    if m != n:
+        raise ShardcError("shardc differentiates lu of square matrices only (jax also has "
+                          "the rectangular case)")
+    _real_only("lu", a.dtype)
+    lo = L.add(tril(lu, -1), eye_like(lu))
+    up = triu(lu)
+    xbar = L.add(tril(mm(mT(lo), g), -1), triu(mm(g, mT(up))))
+    t = solve(up, xbar, left_side=False, lower=False, transpose_a=True)
+    xp = solve(lo, t, left_side=True, lower=True, unit_diagonal=True, transpose_a=True)
+    # rows of the permuted matrix back to their places: abar = P^T xp
+    pa = L.aval(perm)
+    onehot = L.convert_element_type(
+        L.eq(L.broadcast_in_dim(perm, (*pa.shape, m), tuple(range(pa.ndim))),
+             L.iota(dtypes.int32, (*pa.shape, m), pa.ndim)), a.dtype)   # P[r, c]
+    return [mm(mT(onehot), xp)]
+
+
+lu_p.vjp = _lu_vjp
+
+
+# ---------------------------------------------------------------- qr
+
+def _qr_vjp(ctx, cts, x, *, full_matrices=True):
+    qbar, rbar = cts
+    q, r = ctx.outs
+    a = L.aval(x)
+    m, n = a.shape[-2:]
+    if m < n or (full_matrices and m != n):
+        raise ShardcError("Unimplemented case of QR decomposition derivative (as jax: m < n, "
+                          "or full_matrices=True on a non-square matrix)")
+    _real_only("qr", a.dtype)
+    m1 = mm(mT(q), qbar)
+    m2 = mm(rbar, mT(r))
+    om = L.sub(m1, m2)                                      # d/d omega
+    bbar = L.sub(m2, m1)
+    bbar = L.add(bbar, tril(L.sub(om, mT(om)), -1))
+    cbar = L.add(qbar, mm(q, bbar))
+    return [solve(r, cbar, left_side=False, lower=False, transpose_a=True)]
+
+
+qr_p.vjp = _qr_vjp
+
+
+# ---------------------------------------------------------------- eigh
+
+def _eigh_f(w):
+    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it."""
+    wr, wc = _row(w), _col(w)
+    a = L.aval(w)
+    shape = (*a.shape, a.shape[-1])
+    diff = L.sub(_bcast_to(wr, shape), _bcast_to(wc, shape))
+    eye = eye_like(diff)
+    return L.sub(L.div(L.ones_like(diff), L.add(diff, eye)), eye)
+
+
+def _eigh_vjp(ctx, cts, x, *, lower=True, sort_eigenvalues=True):
+    vbar, wbar = cts
+    v, w = ctx.outs
+    _real_only("eigh", L.aval(v).dtype)
+    a = L.aval(v)
+    inner = L.mul(_eigh_f(w), mm(mT(v), vbar))
+    inner = L.add(inner, L.mul(eye_like(inner), _bcast_to(_row(wbar), a.shape)))
+    return [mm(mm(v, inner), mT(v))]
+
+
+eigh_p.vjp = _eigh_vjp
+
+
+# ---------------------------------------------------------------- svd
+
+def _svd_vjp(ctx, cts, x, *, full_matrices=True, compute_uv=True):
+    a = L.aval(x)
+    _real_only("svd", a.dtype)
+    m, n = a.shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise ShardcError("Singular value decomposition JVP not implemented for full "
+                          "matrices (as jax): use full_matrices=False")
+    if compute_uv:
+        s, u, vt = ctx.outs
+        sbar, ubar, vtbar = cts
+    else:
+        s, u, vt = svd_p.bind(x, full_matrices=False, compute_uv=True)
+        (sbar,) = cts
+        ubar = vtbar = None
+    k = min(m, n)
+    kk = (*a.shape[:-2], k, k)
+    dsbar = L.mul(eye_like(L.zeros(kk, a.dtype)), _bcast_to(_row(sbar), kk))
+    if ubar is not None:
+        v, vbar = mT(vt), mT(vtbar)
+        s_row = _bcast_to(_row(s), kk)
+        s_col = _bcast_to(_col(s), kk)
+        f = _svd_f(s_row, s_col)
+        y = L.mul(f, mm(mT(u), ubar))
+        y2 = L.mul(f, mm(mT(v), vbar))
+        dsbar = L.add(dsbar, L.mul(L.add(y, mT(y)), s_row))
+        dsbar = L.add(dsbar, L.mul(s_col, L.add(y2, mT(y2))))
+    out = mm(mm(u, dsbar), vt)
+    if ubar is not None and m > n:
+        us = L.div(ubar, _bcast_to(_row(s), L.aval(ubar).shape))
+        out = L.add(out, mm(L.sub(us, mm(u, mm(mT(u), us))), vt))
+    if ubar is not None and n > m:
+        vs = L.div(vbar, _bcast_to(_row(s), L.aval(vbar).shape))
+        out = L.add(out, mm(u, mT(L.sub(vs, mm(v, mm(vt, vs))))))
+    return [out]
+
+
+def _svd_f(s_row, s_col):
+    """jax's F: 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it."""
+    diffs = L.mul(L.add(s_row, s_col), L.sub(s_row, s_col))
+    eye = eye_like(diffs)
+    return L.sub(L.div(L.ones_like(diffs), L.add(diffs, eye)), eye)
+
+
+svd_p.vjp = _svd_vjp

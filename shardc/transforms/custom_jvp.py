@@ -1,0 +1,108 @@
+"""custom_jvp: a function with a user-defined JVP rule, as jax.custom_jvp.
+
+Under a trace a call is one `custom_jvp_call` op (shardc.ops.custom_jvp) whose region is
+the function itself; its gradient rules apply the user's rule (forward mode) or its
+transpose (reverse mode). Outside any trace the function simply runs.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import jax
+
+from ..errors import ShardcTypeError, api_boundary
+from ..trace import core
+
+_tree = jax.tree_util
+
+
+class custom_jvp:
+    """Set up a function with a custom JVP rule: `f.defjvp(rule)` where
+    rule(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), or
+    `f.defjvps(*per_argument_rules)`."""
+
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        nums = set(nondiff_argnums)
+        if nondiff_argnames:
+            params = list(inspect.signature(fun).parameters)
+            nums |= {params.index(n) for n in nondiff_argnames}
+        self.nondiff_argnums = tuple(sorted(nums))
+        self.jvp = None
+        self.symbolic_zeros = False
+
+    def defjvp(self, jvp, symbolic_zeros=False):
+        """symbolic_zeros: the rule gets a jax.custom_derivatives.SymbolicZero for the
+        tangent of each input nothing differentiates (and may return them)."""
+        self.jvp = jvp
+        self.symbolic_zeros = bool(symbolic_zeros)
+        return jvp
+
+    def defjvps(self, *jvps):
+        if self.nondiff_argnums:
+            raise ShardcTypeError("Can't use ``defjvps`` with ``nondiff_argnums``.")
+
+        def jvp(primals, tangents):
+            out = self(*primals)
+            parts = [r(t, out, *primals) for t, r in zip(tangents, jvps) if r is not None]
+            if not parts:
+                from ..ops import lax as L
+                return out, _tree.tree_map(
+                    lambda o: L.zeros(core.aval_of(o).shape, core.aval_of(o).dtype), out)
+            total = parts[0]
+            for p in parts[1:]:
+                total = _tree.tree_map(lambda a, b: a + b, total, p)
+            return out, total
+        self.defjvp(jvp)
+
+    def _resolve(self, args, kwargs):
+        if not kwargs:
+            return args
+        try:
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+        except TypeError as e:
+            raise ShardcTypeError(
+                "The input arguments to the custom_jvp-decorated function "
+                f"{getattr(self.fun, '__name__', self.fun)} could not be resolved to "
+                f"positional-only arguments. Binding failed with the error:\n{e}") from e
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise ShardcTypeError("custom_jvp functions take no keyword-only arguments")
+        return bound.args
+
+    @api_boundary
+    def __call__(self, *args, **kwargs):
+        from ..ops.custom_jvp import CustomJvpRule, custom_jvp_call_p
+        from ..ops.region import bind_region
+        if self.jvp is None:
+            raise AttributeError("No JVP defined for custom_jvp function "
+                                 f"{getattr(self.fun, '__name__', self.fun)} using defjvp.")
+        args = self._resolve(args, kwargs)
+        b = core.current_builder()
+        if b is None:
+            return self.fun(*args)
+        leaves, arg_tree = _tree.tree_flatten(list(args))
+        leaf_arg = tuple(i for i, a in enumerate(args) for _ in _tree.tree_leaves(a))
+        traced = tuple(i for i, x in enumerate(leaves) if core.is_tracer(x))
+        static = tuple(None if core.is_tracer(x) else x for x in leaves)
+
+        def region(*ts):
+            full = list(static)
+            for i, t in zip(traced, ts):
+                full[i] = t
+            out = self.fun(*_tree.tree_unflatten(arg_tree, full))
+            flat, out_tree = _tree.tree_flatten(out)
+            return flat, out_tree
+
+        def params(out_tree, n):
+            return {"jvp": CustomJvpRule(self, arg_tree, static, traced, out_tree, leaf_arg)}
+        outs, out_tree = bind_region(custom_jvp_call_p, region, [leaves[i] for i in traced],
+                                     params, name=getattr(self.fun, "__name__", "custom_jvp"))
+        return _tree.tree_unflatten(out_tree, outs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)

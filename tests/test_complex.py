@@ -1,0 +1,217 @@
+"""Complex numbers: the complex primitives (complex, real, imag, conj), the elementwise
+ops, reductions and matmul on complex arrays, and their gradients, against jax.jit /
+jax.grad / jax.vjp (values, dtypes, weak types, output shardings under four layouts);
+and the newer elementwise ops (clz, population_count, nextafter, cbrt, reduce_precision)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from helpers import Case, assert_close, compare_cases, place
+
+LAYOUTS = [P(), P("x", None), P(None, "y"), P("x", "y")]
+
+
+def cdata(shape=(8, 16), seed=0, dtype=np.complex64):
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-2, 2, shape) + 1j * rng.uniform(-2, 2, shape)).astype(dtype)
+
+
+def fdata(shape=(8, 16), seed=0, lo=-2, hi=2):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def lax_of(m):
+    return shardc.lax if getattr(m, "_base", m) is snp else jax.lax
+
+
+UNARY = ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "abs", "negative", "square",
+         "reciprocal", "sign", "log1p", "expm1", "conj", "conjugate", "real", "imag",
+         "angle", "iscomplex", "isreal", "arcsin", "arccos", "arctan", "sinh", "cosh",
+         "log2", "log10", "exp2", "isnan"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_on_complex(mesh2x4, name):
+    cases = [Case(f"{name}-{spec}", lambda m, z: getattr(m, name)(z), [cdata(seed=i)], [spec],
+                  numpy_ref=False) for i, spec in enumerate(LAYOUTS)]
+    compare_cases(cases, mesh2x4)
+
+
+@pytest.mark.parametrize("name", ["real", "imag", "conj", "angle", "iscomplex", "isreal"])
+def test_complex_functions_of_real_and_int(mesh2x4, name):
+    cases = [Case(f"{name}-f32", lambda m, a: getattr(m, name)(a), [fdata()], [P("x", "y")]),
+             Case(f"{name}-i32", lambda m, a: getattr(m, name)(a),
+                  [np.arange(-8, 8, dtype=np.int32)], [P("x")]),
+             Case(f"{name}-scalar", lambda m, a: getattr(m, name)(2.5) + a, [fdata()], [P()],
+                  numpy_ref=False)]
+    compare_cases(cases, mesh2x4)
+
+
+BINARY = ["add", "subtract", "multiply", "divide", "power", "equal", "not_equal"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_on_complex(mesh2x4, name):
+    cases = []
+    for i, spec in enumerate(LAYOUTS):
+        z, w = cdata(seed=i), cdata(seed=i + 9)
+        cases += [Case(f"{name}-{spec}", lambda m, z, w: getattr(m, name)(z, w), [z, w],
+                       [spec, spec], numpy_ref=False),
+                  Case(f"{name}-mixed-{spec}", lambda m, z, x: getattr(m, name)(z, x),
+                       [z, fdata(seed=i)], [spec, P()], numpy_ref=False),
+                  Case(f"{name}-pyc-{spec}", lambda m, z: getattr(m, name)(z, 1.5 - 2j), [z],
+                       [spec], numpy_ref=False)]
+    compare_cases(cases, mesh2x4)
+
+
+def test_reductions_and_matmul_on_complex(mesh2x4):
+    cases = []
+    for i, spec in enumerate(LAYOUTS):
+        z, w = cdata(seed=i), cdata((16, 4), seed=i + 3)
+        cases += [Case(f"sum-{spec}", lambda m, z: (m.sum(z), m.sum(z, axis=1), m.mean(z, 0)),
+                       [z], [spec], numpy_ref=False),
+                  Case(f"prod-{spec}", lambda m, z: m.prod(z[:, :3], axis=1), [z], [spec],
+                       numpy_ref=False),
+                  Case(f"matmul-{spec}", lambda m, z, w: (z @ w, m.einsum("ij,jk->ik", z, w)),
+                       [z, w], [spec, P("y", None)], numpy_ref=False),
+                  Case(f"vdot-{spec}", lambda m, z: m.vdot(z[0], z[1]), [z], [spec],
+                       numpy_ref=False)]
+    compare_cases(cases, mesh2x4)
+
+
+def test_lax_complex_primitives(mesh2x4):
+    cases = []
+    for i, spec in enumerate(LAYOUTS):
+        x, y = fdata(seed=i), fdata(seed=i + 1)
+        cases += [Case(f"complex-{spec}", lambda m, x, y: lax_of(m).complex(x, y), [x, y],
+                       [spec, spec], numpy_ref=False),
+                  Case(f"parts-{spec}", lambda m, x, y: (
+                      lax_of(m).real(lax_of(m).complex(x, y)),
+                      lax_of(m).imag(lax_of(m).conj(lax_of(m).complex(x, y))),
+                      lax_of(m).conj(x)), [x, y], [spec, spec], numpy_ref=False)]
+    compare_cases(cases, mesh2x4)
+    compare_cases([Case("eager", lambda m, x, y: lax_of(m).complex(x, y) * 2,
+                        [fdata(), fdata(seed=1)], [P("x", "y"), P("x", "y")],
+                        numpy_ref=False)], mesh2x4, eager=True)
+
+
+def test_complex_needs_complex_or_float_parts():
+    with pytest.raises(shardc.ShardcError, match="complex"):
+        shardc.jit(lambda z: shardc.lax.real(z))(jnp.ones(3))
+    with pytest.raises(shardc.ShardcError, match="float32 or float64"):
+        shardc.jit(lambda z: shardc.lax.complex(z, z))(jnp.ones(3, jnp.int32))
+
+
+GRADS = {
+    "abs2": lambda m, x: m.sum(m.abs(m.exp(1j * x) * (x + 2j)) ** 2),
+    "parts": lambda m, x: m.sum(m.real(x * (1 + 2j)) * m.imag((x - 1j) ** 2)),
+    "angle": lambda m, x: m.sum(m.angle(x + 1j * x[::-1])),
+    "div": lambda m, x: m.sum(m.abs(m.sqrt((x + 3j) / (x * x + 1j)))),
+    "trig": lambda m, x: m.sum(m.real(m.sin(x + 1j) * m.cos(x - 0.5j) + m.log(x + 4j))),
+    "matmul": lambda m, x: m.abs(m.sum((x + 1j) @ (x.T - 2j))),
+    "conj": lambda m, x: m.sum(m.real(m.conj(x + 2j * x) * (x - 1j))),
+    "complex": lambda m, x: m.sum(m.abs(lax_of(m).complex(x, x ** 2))),
+    "cast": lambda m, x: m.sum(m.real(x.astype(m.complex64) * (3 - 1j))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_gradients_through_complex_as_jax(mesh2x4, name):
+    """Real-valued functions of real inputs through complex intermediates: jax.grad."""
+    f = GRADS[name]
+    x = fdata((8, 8), lo=0.3, hi=2)
+    for spec in (P(), P("x", "y")):
+        (xi,) = place(mesh2x4, [x], [spec])
+        got = shardc.jit(shardc.grad(lambda x: f(snp, x)))(xi)
+        want = jax.jit(jax.grad(lambda x: f(jnp, x)))(xi)
+        assert_close(got, want, f"grad {name} {spec}")
+
+
+def test_vjp_of_complex_functions_as_jax():
+    """vjp with complex primals and cotangents (jax's convention: no conjugation)."""
+    z, ct = cdata((4, 4)), cdata((4, 4), seed=3)
+    for f in (lambda m, z: m.exp(z) * z, lambda m, z: m.abs(z).astype(m.complex64) + m.conj(z),
+              lambda m, z: z @ m.sin(z), lambda m, z: m.real(z) * m.imag(z) + 0j):
+        out, fn = shardc.vjp(lambda z: f(snp, z), z)
+        rout, rfn = jax.vjp(lambda z: f(jnp, z), z)
+        assert_close(out, rout)
+        assert_close(fn(ct)[0], rfn(ct)[0])
+
+
+def test_holomorphic_grad():
+    z = jnp.asarray(cdata((4,)))
+    f = lambda m: (lambda z: m.sum(m.sin(z) * z))  # noqa: E731
+    got = shardc.grad(f(snp), holomorphic=True)(z)
+    assert_close(got, jax.grad(f(jnp), holomorphic=True)(z))
+    with pytest.raises(TypeError, match="holomorphic"):
+        shardc.grad(lambda z: snp.abs(snp.sum(z)))(z)
+    with pytest.raises(TypeError, match="holomorphic"):
+        shardc.grad(lambda x: snp.sum(x * 1j))(jnp.ones(3))
+
+
+# ---------------------------------------------------------------- the newer elementwise ops
+
+def test_bit_counting_ops(mesh2x4):
+    ints = [np.arange(-64, 64, dtype=np.int32).reshape(8, 16),
+            np.arange(0, 128, dtype=np.uint8).reshape(8, 16),
+            np.arange(-64, 64, dtype=np.int16).reshape(8, 16)]
+    cases = []
+    for a in ints:
+        for spec in LAYOUTS:
+            cases.append(Case(f"bits-{a.dtype}-{spec}", lambda m, a: (
+                lax_of(m).clz(a), lax_of(m).population_count(a)), [a], [spec],
+                numpy_ref=False))
+    compare_cases(cases, mesh2x4)
+
+
+def test_nextafter_cbrt_reduce_precision(mesh2x4):
+    cases = []
+    for i, spec in enumerate(LAYOUTS):
+        x, y = fdata(seed=i), fdata(seed=i + 5)
+        cases += [Case(f"nextafter-{spec}", lambda m, x, y: (
+                      lax_of(m).nextafter(x, y), m.nextafter(x, 0.0)), [x, y], [spec, spec]),
+                  Case(f"cbrt-{spec}", lambda m, x: (lax_of(m).cbrt(x), m.cbrt(x)), [x],
+                       [spec], numpy_ref=False),
+                  Case(f"rp-{spec}", lambda m, x: (lax_of(m).reduce_precision(x, 5, 10),
+                                                   lax_of(m).reduce_precision(x, 8, 7),
+                                                   lax_of(m).reduce_precision(x, 4, 3)),
+                       [x], [spec], numpy_ref=False)]
+    cases.append(Case("cbrt-int", lambda m, a: m.cbrt(a), [np.arange(-8, 8, dtype=np.int32)],
+                      [P("x")]))
+    cases.append(Case("nextafter-bf16", lambda m, x: m.nextafter(x, m.inf),
+                      [fdata().astype(jnp.bfloat16)], [P("x", "y")], numpy_ref=False))
+    compare_cases(cases, mesh2x4)
+    compare_cases([Case("eager", lambda m, x: (lax_of(m).cbrt(x), lax_of(m).clz(
+        x.astype(m.int32))), [fdata()], [P("x", "y")], numpy_ref=False)], mesh2x4, eager=True)
+
+
+@pytest.mark.parametrize("name", ["exp2", "log2", "log10", "cbrt"])
+def test_exp2_log2_log10_cbrt_functions(mesh2x4, name):
+    cases = [Case(f"{name}-{spec}", lambda m, x: getattr(m, name)(x), [fdata(lo=0.1, hi=4)],
+                  [spec]) for spec in LAYOUTS]
+    cases += [Case(f"{name}-int", lambda m, x: getattr(m, name)(x),
+                   [np.arange(1, 17, dtype=np.int32)], [P("x")]),
+              Case(f"{name}-weak", lambda m, x: getattr(m, name)(2.0) * x, [fdata()], [P()])]
+    compare_cases(cases, mesh2x4)
+
+
+@pytest.mark.parametrize("name", ["cbrt", "exp2", "log2", "log10", "rp"])
+def test_new_op_gradients(name):
+    f = {"cbrt": lambda m, x: m.sum(m.cbrt(x) * x),
+         "exp2": lambda m, x: m.sum(m.exp2(x)), "log2": lambda m, x: m.sum(m.log2(x)),
+         "log10": lambda m, x: m.sum(m.log10(x) ** 2),
+         "rp": lambda m, x: m.sum(lax_of(m).reduce_precision(x * x, 5, 10))}[name]
+    x = jnp.asarray(fdata((16,), lo=0.2, hi=3))
+    assert_close(shardc.jit(shardc.grad(lambda x: f(snp, x)))(x),
+                 jax.jit(jax.grad(lambda x: f(jnp, x)))(x), name)
+
+
+def test_sharded_complex_stays_sharded(mesh2x4):
+    """A complex elementwise chain keeps its operand's sharding (pointwise rules)."""
+    z = jax.device_put(cdata(), NamedSharding(mesh2x4, P("x", "y")))
+    out = shardc.jit(lambda z: snp.abs(snp.exp(z) * snp.conj(z)))(z)
+    assert out.sharding.is_equivalent_to(NamedSharding(mesh2x4, P("x", "y")), 2)
