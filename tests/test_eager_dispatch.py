@@ -141,3 +141,18 @@ def test_errors_from_a_new_signature_name_the_users_line(mesh2x4, mesh8):
     assert "different meshes" in str(e.value)
     line = next(i for i, t in enumerate(open(__file__), 1) if "# the line the error" in t)
     assert (e.value.loc.file, e.value.loc.line) == (__file__, line)
+
+
+def test_aval_of_a_64_bit_array_follows_x64():
+    """aval_of's cache (by jax's interned aval) keeps no dtype that x64 decides."""
+    from shardc.trace import core
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        wide = jnp.ones(3, jnp.float64)
+        jax.config.update("jax_enable_x64", False)
+        assert core.aval_of(wide).dtype == np.float32
+        jax.config.update("jax_enable_x64", True)
+        assert core.aval_of(wide).dtype == np.float64
+    finally:
+        jax.config.update("jax_enable_x64", prev)
