@@ -163,13 +163,16 @@ def bench_eager(prog, fws, args, quick, log=_log):
                 s.dtype != j.dtype or not s.sharding.is_equivalent_to(j.sharding, s.ndim):
             log(f"  WARNING {prog.name}.{name}: shardc and jax results differ (values, "
                 f"dtype or sharding {s.sharding} vs {j.sharding})")
-        stream = M.stream_us(fns, args, per=20 if quick else 40, rounds=7 if quick else 21)
+        stream = M.stream_us(fns, args, per=10, rounds=21 if quick else 101)
         call = M.call_us(fns, args, n=120 if quick else 600)
         log(f"  {prog.name}.{name}: op_us shardc {stream['shardc']:.1f} jax "
-            f"{stream['jax']:.1f}; call_us shardc {call['shardc']:.1f} jax {call['jax']:.1f}")
-        for metric, d in (("op_us", stream), ("call_us", call)):
-            rows.append({"program": f"{prog.name}.{name}", "metric": metric,
-                         "shardc": d["shardc"], "jax": d["jax"]})
+            f"{stream['jax']:.1f} (paired ratio {stream['ratio']:.2f}); call_us shardc "
+            f"{call['shardc']:.1f} jax {call['jax']:.1f}")
+        rows.append({"program": f"{prog.name}.{name}", "metric": "op_us",
+                     "shardc": stream["shardc"], "jax": stream["jax"],
+                     "ratio": stream["ratio"]})
+        rows.append({"program": f"{prog.name}.{name}", "metric": "call_us",
+                     "shardc": call["shardc"], "jax": call["jax"]})
     return rows
 
 
@@ -196,6 +199,13 @@ def ratio(s, j):
     return s / j
 
 
+def row_ratio(r):
+    """A row's shardc/jax ratio: its own "ratio" when the measurement paired the samples
+    (eager_ops: the median of each chunk's ratio to the adjacent chunk of the other
+    side, steadier on a loaded machine than a ratio of medians), else shardc / jax."""
+    return r["ratio"] if r.get("ratio") is not None else ratio(r["shardc"], r.get("jax"))
+
+
 SUMMARY_METRICS = ("lower_s", "compile_s", "call_us", "op_us", "run_s", "collective_bytes",
                    "peak_bytes", "temp_bytes")
 
@@ -213,7 +223,7 @@ def summary_table(results) -> str:
             if r is None:
                 cells.append("-")
                 continue
-            rat = ratio(r["shardc"], r.get("jax"))
+            rat = row_ratio(r)
             miss = rat is not None and m in TARGETS and rat > TARGETS[m]
             cells.append(f"{_fmt(r['shardc'], m)} / {_fmt(r.get('jax'), m)} "
                          f"({'' if rat is None else f'{rat:.2f}'}{'!' if miss else ''})")
@@ -239,7 +249,7 @@ def table(results) -> str:
              "|---|---|---:|---:|---:|---:|---|"]
     for r in results:
         m = r["metric"]
-        rat = ratio(r["shardc"], r.get("jax"))
+        rat = row_ratio(r)
         tgt = TARGETS.get(m)
         if r.get("note"):
             mark = r["note"]
@@ -329,7 +339,7 @@ def plot(results, path) -> bool:
         names, vals = [], []
         for p in programs:
             r = next((r for r in results if r["program"] == p and r["metric"] == m), None)
-            rat = ratio(r["shardc"], r.get("jax")) if r else None
+            rat = row_ratio(r) if r else None
             if rat is not None:
                 names.append(p)
                 vals.append(rat)
