@@ -144,6 +144,28 @@ def stream_us(fns, args, per=10, rounds=101):
     return res
 
 
+def paired_call_us(fns, args, n=600):
+    """call_us with the two frameworks' calls interleaved one by one (each waited for
+    outside the timed region): medians per side, and "ratio", the median of each call's
+    ratio to the other side's call next to it."""
+    out = {k: [] for k in fns}
+    block = jax.block_until_ready
+    pc = time.perf_counter
+    names = list(fns)
+    gc.collect()
+    for i in range(n):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            f = fns[name]
+            t = pc()
+            r = f(*args)
+            out[name].append(pc() - t)
+            block(r)
+    res = {k: median(v) * 1e6 for k, v in out.items()}
+    a, b = (out[k] for k in names[:2])
+    res["ratio"] = median([x / y for x, y in zip(a, b)])
+    return res
+
+
 def run_s(compiled, args, min_iters=10, max_iters=200, budget_s=1.0):
     """Median wall time of one run of each compiled executable on placed inputs,
     waiting for the outputs (block_until_ready). Frameworks alternate every iteration;

@@ -146,7 +146,8 @@ def bench_program(prog, fws, quick, log=_log):
 def bench_eager(prog, fws, args, quick, log=_log):
     """Each op of an eager program, run without jit under both numpy modules: one row
     per op ("<program>.<op>") with op_us (per op in a back-to-back stream, waited for
-    once: what an eager loop costs) and call_us (until the call returns, as for jit)."""
+    once: what an eager loop costs) and call_us (until the call returns, as for jit),
+    each with the sides' samples interleaved and a "ratio": the median paired ratio."""
     import functools
 
     import jax
@@ -164,15 +165,13 @@ def bench_eager(prog, fws, args, quick, log=_log):
             log(f"  WARNING {prog.name}.{name}: shardc and jax results differ (values, "
                 f"dtype or sharding {s.sharding} vs {j.sharding})")
         stream = M.stream_us(fns, args, per=10, rounds=21 if quick else 101)
-        call = M.call_us(fns, args, n=120 if quick else 600)
+        call = M.paired_call_us(fns, args, n=150 if quick else 1000)
         log(f"  {prog.name}.{name}: op_us shardc {stream['shardc']:.1f} jax "
             f"{stream['jax']:.1f} (paired ratio {stream['ratio']:.2f}); call_us shardc "
-            f"{call['shardc']:.1f} jax {call['jax']:.1f}")
-        rows.append({"program": f"{prog.name}.{name}", "metric": "op_us",
-                     "shardc": stream["shardc"], "jax": stream["jax"],
-                     "ratio": stream["ratio"]})
-        rows.append({"program": f"{prog.name}.{name}", "metric": "call_us",
-                     "shardc": call["shardc"], "jax": call["jax"]})
+            f"{call['shardc']:.1f} jax {call['jax']:.1f} (paired ratio {call['ratio']:.2f})")
+        for metric, d in (("op_us", stream), ("call_us", call)):
+            rows.append({"program": f"{prog.name}.{name}", "metric": metric,
+                         "shardc": d["shardc"], "jax": d["jax"], "ratio": d["ratio"]})
     return rows
 
 
