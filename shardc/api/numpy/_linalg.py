@@ -63,6 +63,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if ka != kb:
         raise ShardcError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim of "
                           f"the first) != {kb} (second-to-last dim of the second)")
+    if a_mat and b_mat and len(sa) == 2 and len(sb) == 2:     # no batch dims
+        return _dot_general(a, b, ((1,), (0,)), ((), ()), "matmul")
     ab = sa[:-2] if a_mat else ()
     bb = sb[:-2] if b_mat else ()
     nbatch = max(len(ab), len(bb))

@@ -6,6 +6,7 @@ from ...errors import ShardcError
 from ...ops import elementwise as ew
 import numpy as np
 
+from ._util import _ARRAYS, _Tracer
 from ._util import (as_lit, aval, check_arraylike, const_like, convert, lax_const, promote_args,
     promote_args_inexact, promote_args_numeric, promote_dtypes_inexact, promote_dtypes,
     promote_dtypes_numeric, promote_shapes, result_type, zero_scalar)
@@ -13,6 +14,9 @@ from ._util import (as_lit, aval, check_arraylike, const_like, convert, lax_cons
 
 def _float_unary(prim, name):
     def f(x, /):
+        t = type(x)
+        if (t is _Tracer or t in _ARRAYS) and dtypes.is_float(aval(x).dtype):
+            return prim.bind(x)     # the common call: nothing to check or promote
         check_arraylike(name, x)
         (x,) = promote_dtypes_inexact(x)
         return prim.bind(x)
