@@ -96,15 +96,26 @@ def _i1e_jvp(primals, tangents):
     return y, g * snp.where(not_tiny, dy, snp.full_like(x, 0.5))
 
 
-def i0e(x):
-    """exp(-|x|) I0(x)."""
+def _compiled(fn, *args):
+    """Outside a trace, one compiled program (as jax's primitive runs): op by op the
+    series' arithmetic would round differently from the fused program."""
+    from .random._run import run
+    return run(fn, *args)
+
+
+def _i0e_call(x):
     (x,) = promote("i0e", x)
     return _i0e(x)
 
 
+def i0e(x):
+    """exp(-|x|) I0(x)."""
+    return _compiled(_i0e_call, x)
+
+
 def i0(x):
     (x,) = promote("i0", x)
-    return snp.exp(snp.abs(x)) * _i0e(x)
+    return snp.exp(snp.abs(x)) * i0e(x)
 
 
 def i1e(x):
@@ -160,16 +171,24 @@ _gammaincc.defjvps(
     lambda g, y, a, x: -(g * _igamma_gradx(a, x)))
 
 
-def gammainc(a, x):
-    """The regularized lower incomplete gamma function P(a, x) (lax.igamma)."""
+def _gammainc_call(a, x):
     a, x = promote("gammainc", a, x)
     return _gammainc(a, x)
 
 
-def gammaincc(a, x):
-    """The regularized upper incomplete gamma function Q(a, x) (lax.igammac)."""
+def _gammaincc_call(a, x):
     a, x = promote("gammaincc", a, x)
     return _gammaincc(a, x)
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x) (lax.igamma)."""
+    return _compiled(_gammainc_call, a, x)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) (lax.igammac)."""
+    return _compiled(_gammaincc_call, a, x)
 
 
 # ---------------------------------------------------------------- betainc
@@ -266,6 +285,10 @@ _betainc.defjvp(_betainc_jvp, symbolic_zeros=True)
 
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
+    return _compiled(_betainc_call, a, b, x)
+
+
+def _betainc_call(a, b, x):
     a, b, x = promote("betainc", a, b, x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError("betainc does not support complex-valued inputs.")
