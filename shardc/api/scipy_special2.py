@@ -146,7 +146,6 @@ _log_ndtr_cj = custom_jvp(_log_ndtr, nondiff_argnums=(1,))
 def log_ndtr(x, series_order=3):
     """log(ndtr(x)): log of ndtr in the middle, -ndtr(-x) above, an asymptotic series of
     `series_order` terms below (the segments at -10 and 5 in f32, -20 and 8 in f64)."""
-    # series_order passed explicitly: shardc's custom_jvp does not fill in defaults
     return _log_ndtr_cj(x, series_order)
 
 
