@@ -138,6 +138,30 @@ OPS.update({      # complex parts, the newer elementwise ops, fft
             (["c64[8,9]"], [F], "{fft_type='IRFFT', fft_lengths=(16,)}")],
 })
 
+M = "f32[8,16,16]"      # a stack of matrices: the batch dim passes, matrix dims replicate
+OPS.update({      # special functions, bitcasts, decompositions, convolution
+    "erf_inv": [([F], [F], "")], "lgamma": [([F], [F], "")], "digamma": [([F], [F], "")],
+    "bessel_i1e": [([F], [F], "")], "polygamma": [([F, F], [F], "")],
+    "zeta": [([F, F], [F], "")],
+    "bitcast_convert_type": [([F], [I], "{new_dtype=i32}"),
+                             (["f32[8,16]"], ["u8[8,16,4]"], "{new_dtype=u8}")],
+    "cholesky": [([M], [M], "")],
+    "triangular_solve": [([M, M], [M], "{left_side=True, lower=True, transpose_a=False, "
+                          "conjugate_a=False, unit_diagonal=False}")],
+    "lu": [([M], [M, "i32[8,16]", "i32[8,16]"], "")],
+    "lu_pivots_to_permutation": [(["i32[8,16]"], ["i32[8,16]"], "{permutation_size=16}")],
+    "qr": [([M], [M, M], "{full_matrices=True}")],
+    "eigh": [([M], [M, "f32[8,16]"], "{lower=True, sort_eigenvalues=True}")],
+    "svd": [([M], ["f32[8,16]", M, M], "{full_matrices=True, compute_uv=True}")],
+    "eig": [(["f32[16,16]"], ["c64[16]", "c64[16,16]"], "{compute_left_eigenvectors=False, "
+             "compute_right_eigenvectors=True}")],
+    "conv_general_dilated": [
+        (["f32[8,16,16,8]", "f32[3,3,8,16]"], ["f32[8,16,16,16]"],
+         "{window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1), "
+         "rhs_dilation=(1, 1), dimension_numbers=((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), "
+         "feature_group_count=1, batch_group_count=1}")],
+})
+
 
 def _rank(t):
     dims = t.split("[", 1)[1].split("]", 1)[0]
