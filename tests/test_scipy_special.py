@@ -247,6 +247,9 @@ GRADS = {  # name: (function of (module, x), x) -- jax.grad of its sum
     "hyp1f1_x": (lambda s, x: s.hyp1f1(0.5, 1.5, x), grid(EDGES[1:13], -4, 4)),
     "hyp1f1_a": (lambda s, x: s.hyp1f1(x, 1.5, 0.7), grid(EDGES[8:13], 0.1, 4)),
     "zeta_q": (lambda s, x: s.zeta(3.0, x), grid(EDGES[8:13], 0.5, 4)),
+    # d/dx: jax differentiates its Euler-Maclaurin series (shardc's zeta op gave 0)
+    "zeta_x": (lambda s, x: s.zeta(x + 1.5, 2.0), grid(EDGES[8:13], 0, 4)),
+    "zeta_xq": (lambda s, x: s.zeta(x + 1.5, x), grid(EDGES[8:13], 0.5, 4)),
     "i0e": (lambda s, x: s.i0e(x), X),
     "i1e": (lambda s, x: s.i1e(x), grid(np.array([0, 1e-9, -1e-9], np.float32), -10, 10)),
     "i1": (lambda s, x: s.i1(x), grid(EDGES[1:14], -5, 5)),

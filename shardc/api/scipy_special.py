@@ -173,13 +173,50 @@ def polygamma(n, x):
     return sm.polygamma_p.bind(n, x)
 
 
-def zeta(x, q=None):
-    """The Hurwitz zeta function zeta(x, q) (q is required, as jax)."""
+def _zeta_fn(x, q=None):
     if q is None:
-        raise ShardcNotImplementedError("Riemann zeta function not implemented; pass q != None to "
-                                  "compute the Hurwitz Zeta function.")
+        raise ShardcNotImplementedError("Riemann zeta function not implemented; pass q != "
+                                        "None to compute the Hurwitz Zeta function.")
     x, q = promote("zeta", x, q)
     return sm.zeta_p.bind(x, q)
+
+
+zeta = custom_jvp(_zeta_fn)
+zeta.__doc__ = "The Hurwitz zeta function zeta(x, q) (q is required, as jax)."
+
+# 12, -720, 30240, ...: (2k)! / B_2k, the Euler-Maclaurin terms' denominators
+_BERNOULLI_COEFS = [12, -720, 30240, -1209600, 47900160, -1307674368000 / 691, 74724249600,
+                    -10670622842880000 / 3617, 5109094217170944000 / 43867,
+                    -802857662698291200000 / 174611, 14101100039391805440000 / 77683,
+                    -1693824136731743669452800000 / 236364091,
+                    186134520519971831808000000 / 657931,
+                    -37893265687455865519472640000000 / 3392780147,
+                    759790291646040068357842010112000000 / 1723168255201,
+                    -134196726836183700385281186201600000000 / 7709321041217]
+
+
+def _zeta_series(x, q):
+    """Euler-Maclaurin summation of zeta(s, a): jax differentiates this for zeta's
+    derivatives (in s as well as a)."""
+    s, a = promote("zeta", x, q)
+    dt = aval(a).dtype
+    s_, a_ = snp.expand_dims(s, -1), snp.expand_dims(a, -1)
+    n = 8 if dt == np.float32 else 16
+    k = np.arange(n, dtype=dt).reshape((1,) * aval(a).ndim + (n,))
+    total = snp.sum((a_ + k) ** (-s_), -1)
+    integral = (a + _c(a, n)) ** (_c(a, 1) - s) / (s - _c(a, 1))
+    t0 = (a + _c(a, n)) ** (-s)
+    m = np.arange(2 * n, dtype=dt).reshape((1,) * aval(s).ndim + (2 * n,))
+    t1 = snp.cumprod((s_ + m) / (a_ + _c(a, n)), -1)[..., ::2]
+    t1 = snp.clip(t1, max=np.finfo(dt).max)
+    t1 = t1 / np.asarray(_BERNOULLI_COEFS[:aval(t1).shape[-1]], dt)
+    return total + integral + t0 * (_c(a, 0.5) + snp.sum(t1, -1))
+
+
+@zeta.defjvp
+def _zeta_jvp(primals, tangents):
+    from .grad import jvp
+    return jvp(_zeta_series, primals, tangents)
 
 
 def multigammaln(a, d):
