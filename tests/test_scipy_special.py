@@ -250,6 +250,8 @@ GRADS = {  # name: (function of (module, x), x) -- jax.grad of its sum
     # d/dx: jax differentiates its Euler-Maclaurin series (shardc's zeta op gave 0)
     "zeta_x": (lambda s, x: s.zeta(x + 1.5, 2.0), grid(EDGES[8:13], 0, 4)),
     "zeta_xq": (lambda s, x: s.zeta(x + 1.5, x), grid(EDGES[8:13], 0.5, 4)),
+    "wofz": (lambda s, x: s.wofz(x + 0.5j).real, grid(EDGES[1:13], -4, 4)),
+    "erfcx_complex": (lambda s, x: s.erfcx(x - 0.3j).imag, grid(EDGES[1:13], -4, 4)),
     "i0e": (lambda s, x: s.i0e(x), X),
     "i1e": (lambda s, x: s.i1e(x), grid(np.array([0, 1e-9, -1e-9], np.float32), -10, 10)),
     "i1": (lambda s, x: s.i1(x), grid(EDGES[1:14], -5, 5)),
@@ -302,6 +304,16 @@ def test_vmap_where_scalar_branches():
     x = jnp.array([1.0, -2.0, 3.0])
     f = lambda m: lambda v: m.where(v > 0, np.float32(1), np.float32(2))  # noqa: E731
     assert_close(shardc.jit(shardc.vmap(f(shardc.numpy)))(x), jax.vmap(f(jnp))(x))
+
+
+def test_custom_jvp_complex_gradient():
+    """A custom_jvp function of a complex value passes its tangent on (it was dropped as
+    a non-float's, so the gradient was a silent 0)."""
+    def grad_of(lib):
+        f = lib.custom_jvp(lambda z: z * 2)
+        f.defjvps(lambda g, ans, z: g * 2)
+        return lib.jit(lib.grad(lambda x: f(x + 0j).real))(1.0)
+    assert_close(grad_of(shardc), grad_of(jax))
 
 
 def test_vmap_special():

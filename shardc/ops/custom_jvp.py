@@ -61,7 +61,7 @@ custom_jvp_call_p.data_flow = identity_flow
 
 
 def _float(x):
-    return dtypes.is_float(core.aval_of(x).dtype)
+    return dtypes.is_inexact(core.aval_of(x).dtype)    # complex values have tangents too
 
 
 def _zero_tangent(x, symbolic):
@@ -72,7 +72,7 @@ def _zero_tangent(x, symbolic):
         return SymbolicZero(ShapedArray(a.shape, a.dtype, weak_type=a.weak).to_tangent_aval())
     if core.is_tracer(x) or isinstance(x, (np.ndarray, np.generic, jax.Array)):
         a = core.aval_of(x)
-        if dtypes.is_float(a.dtype):
+        if dtypes.is_inexact(a.dtype):
             return L.zeros(a.shape, a.dtype)
         return np.zeros(a.shape, jax.dtypes.float0)
     if isinstance(x, float):
@@ -130,7 +130,7 @@ def check_rule_output(fn, got, out_tree, out_avals, loc):
                 f"Custom JVP rule {jname} for function {pname} must produce a primal output "
                 f"with the shapes/dtypes of {pname}'s output: got {pa.strong()}, expected "
                 f"{want.strong()}.", loc)
-        if not dtypes.is_float(want.dtype):
+        if not dtypes.is_inexact(want.dtype):
             t_leaves[k] = None     # (jax's float0: no tangent)
             continue
         ta = core.aval_of(tl)
