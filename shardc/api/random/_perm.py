@@ -115,7 +115,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
         if replace:
             ind = run(_choice_p_impl, data, p_arr, shape=shape)
         else:
-            mode = "low" if mode is None else ("high" if mode == "highest" else mode)
+            mode = "low" if mode is None else mode
             ind = run(_choice_gumbel_impl, data, p_arr, n_draws=n_draws, mode=mode)
         result = ind if scalar else jnp.take(arr, ind, axis)
     out_shape = shape if scalar else \
