@@ -45,6 +45,10 @@ def _shuffle_impl(data, x, *, axis):
     return x
 
 
+def _range_permutation_impl(data, *, n):
+    return _shuffle_impl(data, jnp.arange(n), axis=0)
+
+
 def _permutation_impl(data, x, *, axis, independent):
     if independent or jnp.ndim(x) == 1:
         return _shuffle_impl(data, x, axis=axis)
@@ -58,9 +62,7 @@ def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
     if not core.is_tracer(x) and np.ndim(x) == 0:
         if not np.issubdtype(np.asarray(x).dtype, np.integer):
             raise ShardcTypeError("x must be an integer or at least 1-dimensional")
-        r = int(x)
-        return _sharded(run(lambda d: _shuffle_impl(d, jnp.arange(r), axis=0), data),
-                        out_sharding)
+        return _sharded(run(_range_permutation_impl, data, n=int(x)), out_sharding)
     nd = jnp.ndim(x)
     axis = axis % nd if -nd <= axis < nd else axis
     if not 0 <= axis < nd:
