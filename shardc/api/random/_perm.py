@@ -213,8 +213,7 @@ def _orthogonal_impl(data, *, n, m, shape, dtype):
     la = _linalg()
     z = normal_impl(data, shape=(*shape, max(n, m), min(n, m)), dtype=dtype)
     q, r = _need(la, "qr", "orthogonal")(z)
-    d = jnp.diagonal(r, axis1=-2, axis2=-1) if hasattr(jnp, "diagonal") else \
-        la.diagonal(r)
+    d = _need(la, "diagonal", "orthogonal")(r)
     x = q * jnp.expand_dims(jnp.sign(d), -2)
     return jnp.swapaxes(x, -1, -2) if n < m else x
 
