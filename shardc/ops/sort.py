@@ -165,8 +165,13 @@ def _approx_shape(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
     return (Aval(shape, x.dtype, x.weak), Aval(shape, dtypes.int32, x.weak))
 
 
-def _approx_rule(ins, outs, **_):
-    return _topk_rule(ins, outs)
+def _approx_rule(ins, outs, *, reduction_dimension, **_):
+    """As its lowering, a sort then a slice: the reduced dim one need-replication factor
+    (the sort's, sized as the operand) that the slice passes on to the results."""
+    b = RuleBuilder(ins, outs)
+    d0 = reduction_dimension
+    b.same_dims(ins[0].shape, kind=lambda d: NEED_REPLICATION if d == d0 else "pass")
+    return b.build()
 
 
 def _lower_approx(ctx, x, *, k, reduction_dimension, is_max_k, recall_target,

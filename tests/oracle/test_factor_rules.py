@@ -104,6 +104,63 @@ OPS.update({
          "inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
     ],
 })
+# sorting, dynamic slices, cumulative ops, take_along_axis (shardc.ops.sort/dynamic/
+# cumulative/take)
+_S = "i32[]"
+OPS.update({
+    "sort": [([F], [F], "{dimension=1, is_stable=True, num_keys=1}"),
+             ([F, I], [F, I], "{dimension=0, is_stable=False, num_keys=1}")],
+    "top_k": [([F], ["f32[8,3]", "i32[8,3]"], "{k=3}"), ([F], [F, I], "{k=16}")],
+    "approx_top_k": [([F], ["f32[2,16]", "i32[2,16]"], "{k=2, reduction_dimension=0, "
+                      "is_max_k=True, recall_target=0.95, aggregate_to_topk=True, "
+                      "reduction_input_size_override=-1}")],
+    "dynamic_slice": [([F, _S, _S], ["f32[2,16]"], "{slice_sizes=(2, 16)}"),
+                      ([F, _S, _S], ["f32[8,8]"], "{slice_sizes=(8, 8)}")],
+    "dynamic_update_slice": [([F, "f32[2,16]", _S, _S], [F], ""),
+                             ([F, "f32[8,8]", _S, _S], [F], "")],
+    "cumprod": [([F], [F], "{axis=1, reverse=False}")],
+    "cummax": [([F], [F], "{axis=0, reverse=True}")],
+    "cummin": [([F], [F], "{axis=1, reverse=False}")],
+    "cumlogsumexp": [([F], [F], "{axis=0, reverse=False}")],
+    "gather_along": [([F, "i32[8,8]"], ["f32[8,8]"], "{axis=1}")],
+    "scatter_add_along": [([F, "i32[8,8]", "f32[8,8]"], [F], "{axis=1}")],
+})
+
+C = "c64[8,16]"
+OPS.update({      # complex parts, the newer elementwise ops, fft
+    "complex": [([F, F], [C], "")], "real": [([C], [F], "")], "imag": [([C], [F], "")],
+    "conj": [([C], [C], "")], "clz": [([I], [I], "")], "population_count": [([I], [I], "")],
+    "cbrt": [([F], [F], "")], "nextafter": [([F, F], [F], "")],
+    "reduce_precision": [([F], [F], "{exponent_bits=5, mantissa_bits=10}")],
+    "fft": [([C], [C], "{fft_type='FFT', fft_lengths=(16,)}"),
+            (["c64[8,16,8]"], ["c64[8,16,8]"], "{fft_type='IFFT', fft_lengths=(16, 8)}"),
+            ([F], ["c64[8,9]"], "{fft_type='RFFT', fft_lengths=(16,)}"),
+            (["c64[8,9]"], [F], "{fft_type='IRFFT', fft_lengths=(16,)}")],
+})
+
+M = "f32[8,16,16]"      # a stack of matrices: the batch dim passes, matrix dims replicate
+OPS.update({      # special functions, bitcasts, decompositions, convolution
+    "erf_inv": [([F], [F], "")], "lgamma": [([F], [F], "")], "digamma": [([F], [F], "")],
+    "bessel_i1e": [([F], [F], "")], "polygamma": [([F, F], [F], "")],
+    "zeta": [([F, F], [F], "")],
+    "bitcast_convert_type": [([F], [I], "{new_dtype=i32}"),
+                             (["f32[8,16]"], ["u8[8,16,4]"], "{new_dtype=u8}")],
+    "cholesky": [([M], [M], "")],
+    "triangular_solve": [([M, M], [M], "{left_side=True, lower=True, transpose_a=False, "
+                          "conjugate_a=False, unit_diagonal=False}")],
+    "lu": [([M], [M, "i32[8,16]", "i32[8,16]"], "")],
+    "lu_pivots_to_permutation": [(["i32[8,16]"], ["i32[8,16]"], "{permutation_size=16}")],
+    "qr": [([M], [M, M], "{full_matrices=True}")],
+    "eigh": [([M], [M, "f32[8,16]"], "{lower=True, sort_eigenvalues=True}")],
+    "svd": [([M], ["f32[8,16]", M, M], "{full_matrices=True, compute_uv=True}")],
+    "eig": [(["f32[16,16]"], ["c64[16]", "c64[16,16]"], "{compute_left_eigenvectors=False, "
+             "compute_right_eigenvectors=True}")],
+    "conv_general_dilated": [
+        (["f32[8,16,16,8]", "f32[3,3,8,16]"], ["f32[8,16,16,16]"],
+         "{window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1), "
+         "rhs_dilation=(1, 1), dimension_numbers=((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), "
+         "feature_group_count=1, batch_group_count=1}")],
+})
 
 
 def _rank(t):
