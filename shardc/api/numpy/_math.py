@@ -1,6 +1,6 @@
 """Elementwise jax.numpy functions built from shardc's existing ops, each as jax.numpy
 builds it (same promotion, same formula), so values, weak types and gradients agree:
-inverse hyperbolics, log2/log10, hypot, sinc, heaviside, fmax/fmin, gcd/lcm, ..."""
+inverse hyperbolics, hypot, sinc, heaviside, fmax/fmin, gcd/lcm, ..."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,17 +80,6 @@ def arctanh(x, /):
 
 
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
-
-
-def log2(x, /):
-    x = _inexact("log2", x, complex_ok=True)
-    return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, 2)))
-
-
-def log10(x, /):
-    x = _inexact("log10", x, complex_ok=True)
-    c = np.array(0.4342944819032518, dtype=aval(x).dtype)
-    return ew.mul_p.bind(ew.log_p.bind(x), const_like(x, c))
 
 
 def fabs(x, /):
