@@ -165,8 +165,19 @@ def _approx_shape(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
     return (Aval(shape, x.dtype, x.weak), Aval(shape, dtypes.int32, x.weak))
 
 
-def _approx_rule(ins, outs, **_):
-    return _topk_rule(ins, outs)
+def _approx_rule(ins, outs, *, reduction_dimension, **_):
+    """The rule of its lowering, a sort then a slice (as jax.jit on CPU, whose results
+    keep the operand's sharding): the reduced dim is one need-replication factor of
+    operand and results (none when it is all the sort sees), the others pass."""
+    d, x = reduction_dimension, ins[0].shape
+    along = any(n > 1 for i, n in enumerate(x) if i != d)
+    b = RuleBuilder(ins, outs)
+    for i, n in enumerate(x):
+        if i != d:
+            b.factor([i], [i, i], n)
+        elif along:
+            b.factor([i], [i, i], n, NEED_REPLICATION)
+    return b.build()
 
 
 def _lower_approx(ctx, x, *, k, reduction_dimension, is_max_k, recall_target,

@@ -43,6 +43,10 @@ OPCODE = {
     "shift_right_logical": "shift-right-logical", "round": "round-nearest-even",
     "round_afz": "round-nearest-afz", "expm1": "exponential-minus-one",
     "log1p": "log-plus-one", "is_finite": "is-finite", "integer_pow": "multiply",
+    **{k: "reduce-window" for k in ("cumprod", "cummax", "cummin", "cumlogsumexp")},
+    "dynamic_slice": "dynamic-slice", "dynamic_update_slice": "dynamic-update-slice",
+    "gather_along": "gather", "scatter_add_along": "scatter",
+    "approx_top_k": "slice",        # lowered as a sort of (operand, iota), then slices
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,
 }
