@@ -49,6 +49,7 @@ OPCODE = {
     "approx_top_k": "slice",        # lowered as a sort of (operand, iota), then slices
     "reduce_precision": "reduce-precision", "clz": "count-leading-zeros",
     "population_count": "popcnt", "bitcast_convert_type": "bitcast-convert",
+    "conj": "complex",              # complex(real(z), -imag(z))
     # chlo ops XLA expands into many before Shardy runs (the cases' results check them)
     **{k: None for k in ("erf_inv", "lgamma", "digamma", "bessel_i1e", "polygamma", "zeta",
                          "nextafter")},
