@@ -53,11 +53,14 @@ OPCODE = {
     # chlo ops XLA expands into many before Shardy runs (the cases' results check them)
     **{k: None for k in ("erf_inv", "lgamma", "digamma", "bessel_i1e", "polygamma", "zeta",
                          "nextafter")},
+    # LAPACK custom calls: tuple-valued (factor and info) but for triangular_solve
+    "triangular_solve": "custom-call",
+    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd")},
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,
 }
 _INSTR = re.compile(r"\s*(?:ROOT )?%(\S+) = \w+\[([\d,]*)\]\S* ([\w-]+)\(")
-_SHARDING = re.compile(r"sharding=(\{.*?\})(?:, metadata|, backend|$)")
+_SHARDING = re.compile(r"sharding=(\{.*?\})(?:, metadata|, backend|, frontend_attributes|$)")
 
 
 def _instructions(hlo):
