@@ -46,6 +46,7 @@ OPCODE = {
     **{k: "reduce-window" for k in ("cumprod", "cummax", "cummin", "cumlogsumexp")},
     "dynamic_slice": "dynamic-slice", "dynamic_update_slice": "dynamic-update-slice",
     "gather_along": "gather", "scatter_add_along": "scatter",
+    "conv_general_dilated": "convolution",
     "approx_top_k": "slice",        # lowered as a sort of (operand, iota), then slices
     "reduce_precision": "reduce-precision", "clz": "count-leading-zeros",
     "population_count": "popcnt", "bitcast_convert_type": "bitcast-convert",
