@@ -89,5 +89,7 @@ from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # no
 from ..conv import convolve, correlate  # noqa: E402
 from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
 
+from ._vectorize import vectorize  # noqa: E402
+
 _attach()
 _wrap_public(globals())
