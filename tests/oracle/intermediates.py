@@ -46,7 +46,7 @@ OPCODE = {
     **{k: "reduce-window" for k in ("cumprod", "cummax", "cummin", "cumlogsumexp")},
     "dynamic_slice": "dynamic-slice", "dynamic_update_slice": "dynamic-update-slice",
     "gather_along": "gather", "scatter_add_along": "scatter",
-    "conv_general_dilated": "convolution",
+    "conv_general_dilated": "convolution", "top_k": "topk",
     "approx_top_k": "slice",        # lowered as a sort of (operand, iota), then slices
     "reduce_precision": "reduce-precision", "clz": "count-leading-zeros",
     "population_count": "popcnt", "bitcast_convert_type": "bitcast-convert",
@@ -62,6 +62,9 @@ OPCODE = {
 }
 _INSTR = re.compile(r"\s*(?:ROOT )?%(\S+) = \w+\[([\d,]*)\]\S* ([\w-]+)\(")
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?:, metadata|, backend|, frontend_attributes|$)")
+# a tuple-valued instruction (sort of several operands, topk): its first element
+_TUPLE = re.compile(r"\s*(?:ROOT )?%(\S+) = \(\w+\[([\d,]*)\][^)]*\) ([\w-]+)\(")
+_TUPLE_SHARDING = re.compile(r"sharding=\{(\{[^{}]*\})")
 
 
 def _instructions(hlo):
@@ -70,6 +73,11 @@ def _instructions(hlo):
         m = _INSTR.match(line)
         if m:
             sh = _SHARDING.search(line)
+            out.append((m.group(3), m.group(2), sh.group(1) if sh else "{replicated}"))
+            continue
+        m = _TUPLE.match(line)
+        if m:
+            sh = _TUPLE_SHARDING.search(line)
             out.append((m.group(3), m.group(2), sh.group(1) if sh else "{replicated}"))
     return out
 
