@@ -119,25 +119,51 @@ def call_us(fns, args, n=300, rounds=6):
     return {k: median(v) * 1e6 for k, v in out.items()}
 
 
-def stream_us(fns, args, per=40, rounds=15):
+def stream_us(fns, args, per=10, rounds=101):
     """Median time (µs) per call of `f(*args)` in a stream of `per` calls back to back,
     waiting once at the end: the cost per op of an eager loop (dispatch and run
-    overlap, as they do for a user). Frameworks alternate every chunk, first one then
-    the other, so drifting load hits both alike; the median is over `rounds` chunks."""
+    overlap, as they do for a user). The two frameworks alternate every chunk (first
+    one, then the other), so drifting load hits both alike; medians are over `rounds`
+    chunks, and "ratio" is the median over rounds of first / second side's chunk."""
     out = {k: [] for k in fns}
     block = jax.block_until_ready
     pc = time.perf_counter
     names = list(fns)
+    gc.collect()
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
             f = fns[name]
-            gc.collect()
             t = pc()
             for _ in range(per):
                 o = f(*args)
             block(o)
             out[name].append((pc() - t) / per)
-    return {k: median(v) * 1e6 for k, v in out.items()}
+    res = {k: median(v) * 1e6 for k, v in out.items()}
+    a, b = (out[n] for n in names[:2])
+    res["ratio"] = median([x / y for x, y in zip(a, b)])
+    return res
+
+
+def paired_call_us(fns, args, n=600):
+    """call_us with the two frameworks' calls interleaved one by one (each waited for
+    outside the timed region): medians per side, and "ratio", the median of each call's
+    ratio to the other side's call next to it."""
+    out = {k: [] for k in fns}
+    block = jax.block_until_ready
+    pc = time.perf_counter
+    names = list(fns)
+    gc.collect()
+    for i in range(n):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            f = fns[name]
+            t = pc()
+            r = f(*args)
+            out[name].append(pc() - t)
+            block(r)
+    res = {k: median(v) * 1e6 for k, v in out.items()}
+    a, b = (out[k] for k in names[:2])
+    res["ratio"] = median([x / y for x, y in zip(a, b)])
+    return res
 
 
 def run_s(compiled, args, min_iters=10, max_iters=200, budget_s=1.0):

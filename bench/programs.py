@@ -29,6 +29,18 @@ class Framework:
     checkpoint: Callable | None = None
     checkpoint_policies: Any = None
     value_and_grad: Callable | None = None
+    grad: Callable | None = None
+    vmap: Callable | None = None
+    random: Any = None
+
+
+def _shardc_random():
+    """shardc.random, or None while shardc has none (its programs then say so)."""
+    import importlib
+    try:
+        return importlib.import_module("shardc.random")
+    except ImportError:
+        return None
 
 
 def frameworks() -> dict[str, Framework]:
@@ -40,9 +52,12 @@ def frameworks() -> dict[str, Framework]:
     return {"shardc": Framework("shardc", snp, shardc.nn, shardc.jit, shardc.lax,
                                 getattr(shardc, "checkpoint", None),
                                 getattr(shardc, "checkpoint_policies", None),
-                                getattr(shardc, "value_and_grad", None)),
+                                getattr(shardc, "value_and_grad", None),
+                                getattr(shardc, "grad", None), getattr(shardc, "vmap", None),
+                                _shardc_random()),
             "jax": Framework("jax", jnp, jax.nn, jax.jit, jax.lax, jax.checkpoint,
-                             jax.checkpoint_policies, jax.value_and_grad)}
+                             jax.checkpoint_policies, jax.value_and_grad, jax.grad,
+                             jax.vmap, jax.random)}
 
 
 # ---------------------------------------------------------------- programs
@@ -61,6 +76,13 @@ class Program:
     note: str = ""
     takes_fw: bool = False              # body(fw, *args): it needs fw.lax, fw.checkpoint...
     eager_ops: dict | None = None       # name -> op(m, *args), each timed run eagerly
+    needs: tuple = ()                   # Framework fields the body uses (vmap, random...)
+    out_specs: Any = None               # PartitionSpec pytree: jit's out_shardings
+    runs: int | None = None             # fewer timed runs for a program that runs long
+
+    def missing(self, fw: Framework) -> list:
+        """What `fw` lacks of what this program needs (e.g. ["vmap"])."""
+        return [n for n in self.needs if getattr(fw, n) is None]
 
     def fresh(self, fw: Framework):
         """A new jitted function (a fresh closure, so no cache of either side helps)."""
@@ -73,7 +95,16 @@ class Program:
                 return body(m, nn, *args)
         fn.__name__ = self.name
         fn.__qualname__ = self.name
-        return fw.jit(fn)
+        if self.out_specs is None:
+            return fw.jit(fn)
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        import shardc
+        mesh = shardc.make_mesh(self.mesh_shape, self.axis_names)
+        out = jax.tree.map(lambda s: NamedSharding(mesh, s), self.out_specs,
+                           is_leaf=lambda s: isinstance(s, PartitionSpec))
+        return fw.jit(fn, out_shardings=out)
 
 
 def _rng(seed=0):
@@ -319,6 +350,56 @@ def _eager_inputs():
     return (_normal(r, (64, 64)), _normal(r, (64, 64)))
 
 
+# -- vmap_mlp: per-example gradients of an MLP's loss (DP-SGD's first step):
+#    vmap(grad(loss)) over a batch sharded over 8 devices, weights replicated.
+
+def vmap_mlp(fw, params, x, y):
+    m, nn = fw.m, fw.nn
+
+    def loss(p, xi, yi):
+        h = nn.relu(xi @ p["w1"] + p["b1"])
+        d = h @ p["w2"] + p["b2"] - yi
+        return m.mean(d * d)
+    return fw.vmap(fw.grad(loss), in_axes=(None, 0, 0))(params, x, y)
+
+
+def _vm_inputs():
+    r = _rng(11)
+    params = {"w1": _normal(r, (128, 256), 0.05), "b1": _normal(r, (256,), 0.1),
+              "w2": _normal(r, (256, 32), 0.05), "b2": _normal(r, (32,), 0.1)}
+    return (params, _normal(r, (64, 128)), _normal(r, (64, 32)))
+
+
+def _vm_specs():
+    return ({"w1": _P(), "b1": _P(), "w2": _P(), "b2": _P()}, _P("data", None),
+            _P("data", None))
+
+
+# -- random_init: a 64M-element parameter tree drawn with random.normal and
+#    truncated_normal under jit, each leaf made sharded (out_shardings): with
+#    partitionable threefry every device draws only its own shard, no collective.
+
+RANDOM_INIT = {"embed": ((8192, 2048), "normal", 0.02, _P("model", "fsdp")),
+               "w_in": ((2048, 8192), "truncated_normal", 0.02, _P("fsdp", "model")),
+               "w_out": ((8192, 2048), "truncated_normal", 0.01, _P("model", "fsdp")),
+               "unembed": ((2048, 8192), "normal", 0.02, _P("fsdp", "model"))}
+
+
+def random_init(fw, key):
+    r = fw.random
+    keys = r.split(key, len(RANDOM_INIT))
+    out = {}
+    for k, (name, (shape, dist, scale, _)) in zip(keys, RANDOM_INIT.items()):
+        draw = r.normal(k, shape) if dist == "normal" else \
+            r.truncated_normal(k, -2.0, 2.0, shape)
+        out[name] = draw * scale
+    return out
+
+
+def _ri_inputs():
+    return (np.array([0, 42], np.uint32),)      # the raw key PRNGKey(42)
+
+
 def has_grad() -> bool:
     import shardc
     return hasattr(shardc, "value_and_grad")
@@ -352,6 +433,13 @@ def all_programs() -> dict[str, Program]:
                   Program("train_step_remat", _train_step_remat, (8,), ("fsdp",),
                           _tss_inputs, _tss_specs(), takes_fw=True,
                           note="layer bodies checkpoint(policy=nothing_saveable)")]
+    progs.append(Program("vmap_mlp", vmap_mlp, (8,), ("data",), _vm_inputs, _vm_specs(),
+                         takes_fw=True, needs=("vmap", "grad"),
+                         note="per-example grads: vmap(grad(loss), in_axes=(None, 0, 0))"))
+    progs.append(Program("random_init", random_init, (2, 4), ("fsdp", "model"), _ri_inputs,
+                         (_P(),), takes_fw=True, needs=("random",),
+                         out_specs={k: v[3] for k, v in RANDOM_INIT.items()}, runs=3,
+                         note="64M f32 from normal / truncated_normal, out_shardings"))
     progs.append(Program("eager_ops", eager_ops, (2, 4), ("data", "model"), _eager_inputs,
                          (_P("data", "model"), _P("data", "model")), eager_ops=EAGER_OPS,
                          note="f32[64,64] x, y both P(data, model); ops run eagerly"))

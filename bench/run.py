@@ -57,8 +57,15 @@ def bench_program(prog, fws, quick, log=_log):
     sfw, jfw = fws["shardc"], fws["jax"]
     if prog.eager_ops is not None:
         return bench_eager(prog, fws, args, quick, log)
+    missing = prog.missing(sfw)
+    if missing:
+        log(f"  {prog.name}: needs shardc.{'/'.join(missing)} (not in this shardc); skipped")
+        return [{"program": prog.name, "metric": "skipped", "shardc": None,
+                 "note": f"needs shardc.{'/'.join(missing)}"}]
     full, fast = REPEATS.get(prog.name, REPEATS["default"])
     repeats = fast if quick else full
+    if prog.runs is not None:
+        repeats = min(repeats, prog.runs)
     run = prog.compile_and_run
 
     lower = {"shardc": [], "jax": []}
@@ -114,7 +121,8 @@ def bench_program(prog, fws, quick, log=_log):
     row("temp_bytes", M.temp_bytes(sc), M.temp_bytes(jc))
 
     # run time of the compiled executables on placed inputs
-    rs = M.run_s({"shardc": sc, "jax": jc}, args, budget_s=0.5 if quick else 1.5)
+    rs = M.run_s({"shardc": sc, "jax": jc}, args, budget_s=0.5 if quick else 1.5,
+                 **({} if prog.runs is None else {"min_iters": prog.runs}))
     row("run_s", rs["shardc"], rs["jax"])
 
     # cached call through the jitted function (compiles once more, untimed)
@@ -128,7 +136,8 @@ def bench_program(prog, fws, quick, log=_log):
                 f"vs jax {b.sharding.spec}")
     # each sample blocks on its outputs: keep the total near a budget per side
     budget = 0.6 if quick else 2.5
-    n = int(min(1200, max(60, budget / max(rs["shardc"], rs["jax"], 1e-6))))
+    n = int(min(1200, max(60 if prog.runs is None else 2 * prog.runs,
+                          budget / max(rs["shardc"], rs["jax"], 1e-6))))
     cu = M.call_us({"shardc": sf, "jax": jf}, args, n=n)
     row("call_us", cu["shardc"], cu["jax"])
     return rows
@@ -137,7 +146,8 @@ def bench_program(prog, fws, quick, log=_log):
 def bench_eager(prog, fws, args, quick, log=_log):
     """Each op of an eager program, run without jit under both numpy modules: one row
     per op ("<program>.<op>") with op_us (per op in a back-to-back stream, waited for
-    once: what an eager loop costs) and call_us (until the call returns, as for jit)."""
+    once: what an eager loop costs) and call_us (until the call returns, as for jit),
+    each with the sides' samples interleaved and a "ratio": the median paired ratio."""
     import functools
 
     import jax
@@ -154,13 +164,14 @@ def bench_eager(prog, fws, args, quick, log=_log):
                 s.dtype != j.dtype or not s.sharding.is_equivalent_to(j.sharding, s.ndim):
             log(f"  WARNING {prog.name}.{name}: shardc and jax results differ (values, "
                 f"dtype or sharding {s.sharding} vs {j.sharding})")
-        stream = M.stream_us(fns, args, per=20 if quick else 40, rounds=7 if quick else 21)
-        call = M.call_us(fns, args, n=120 if quick else 600)
+        stream = M.stream_us(fns, args, per=10, rounds=21 if quick else 101)
+        call = M.paired_call_us(fns, args, n=150 if quick else 1000)
         log(f"  {prog.name}.{name}: op_us shardc {stream['shardc']:.1f} jax "
-            f"{stream['jax']:.1f}; call_us shardc {call['shardc']:.1f} jax {call['jax']:.1f}")
+            f"{stream['jax']:.1f} (paired ratio {stream['ratio']:.2f}); call_us shardc "
+            f"{call['shardc']:.1f} jax {call['jax']:.1f} (paired ratio {call['ratio']:.2f})")
         for metric, d in (("op_us", stream), ("call_us", call)):
             rows.append({"program": f"{prog.name}.{name}", "metric": metric,
-                         "shardc": d["shardc"], "jax": d["jax"]})
+                         "shardc": d["shardc"], "jax": d["jax"], "ratio": d["ratio"]})
     return rows
 
 
@@ -187,6 +198,13 @@ def ratio(s, j):
     return s / j
 
 
+def row_ratio(r):
+    """A row's shardc/jax ratio: its own "ratio" when the measurement paired the samples
+    (eager_ops: the median of each chunk's ratio to the adjacent chunk of the other
+    side, steadier on a loaded machine than a ratio of medians), else shardc / jax."""
+    return r["ratio"] if r.get("ratio") is not None else ratio(r["shardc"], r.get("jax"))
+
+
 SUMMARY_METRICS = ("lower_s", "compile_s", "call_us", "op_us", "run_s", "collective_bytes",
                    "peak_bytes", "temp_bytes")
 
@@ -204,11 +222,14 @@ def summary_table(results) -> str:
             if r is None:
                 cells.append("-")
                 continue
-            rat = ratio(r["shardc"], r.get("jax"))
+            rat = row_ratio(r)
             miss = rat is not None and m in TARGETS and rat > TARGETS[m]
             cells.append(f"{_fmt(r['shardc'], m)} / {_fmt(r.get('jax'), m)} "
                          f"({'' if rat is None else f'{rat:.2f}'}{'!' if miss else ''})")
         ops = by.get((p, "lower_s"), {}).get("ops", "")
+        skipped = by.get((p, "skipped"))
+        if skipped:
+            cells = [skipped["note"]] + ["-"] * (len(cells) - 1)
         lines.append(f"| {p} | {ops} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5, "
@@ -227,9 +248,11 @@ def table(results) -> str:
              "|---|---|---:|---:|---:|---:|---|"]
     for r in results:
         m = r["metric"]
-        rat = ratio(r["shardc"], r.get("jax"))
+        rat = row_ratio(r)
         tgt = TARGETS.get(m)
-        if rat is None or tgt is None:
+        if r.get("note"):
+            mark = r["note"]
+        elif rat is None or tgt is None:
             mark = ""
         else:
             mark = f"≤{tgt:g} {'ok' if rat <= tgt else 'MISS'}"
@@ -315,7 +338,7 @@ def plot(results, path) -> bool:
         names, vals = [], []
         for p in programs:
             r = next((r for r in results if r["program"] == p and r["metric"] == m), None)
-            rat = ratio(r["shardc"], r.get("jax")) if r else None
+            rat = row_ratio(r) if r else None
             if rat is not None:
                 names.append(p)
                 vals.append(rat)

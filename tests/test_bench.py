@@ -120,3 +120,29 @@ def test_loop_summary():
     assert "shardc 0.100/1.000 s = 0.10 (ok); jax 0.200/0.500 s = 0.40 (MISS)" in text
     assert "shardc 5 vs 9 (below); jax 5 vs 5 (NOT below)" in text
     assert "train_step_scan / train_step" not in text    # absent programs: no line
+
+
+def test_eager_ops_rows_for_both_sides():
+    """eager_ops times each op run eagerly (no jit) under both numpy modules."""
+    prog, fws = P.all_programs()["eager_ops"], P.frameworks()
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    args = P.place(prog, mesh, prog.make_inputs())
+    logged = []
+    rows = R.bench_eager(prog, fws, args, quick=True, log=logged.append)
+    assert not [m for m in logged if "WARNING" in m], logged
+    assert {(r["program"], r["metric"]) for r in rows} == {
+        (f"eager_ops.{op}", m) for op in ("sin", "add", "sum", "matmul")
+        for m in ("op_us", "call_us")}
+    assert all(r["shardc"] > 0 and r["jax"] > 0 for r in rows)
+    assert "eager_ops.sin" in R.summary_table(rows)
+
+
+def test_programs_needing_what_shardc_lacks_say_so():
+    import dataclasses
+    prog, fws = P.all_programs()["vmap_mlp"], dict(P.frameworks())
+    fws["shardc"] = dataclasses.replace(fws["shardc"], vmap=None)
+    logged = []
+    rows = R.bench_program(prog, fws, quick=True, log=logged.append)
+    assert rows == [{"program": "vmap_mlp", "metric": "skipped", "shardc": None,
+                     "note": "needs shardc.vmap"}]
+    assert "needs shardc.vmap" in R.summary_table(rows) and "needs shardc.vmap" in logged[0]

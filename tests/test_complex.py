@@ -31,7 +31,7 @@ def lax_of(m):
 UNARY = ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "abs", "negative", "square",
          "reciprocal", "sign", "log1p", "expm1", "conj", "conjugate", "real", "imag",
          "angle", "iscomplex", "isreal", "arcsin", "arccos", "arctan", "sinh", "cosh",
-         "log2", "log10", "exp2", "isnan"]
+         "log2", "log10", "exp2", "isnan", "isfinite", "isinf", "round"]
 
 
 @pytest.mark.parametrize("name", UNARY)
@@ -215,3 +215,89 @@ def test_sharded_complex_stays_sharded(mesh2x4):
     z = jax.device_put(cdata(), NamedSharding(mesh2x4, P("x", "y")))
     out = shardc.jit(lambda z: snp.abs(snp.exp(z) * snp.conj(z)))(z)
     assert out.sharding.is_equivalent_to(NamedSharding(mesh2x4, P("x", "y")), 2)
+
+
+# ---------------------------------------------------------------- batching (shardc.vmap)
+
+VMAPPED = {
+    "complex": (lambda m, x, y: lax_of(m).complex(x, y), (0, 0)),
+    "complex-unbatched": (lambda m, x, y: lax_of(m).complex(x, y[0]), (1, None)),
+    "complex-scalar": (lambda m, x, y: lax_of(m).complex(x[0], y[0, 0]), (0, None)),
+    "parts": (lambda m, x, y: (m.real(x * 1j + y), m.imag(x - 2j * y),
+                               m.conj(x + 1j * y)), (0, 1)),
+    "abs": (lambda m, x, y: m.abs(x + 1j * y), (1, 0)),
+    "bits": (lambda m, x, y: (lax_of(m).clz(x.astype(m.int32)),
+                              lax_of(m).population_count((y * 7).astype(m.uint8))), (0, 0)),
+    "nextafter": (lambda m, x, y: lax_of(m).nextafter(x, y[1]), (0, None)),
+    "cbrt-rp": (lambda m, x, y: (lax_of(m).cbrt(x), lax_of(m).reduce_precision(y, 5, 2)),
+                (1, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_batching_rules_as_jax_vmap(name):
+    f, in_axes = VMAPPED[name]
+    x, y = jnp.asarray(fdata((6, 6))), jnp.asarray(fdata((6, 6), seed=1))
+    got = shardc.jit(shardc.vmap(lambda x, y: f(snp, x, y), in_axes=in_axes))(x, y)
+    want = jax.jit(jax.vmap(lambda x, y: f(jnp, x, y), in_axes=in_axes))(x, y)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert_close(g, w, name)
+
+
+def test_vmap_of_complex_gradients():
+    """Per-example gradients through complex intermediates (vmap of grad)."""
+    f = GRADS["abs2"]
+    x = jnp.asarray(fdata((4, 8), lo=0.3, hi=2))
+    got = shardc.vmap(shardc.grad(lambda x: f(snp, x)))(x)
+    assert_close(got, jax.vmap(jax.grad(lambda x: f(jnp, x)))(x))
+
+
+# ---------------------------------------------------------------- float bits
+
+SPECIAL = np.array([1., 2., 3., -0.0, 0.0, 5e-40, -1e-45, np.inf, -np.nan, np.nan, 1e30, -3.5,
+                    0.7, -6.25, 1e-3, -np.inf], np.float32)
+EXPS = np.array([1, 200, -150, 3, 0, 100, 10, -2, 4, 5, 60, -300, 7, -7, 126, 2], np.int32)
+BITS_FNS = {
+    "signbit": lambda m, x, i: (m.signbit(x), m.signbit(i), m.signbit(x.astype(m.float16))),
+    "copysign": lambda m, x, i: (m.copysign(3.0, x), m.copysign(x, -1), m.copysign(i, x)),
+    "frexp": lambda m, x, i: (m.frexp(x), m.frexp(x.astype(m.bfloat16)), m.frexp(i)),
+    "ldexp": lambda m, x, i: (m.ldexp(x, i), m.ldexp(x, 3), m.ldexp(i, i % 5)),
+    "spacing": lambda m, x, i: (m.spacing(x), m.spacing(x.astype(m.float16)), m.spacing(i)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BITS_FNS))
+def test_float_bit_functions_bit_exact(mesh2x4, name):
+    """signbit (negative NaNs too), frexp, ldexp (exponents past the range), spacing,
+    copysign: jax's values bit for bit, dtypes and weak types, in four layouts."""
+    f = BITS_FNS[name]
+    x, i = SPECIAL.reshape(2, 8), EXPS.reshape(2, 8)
+    for spec in LAYOUTS:
+        xs, is_ = place(mesh2x4, [x, i], [spec, spec])
+        got = shardc.jit(lambda a, b: f(snp, a, b))(xs, is_)
+        want = jax.jit(lambda a, b: f(jnp, a, b))(xs, is_)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert g.dtype == w.dtype and g.weak_type == w.weak_type, (name, spec)
+            assert g.sharding.is_equivalent_to(w.sharding, g.ndim), (name, spec)
+            g, w = np.asarray(g), np.asarray(w)
+            if g.dtype.kind not in "biu":     # (NaNs compare equal; bfloat16 via f64)
+                g, w = g.astype(np.float64), w.astype(np.float64)
+            np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def test_frexp_ldexp_gradients():
+    x = jnp.asarray(np.array([1., 2., 3., 1e30, -3.5, 0.7, -6.25, 1e-3], np.float32))
+    e = jnp.asarray(np.array([1, 20, -15, 0, 10, -2, 4, 5], np.int32))
+    for f in (lambda m, x: m.sum(m.ldexp(x, e)), lambda m, x: m.sum(m.frexp(x)[0] * x),
+              lambda m, x: m.sum(m.copysign(x, -x) ** 2)):
+        np.testing.assert_allclose(shardc.grad(lambda x: f(snp, x))(x),
+                                   jax.grad(lambda x: f(jnp, x))(x), rtol=1e-5)
+
+
+def test_lax_exp2_and_bitcast(mesh2x4):
+    cases = [Case(f"lax-{spec}", lambda m, x: (lax_of(m).exp2(x),
+                                               lax_of(m).bitcast_convert_type(x, m.int32)),
+                  [fdata(seed=i)], [spec], numpy_ref=False) for i, spec in enumerate(LAYOUTS)]
+    compare_cases(cases, mesh2x4)
+    assert [int(t) for t in shardc.lax.FftType] == [int(t) for t in jax.lax.FftType]
+    assert [t.name for t in shardc.lax.FftType] == [t.name for t in jax.lax.FftType]

@@ -440,3 +440,66 @@ def test_under_vmap_nondiff_and_symbolic_zeros():
         g = m.grad(lambda x, k: m.np.sum(scale(x, k) ** 2))
         return vmap(g, (0, None))(X2, np.float32(3)), vmap(g)(X2, X2[:, 0])
     both(run)
+
+
+def test_symbolic_zeros_with_a_function_nondiff_argument():
+    from functools import partial
+    from jax.custom_derivatives import SymbolicZero
+
+    def run(m):
+        @partial(m.custom_jvp, nondiff_argnums=(0,))
+        def app(f, x, y):
+            return f(x) * y
+
+        def rule(f, p, t):
+            (x, y), (xd, yd) = p, t
+            ty = 0. if type(yd) is SymbolicZero else yd * f(x)
+            return app(f, x, y), xd * 2. * y + ty
+        app.defjvp(rule, symbolic_zeros=True)
+        return m.grad(lambda x: m.np.sum(app(m.np.sin, x, Y)))(X)
+    both(run)
+
+
+def test_integer_output():
+    """An integer output's tangent is jax's float0."""
+    def run(m):
+        @m.custom_jvp
+        def f(x):
+            return m.np.sin(x), m.np.argmax(x)
+
+        @f.defjvp
+        def f_jvp(p, t):
+            out = f(p[0])
+            return out, (m.np.cos(p[0]) * t[0], np.zeros((), jax.dtypes.float0))
+        g = m.grad(lambda x: m.np.sum(f(x)[0]) * f(x)[1])(X)
+        return g, m.jvp(lambda x: f(x)[0], (X,), (jnp.asarray(Y),))
+    both(run)
+    out, t = shardc.jvp(sin_int(), (X,), (Y,))
+    assert t[1].dtype == np.int32 or t[1].dtype == jax.dtypes.float0
+
+
+def sin_int():
+    @shardc.custom_jvp
+    def f(x):
+        return snp.sin(x), snp.argmax(x)
+
+    @f.defjvp
+    def f_jvp(p, t):
+        return f(p[0]), (snp.cos(p[0]) * t[0], np.zeros((), jax.dtypes.float0))
+    return f
+
+
+def test_default_arguments_are_filled_in():
+    """Regression: a defaulted argument reached the rule only when passed (jax fills
+    defaults in, so the rule always sees every parameter)."""
+    def run(m):
+        @m.custom_jvp
+        def f(x, scale=2.0):
+            return m.np.sin(x) * scale
+
+        @f.defjvp
+        def f_jvp(p, t):
+            return f(*p), m.np.cos(p[0]) * t[0] * p[1] + m.np.sin(p[0]) * t[1]
+        return (m.grad(lambda y: m.np.sum(f(y)))(X), m.grad(lambda y: f(y, scale=y))(X[1]),
+                m.jit(lambda y: f(2.0) + y)(X))
+    both(run)

@@ -126,6 +126,10 @@ def test_reductions_and_matmul(mesh2x4, name):
     a, b = _data(name), _data(name, (16, 8), seed=3)
     cases = [Case(f"{name}-red-{spec}", lambda m, a, b: (m.sum(a, axis=0), a @ b), [a, b],
                   [spec, P()], numpy_ref=False) for spec in LAYOUTS]
+    if name != "complex64":    # (e4m3fn has no inf: max/min start from its finite extremes)
+        cases += [Case(f"{name}-max-{spec}", lambda m, a: (m.max(a), m.min(a, axis=1),
+                                                           m.argmax(a, axis=0)),
+                       [a], [spec], numpy_ref=False) for spec in LAYOUTS]
     compare_cases(cases, mesh2x4)
 
 
@@ -191,3 +195,74 @@ def test_implicit_promotion_of_float8_is_an_error():
         shardc.jit(lambda a, b: a + b)(x, jnp.ones(4, jnp.bfloat16))
     with pytest.raises(shardc.ShardcError, match="int4"):
         shardc.jit(lambda a, b: a + b)(jnp.ones(4, jnp.int4), jnp.ones(4, jnp.int8))
+
+
+X64_SCRIPT = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import shardc, shardc.numpy as snp
+x = np.linspace(0.1, 1.0, 8)
+z = x + 1j * x[::-1]
+for name, f, a in [
+        ("c128", lambda m, a: (m.exp(a) * a + 1j, m.abs(a), m.real(a)), z),
+        ("weak", lambda m, a: (a * 1j, a.astype(m.float32) * 1j, m.sum(a) + 2j), x),
+        ("fft", lambda m, a: (m.fft.fft(a), m.fft.rfft(m.real(a)), m.fft.irfft(a)), z),
+        ("fft-int", lambda m, a: (m.fft.fft(a), m.fft.rfft(a)), np.arange(8)),
+        ("f64", lambda m, a: (m.cbrt(a), m.nextafter(a, 2.0)), x),
+        ("grad", lambda m, a: (shardc.grad if m is snp else jax.grad)(
+            lambda t: m.sum(m.abs(m.fft.fft(t * (1 + 2j))) ** 2))(a), x)]:
+    ours = shardc.jit(lambda a: f(snp, a))(a)
+    ref = jax.jit(lambda a: f(jnp, a))(a)
+    for o, r in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        assert o.dtype == r.dtype, (name, o.dtype, r.dtype)
+        assert o.weak_type == r.weak_type, name
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-10, atol=1e-10)
+assert snp.result_type(np.float64, 1j) == np.complex128
+assert snp.result_type(np.float32, 1j) == np.complex64
+print("ok")
+"""
+
+
+def test_complex128_with_x64():
+    """complex128 where x64 is on (fresh process): values, dtypes and weak types."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_cli_arg_types():
+    from shardc.tools.loader import _dtype, parse_arg
+    for text, want in [("c64[4]", np.complex64), ("i4[8]", ml_dtypes.int4),
+                       ("f8e4m3fn[2,2]", ml_dtypes.float8_e4m3fn), ("u4[2]", ml_dtypes.uint4),
+                       ("f8e5m2[1]", ml_dtypes.float8_e5m2), ("c128[3]", np.complex128)]:
+        assert np.dtype(_dtype(parse_arg(text).dtype)) == np.dtype(want), text
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_functions(mesh2x4, name):
+    """XLA's CPU computes float8 functions by converting; values and dtypes as jax's."""
+    a = np.abs(_data(name).astype(np.float32)).astype(_typed(name))
+    cases = [Case(f"{name}-fns-{spec}", lambda m, a: (m.exp(a), m.sqrt(a), m.sin(a),
+                                                      m.tanh(a), a / 3, m.mean(a)),
+                  [a], [spec], numpy_ref=False) for spec in LAYOUTS]
+    compare_cases(cases, mesh2x4)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "int4", "complex64"])
+@pytest.mark.parametrize("n", [4, 40])
+def test_ir_round_trip_of_constants(name, n):
+    """Array constants (listed when small, hex when large) print and parse back."""
+    dt = _typed(name)
+    c = _data(name, (n,), seed=7)
+    text = print_program(shardc.jit(lambda a: a + snp.asarray(c)).trace(
+        jnp.zeros(n, dt)).program)
+    p = parse_program(text)
+    assert print_program(p) == text
+    (const,) = [op.params["value"] for op in p.ops if op.prim.name == "constant"]
+    assert const.dtype == dt and np.array_equal(const, c)

@@ -61,6 +61,14 @@ def test_literals_are_placed_once_and_bit_for_bit(counted):
         out = snp.multiply(x, 3.0)
     assert counted["place"] == placed
     np.testing.assert_array_equal(out, x * 3.0)
+    # a Python scalar bound directly (as the lax-level wrappers may) is a weak literal too
+    first = ew.mul_p.bind(x, 3.0)
+    placed = counted["place"]
+    again = ew.mul_p.bind(x, 3.0)
+    assert counted["place"] == placed and not again.weak_type
+    np.testing.assert_array_equal(first, x * 3.0)
+    both = ew.add_p.bind(2.0, 3.0)
+    assert both.weak_type and both.dtype == np.float32 and float(both) == 5.0
     # 0.0 and -0.0 are equal as keys but not as values
     assert np.all(np.signbit(snp.multiply(x, 0.0)) == np.signbit(x * 0.0))
     assert np.all(np.signbit(snp.multiply(x, -0.0)) == np.signbit(x * -0.0))
@@ -121,3 +129,30 @@ def test_unsupported_numpy_dtype_raises_shardcs_error():
     with pytest.raises(shardc.ShardcError) as e:
         snp.sin(np.array(["a"]))
     assert "test_eager_dispatch.py" in str(e.value)
+
+
+def test_errors_from_a_new_signature_name_the_users_line(mesh2x4, mesh8):
+    """An error found while building a signature's program (here: two meshes) comes back
+    through jaxlib's dispatcher and still names the line that called the op."""
+    a = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh2x4, P("x")))
+    b = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh8, P("x")))
+    with pytest.raises(shardc.ShardcError) as e:
+        snp.add(a, b)                       # the line the error names
+    assert "different meshes" in str(e.value)
+    line = next(i for i, t in enumerate(open(__file__), 1) if "# the line the error" in t)
+    assert (e.value.loc.file, e.value.loc.line) == (__file__, line)
+
+
+def test_aval_of_a_64_bit_array_follows_x64():
+    """aval_of's cache (by jax's interned aval) keeps no dtype that x64 decides."""
+    from shardc.trace import core
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        wide = jnp.ones(3, jnp.float64)
+        jax.config.update("jax_enable_x64", False)
+        assert core.aval_of(wide).dtype == np.float32
+        jax.config.update("jax_enable_x64", True)
+        assert core.aval_of(wide).dtype == np.float64
+    finally:
+        jax.config.update("jax_enable_x64", prev)

@@ -33,13 +33,19 @@ def both(run, *args, mesh=None):
 
 
 @pytest.fixture(params=["vmap", "loop"])
-def mapping(request, monkeypatch):
+def both_mappings(request, monkeypatch):
     """The Jacobians by shardc.vmap, and by the Python loop over the basis."""
     if request.param == "loop":
         monkeypatch.setattr(jacobian, "_USE_VMAP", False)
     elif jacobian._vmap() is None:
         pytest.skip("shardc.vmap is not there yet")
     return request.param
+
+
+@pytest.fixture
+def mapping():
+    """By shardc.vmap where it exists (the loop is slower and checked above)."""
+    return "vmap" if jacobian._vmap() is not None else "loop"
 
 
 X3 = np.array([1., 2., 3.], np.float32)
@@ -51,7 +57,7 @@ def docs_f(m):
 
 
 @pytest.mark.parametrize("jac", ["jacfwd", "jacrev"])
-def test_jacobian_docs_example(jac, mapping):
+def test_jacobian_docs_example(jac, both_mappings):
     both(lambda m: getattr(m, jac)(docs_f(m))(X3))
 
 
@@ -67,7 +73,7 @@ def test_jacobian_pytrees_argnums(jac, mapping):
 
 
 @pytest.mark.parametrize("jac", ["jacfwd", "jacrev"])
-def test_jacobian_has_aux_and_jit(jac, mapping):
+def test_jacobian_has_aux_and_jit(jac, both_mappings):
     def run(m):
         def f(x, y):
             z = m.np.tanh(x @ y)
@@ -87,7 +93,7 @@ def test_nested_jacobians(outer, inner, mapping):
     both(run)
 
 
-def test_hessian(mapping):
+def test_hessian(both_mappings):
     def run(m):
         g = lambda x: x[0] ** 3 - 2 * x[0] * x[1] - x[1] ** 6   # noqa: E731
         f = lambda d: {"c": m.np.power(d["a"], d["b"])}   # noqa: E731
@@ -208,3 +214,42 @@ def test_linearize_wrong_tangent_errors():
             fn(np.ones(4, np.float32))
         with pytest.raises(TypeError):
             fn(X3, X3)
+
+
+def test_holomorphic_needs_complex_inputs():
+    for m in (S, J):
+        with pytest.raises(TypeError, match="holomorphic=True requires inputs with complex"):
+            m.jacfwd(lambda x: x * 2.0, holomorphic=True)(X3)
+
+
+def test_calling_a_jitted_function_on_shape_dtype_structs_is_a_clear_error():
+    """Regression: jaxlib's InvalidInputException came out of the executable's call."""
+    sds = shardc.ShapeDtypeStruct((8,), np.float32)
+    f = shardc.jit(lambda x: x * 2)
+    f(np.ones(8, np.float32))
+    for _ in range(2):
+        with pytest.raises(shardc.ShardcError, match="ShapeDtypeStruct .* no values") as e:
+            f(sds)
+        assert isinstance(e.value, TypeError)
+    assert f.lower(sds) is not None
+
+
+@pytest.mark.parametrize("wspec,xspec,shardings", [
+    (P(None, "y"), P("x"), True), (P("y"), P(None, "y"), True),
+    # here shardc.grad itself shards the gradients like the primals (w's P('x', 'y'),
+    # x's P('x', 'y')) where jax.jit's propagation picks P(None, 'y') and P('x'):
+    # the Jacobians, from the same reverse pass, differ as grad does
+    (P("x", "y"), P(), False), (P(), P("x", "y"), False)])
+def test_jacobians_of_a_sharded_layer(mesh2x4, wspec, xspec, shardings):
+    """Values and output shardings of jit(jacfwd/jacrev/hessian) vs jax.jit's, per layout."""
+    rng = np.random.default_rng(0)
+    w = jax.device_put(rng.normal(size=(8, 16)).astype(np.float32), NamedSharding(mesh2x4, wspec))
+    x = jax.device_put(rng.normal(size=(4, 8)).astype(np.float32), NamedSharding(mesh2x4, xspec))
+
+    def run(m):
+        f = lambda w, x: m.np.tanh(x @ w)   # noqa: E731
+        loss = lambda w, x: m.np.sum(f(w, x)[:, :4] ** 2)   # noqa: E731
+        return (m.jit(m.jacfwd(f))(w, x), m.jit(m.jacrev(f, argnums=(0, 1)))(w, x),
+                m.jit(m.hessian(loss, argnums=1))(w, x))
+    got, want = run(S), run(J)
+    check_outputs(got, want, mesh2x4, check_sharding=shardings)

@@ -4,7 +4,7 @@ signatures: string padding ('SAME', 'SAME_LOWER', 'VALID') and string dimension 
 ('NCHW', 'OIHW', 'NCHW') are resolved here, the primitive takes explicit ones."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Union
 
 import numpy as np
 
@@ -19,6 +19,9 @@ class ConvDimensionNumbers(NamedTuple):
     lhs_spec: tuple
     rhs_spec: tuple
     out_spec: tuple
+
+
+ConvGeneralDilatedDimensionNumbers = Union[tuple, ConvDimensionNumbers, None]
 
 
 def conv_general_permutations(dimension_numbers):
@@ -220,6 +223,98 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     return conv_general_dilated(lhs, rhs, (1,) * (nd - 2), pads, strides, rhs_dilation, dn,
                                 precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
+                                 lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                                 precision=None, preferred_element_type=None):
+    """Each output position's receptive-field patch, flattened into the feature dim (a
+    grouped convolution with an identity kernel, as jax's)."""
+    check_arraylike("conv_general_dilated_patches", lhs)
+    filter_shape = tuple(int(n) for n in filter_shape)
+    la = aval(lhs)
+    dn = conv_dimension_numbers(la.shape, (1, 1) + filter_shape, dimension_numbers)
+    size = int(np.prod(filter_shape))
+    channels = la.shape[dn.lhs_spec[1]]
+    eye = L.convert_element_type(L.eq(L.iota(np.dtype(np.int32), (size, size), 0),
+                                      L.iota(np.dtype(np.int32), (size, size), 1)), la.dtype)
+    rhs = L.broadcast_in_dim(eye, (channels, size, size), (1, 2))
+    rhs = L.reshape(rhs, (channels * size, 1, *filter_shape))
+    perm = _moveaxis_perm(rhs, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
+    rhs = L.transpose(rhs, perm)
+    prec = None if precision is None else (precision, "DEFAULT")
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                dn, feature_group_count=channels, precision=prec,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """A locally connected (unshared-weight) convolution: patches, then a dot with a
+    kernel per output position (as jax's)."""
+    check_arraylike("conv_general_dilated_local", lhs, rhs)
+    lhs, rhs = promote_dtypes(lhs, rhs)
+    prec = _precision(precision)
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
+                                           lhs_dilation, rhs_dilation, dimension_numbers,
+                                           precision=None if prec is None else prec[0])
+    lspec, rspec, ospec = conv_dimension_numbers(aval(lhs).shape, (1, 1) + tuple(filter_shape),
+                                                 dimension_numbers)
+    lb, rb = list(ospec[2:]), list(rspec[2:])
+    rb = [rb[i] for i in sorted(range(len(rb)), key=lambda k: lb[k])]
+    lb = sorted(lb)
+    from ..ops.linalg import dot_general_p
+    out = dot_general_p.bind(patches, rhs, contracting=((ospec[1],), (rspec[1],)),
+                             batch=(tuple(lb), tuple(rb)))
+    nd = aval(out).ndim
+    return L.transpose(out, _moveaxis_perm(out, (nd - 2, nd - 1), (ospec[0], ospec[1])))
+
+
+def _moveaxis_perm(x, src, dst):
+    nd = aval(x).ndim
+    order = [d for d in range(nd) if d not in src]
+    for d_, s_ in sorted(zip(dst, src)):
+        order.insert(d_, s_)
+    return tuple(order)
+
+
+# ---------------------------------------------------------------- shape utilities (jax's)
+
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
+    """The output shape of a conv given shapes in canonical (N, C, spatial...) order."""
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise ShardcError("Wrong number of explicit pads for convolution: expected "
+                          f"{len(lhs_shape) - 2}, got {len(pads)}.")
+    padded = [n + lo + hi for n, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if any(n < 0 for n in padded):
+        raise ShardcError("Negative padding is larger than the size of the corresponding "
+                          f"dimension: got padding={pads} for lhs_shape[2:]={lhs_shape[2:]}")
+    space = tuple(max(0, (n - k) // s + 1) if n >= k else 0
+                  for n, k, s in zip(padded, rhs_shape[2:], strides))
+    n0 = lhs_shape[0] // batch_group_count if batch_group_count > 1 else lhs_shape[0]
+    return (n0, rhs_shape[0]) + space
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
+    lp, rp, op = conv_general_permutations(dimension_numbers)
+    out = conv_shape_tuple([lhs_shape[d] for d in lp], [rhs_shape[d] for d in rp],
+                           window_strides, padding)
+    return tuple(out[i] for i in np.argsort(op))
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                               dimension_numbers):
+    lp, rp, op = conv_general_permutations(dimension_numbers)
+    lt, rt = [lhs_shape[d] for d in lp], [rhs_shape[d] for d in rp]
+    if isinstance(padding, str):
+        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(rt[2:], window_strides)]
+    pads = [sum(p) for p in padding]
+    space = [(i - 1) * s - k + 2 + p for i, k, s, p in zip(lt[2:], rt[2:], window_strides, pads)]
+    out = (lt[0], rt[0], *space)
+    return tuple(out[i] for i in np.argsort(op))
 
 
 # ---------------------------------------------------------------- numpy.convolve/correlate

@@ -37,8 +37,11 @@ def _check_float_inputs(name, leaves, holomorphic, allow_int=False):
     for x in leaves:
         dt = core.aval_of(x).dtype
         if holomorphic:
-            raise ShardcTypeError(f"{name} with holomorphic=True requires inputs with complex "
-                                  f"dtype, but got {_dtype_name(x)}.")
+            if not np.issubdtype(dt, np.complexfloating):
+                raise ShardcTypeError(f"{name} with holomorphic=True requires inputs with "
+                                      f"complex dtype, but got {_dtype_name(x)}.")
+            raise ShardcError(f"{name}: shardc does not differentiate holomorphic "
+                              "functions (holomorphic=True) yet")
         if not dtypes.is_float(dt):
             if name == "jacrev" and allow_int:
                 raise ShardcError("jacrev(allow_int=True) with integer inputs is not supported "

@@ -178,6 +178,12 @@ class Jitted:
         """(outputs, cache entry or None if traced inline, flat leaves) of a call."""
         args, kwargs = _wrap_keys((args, kwargs))
         key, leaves = self._fast_key(args, kwargs)
+        for i, x in enumerate(leaves):
+            if type(x) is jax.ShapeDtypeStruct:
+                raise ShardcTypeError(
+                    f"argument {i} is a ShapeDtypeStruct {x.dtype}{list(x.shape)}, which has "
+                    "no values to run on: pass arrays, or give abstract arguments to "
+                    ".trace(...), .lower(...) or shardc.eval_shape")
         entry = self._fast.get(key)
         if entry is not None:
             return entry.run(leaves), entry, leaves

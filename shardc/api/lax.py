@@ -149,8 +149,9 @@ max, min = _binary(ew.max_p), _binary(ew.min_p)
 _ = dtypes
 
 
-from .lax_extra import (cbrt, clz, complex, conj, imag, nextafter,  # noqa: E402,F401
-                        population_count, real, reduce_precision)
+from .lax_extra import (FftType, bitcast_convert_type, cbrt, clz, complex,  # noqa: E402,F401
+                        conj, exp2, fft, imag, nextafter, population_count, real,
+                        reduce_precision)
 from .control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 
@@ -167,6 +168,9 @@ from .lax_sorting import (approx_max_k, approx_min_k, cumlogsumexp, cummax, cumm
                           dynamic_update_slice_in_dim, sort, sort_key_val, top_k)
 from . import lax_linalg as linalg  # noqa: E402,F401
 from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: E402,F401
-                   conv_general_dilated, conv_transpose, conv_with_general_padding)
+                   conv_general_dilated, conv_transpose, conv_with_general_padding,
+                   ConvGeneralDilatedDimensionNumbers, conv_general_dilated_patches,
+                   conv_general_permutations, conv_general_shape_tuple, conv_shape_tuple,
+                   conv_transpose_shape_tuple, conv_general_dilated_local)
 from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
 wrap_public(globals())

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..errors import ShardcError, wrap_public
 from ..ops import lax as L
+from ..ir import dtypes
 from ..ops import linalg_decomp as D
+from ..ops.complex import conj_p
 from .numpy._util import aval, check_arraylike, promote_dtypes_inexact
 
 
@@ -22,9 +24,15 @@ def _mT(x):
     return L.transpose(x, (*range(nd - 2), nd - 1, nd - 2))
 
 
+def H(x):
+    """The conjugate transpose of each matrix."""
+    t = _mT(x)
+    return conj_p.bind(t) if dtypes.is_complex(aval(x).dtype) else t
+
+
 def symmetrize(x):
     """(x + x^H) / 2, as jax's symmetrize."""
-    return L.div(L.add(x, _mT(x)), 2)
+    return L.div(L.add(x, H(x)), 2)
 
 
 def cholesky(x, *, symmetrize_input=True):
@@ -42,6 +50,9 @@ def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,
     a = _arg("triangular_solve", a)
     b = _arg("triangular_solve", b)
     a, b = promote_dtypes_inexact(a, b)
+    if conjugate_a and not transpose_a:     # LAPACK conjugates only with a transpose
+        a = conj_p.bind(a) if dtypes.is_complex(aval(a).dtype) else a
+        conjugate_a = False
     return D.triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
                                      transpose_a=bool(transpose_a),
                                      conjugate_a=bool(conjugate_a),
@@ -52,6 +63,14 @@ def lu(x):
     """(lu, pivots, permutation) of x with partial pivoting, as jax.lax.linalg.lu."""
     x = _arg("lu", x)
     return tuple(D.lu_p.bind(x))
+
+
+def lu_pivots_to_permutation(pivots, permutation_size):
+    """The permutation the swaps of LU's pivots make (as jax.lax.linalg's)."""
+    check_arraylike("lu_pivots_to_permutation", pivots)
+    if aval(pivots).dtype != dtypes.int32:
+        pivots = L.convert_element_type(pivots, dtypes.int32)
+    return D.lu_pivots_to_permutation_p.bind(pivots, permutation_size=int(permutation_size))
 
 
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
@@ -81,11 +100,42 @@ def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorit
         raise ShardcError("svd: subset_by_index is not supported by shardc on CPU; slice the "
                           "full result")
     x = _arg("svd", x)
+    if 0 in aval(x).shape[-2:]:
+        return _empty_svd(x, full_matrices, compute_uv)
     outs = D.svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     if not compute_uv:
         return outs[0]
     s, u, vt = outs
     return u, s, vt
+
+
+def _empty_svd(x, full_matrices, compute_uv):
+    """An empty matrix's SVD, as jax's _empty_svd (LAPACK rejects empty input)."""
+    a = aval(x)
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    s = L.zeros((*batch, 0), dtypes.real_dtype(a.dtype))
+    if not compute_uv:
+        return s
+    if full_matrices:
+        k = max(m, n)
+        eye = L.convert_element_type(L.eq(L.iota(dtypes.int32, (k, k), 0),
+                                          L.iota(dtypes.int32, (k, k), 1)), a.dtype)
+        u = L.broadcast_in_dim(eye, (*batch, k, k), (len(batch), len(batch) + 1))
+    else:
+        u = L.zeros((*batch, m, n), a.dtype)
+    v = L.zeros((*batch, 0, 0), a.dtype)
+    if m < n:
+        u, v = v, u
+    return u, s, v
+
+
+def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+        use_magma=None, implementation=None):
+    """[w, vl?, vr?]: eigenvalues and left/right eigenvectors of each square matrix
+    (LAPACK's geev; complex results, as jax's CPU eig)."""
+    x = _arg("eig", x)
+    return list(D.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                             compute_right_eigenvectors=bool(compute_right_eigenvectors)))
 
 
 wrap_public(globals())

@@ -517,8 +517,8 @@ def _mode(mode):
 def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
            indices_are_sorted=False, mode=None, fill_value=None):
     """XLA's gather (index_vector_dim last, as jax.lax.gather). Out-of-bound starts:
-    mode fill (the default) gives fill_value (NaN, the dtype's extreme, True), clip and
-    promise_in_bounds clamp."""
+    mode fill gives fill_value (NaN, the dtype's extreme, True); clip and
+    promise_in_bounds (the default, as jax's) clamp."""
     dn = dimension_numbers
     if tuple(getattr(dn, "operand_batching_dims", ())) or \
             tuple(getattr(dn, "start_indices_batching_dims", ())):
@@ -530,21 +530,13 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
                   collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
                   start_index_map=tuple(dn.start_index_map),
                   index_vector_dim=ia.ndim - 1, slice_sizes=slice_sizes)
-    m = _mode(mode)
+    m = _mode(mode) if mode is not None else "promise"
     if m == "clip":
         idx = _clamp_starts(idx, xa.shape, params["start_index_map"], slice_sizes)
     out = ix.gather_p.bind(x, idx, **params)
     if m != "fill":
         return out
-    ok = None
-    for k, d in enumerate(params["start_index_map"]):
-        col = index_in_dim(idx, k, ia.ndim - 1, keepdims=False)
-        ca = aval(col)
-        upper = Lit(core._scalar(xa.shape[d] - slice_sizes[d], ca.dtype),
-                    ca.update(shape=(), weak=False))
-        zero = Lit(core._scalar(0, ca.dtype), ca.update(shape=(), weak=False))
-        good = ew.and_p.bind(ew.ge_p.bind(col, zero), ew.le_p.bind(col, upper))
-        ok = good if ok is None else ew.and_p.bind(ok, good)
+    ok = _in_bounds(idx, xa.shape, params["start_index_map"], slice_sizes)
     if ok is None:
         return out
     oa = aval(out)
@@ -576,7 +568,7 @@ def _const(v):
 def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
                 indices_are_sorted=False, unique_indices=False, mode=None):
     """XLA's scatter-add (index_vector_dim last). Out-of-bound windows are dropped (mode
-    fill, the default, and promise_in_bounds) or clamped (clip)."""
+    fill, the default) or clamped (clip, promise_in_bounds)."""
     dn = dimension_numbers
     if tuple(getattr(dn, "operand_batching_dims", ())) or \
             tuple(getattr(dn, "scatter_indices_batching_dims", ())):
@@ -585,21 +577,43 @@ def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
     if aval(x).dtype != aval(upd).dtype:
         raise ShardcTypeError(f"lax.scatter_add requires arguments to have the same dtypes, "
                               f"got {aval(x).dtype}, {aval(upd).dtype}.")
-    if _mode(mode) == "clip":
-        ua = aval(upd)
-        sizes = [1] * aval(x).ndim
-        win = iter(ua.shape[d] for d in dn.update_window_dims)
-        for d in range(aval(x).ndim):
-            if d not in dn.inserted_window_dims:
-                sizes[d] = next(win)
-        idx = _clamp_starts(idx, aval(x).shape, tuple(dn.scatter_dims_to_operand_dims),
-                            sizes)
+    ua = aval(upd)
+    sizes = [1] * aval(x).ndim
+    win = iter(ua.shape[d] for d in dn.update_window_dims)
+    for d in range(aval(x).ndim):
+        if d not in dn.inserted_window_dims:
+            sizes[d] = next(win)
+    smap = tuple(dn.scatter_dims_to_operand_dims)
+    if _mode(mode) == "fill":
+        # jax drops an update whose window is out of bounds; here it adds zero at a
+        # clamped position (XLA's own handling of such indices differs once partitioned)
+        ok = _in_bounds(idx, aval(x).shape, smap, sizes)
+        batch = tuple(d for d in range(ua.ndim) if d not in dn.update_window_dims)
+        mask = shp.broadcast_in_dim_p.bind(ok, shape=ua.shape, broadcast_dimensions=batch)
+        zero = Lit(core._scalar(0, ua.dtype), ua.update(shape=(), weak=False))
+        upd = ew.select_p.bind(mask, upd, shp.broadcast_in_dim_p.bind(
+            zero, shape=ua.shape, broadcast_dimensions=()))
+    idx = _clamp_starts(idx, aval(x).shape, smap, sizes)
     return ix.scatter_add_p.bind(x, idx, upd,
                                  update_window_dims=tuple(dn.update_window_dims),
                                  inserted_window_dims=tuple(dn.inserted_window_dims),
-                                 scatter_dims_to_operand_dims=tuple(
-                                     dn.scatter_dims_to_operand_dims),
+                                 scatter_dims_to_operand_dims=smap,
                                  index_vector_dim=aval(idx).ndim - 1)
+
+
+def _in_bounds(idx, shape, start_index_map, slice_sizes):
+    """Which index vectors (the last dim of idx) start a window inside `shape`."""
+    ia = aval(idx)
+    ok = None
+    for k, d in enumerate(start_index_map):
+        col = index_in_dim(idx, k, ia.ndim - 1, keepdims=False)
+        ca = aval(col)
+        upper = Lit(core._scalar(shape[d] - slice_sizes[d], ca.dtype),
+                    ca.update(shape=(), weak=False))
+        zero = Lit(core._scalar(0, ca.dtype), ca.update(shape=(), weak=False))
+        good = ew.and_p.bind(ew.ge_p.bind(col, zero), ew.le_p.bind(col, upper))
+        ok = good if ok is None else ew.and_p.bind(ok, good)
+    return ok
 
 
 def index_take(src, idxs, axes):

@@ -137,7 +137,7 @@ def _start_indices(name, x_aval, start_indices, allow_negative_indices):
                 raise ShardcError(f"{name}: start indices must be integers, got {i!r}")
             i = int(i)
             i = i + n if i < 0 else i
-            out.append(Lit(core._scalar(i, dt), Aval((), dt, False)))
+            out.append(Lit(core._scalar(i, dt), Aval((), dt, True)))     # weak, as jax's
             continue
         i = convert(i, dt)
         if allow:
@@ -151,6 +151,14 @@ def dynamic_slice(operand, start_indices, slice_sizes, *, allow_negative_indices
     a = aval(x)
     sizes = tuple(_static_int("dynamic_slice", "slice_sizes", s) for s in slice_sizes)
     idx = _start_indices("dynamic_slice", a, start_indices, allow_negative_indices)
+    if core.current_builder() is not None and all(isinstance(i, Lit) for i in idx) and \
+            len(sizes) == a.ndim and \
+            all(0 <= s <= n for s, n in zip(sizes, a.shape)):
+        # static starts under jit: a slice (XLA folds it so before partitioning, and a
+        # slice's sliced dims may stay sharded), clamped as dynamic_slice clamps; eagerly
+        # jax dispatches the op with its starts as operands, as here
+        starts = [min(max(int(i.value), 0), n - s) for i, n, s in zip(idx, a.shape, sizes)]
+        return L.slice(x, starts, [st + s for st, s in zip(starts, sizes)])
     return dyn.dynamic_slice_p.bind(x, *idx, slice_sizes=sizes)
 
 

@@ -100,6 +100,23 @@ def complex_dtype(dtype: np.dtype) -> np.dtype:
     return complex128 if dtype == float64 else complex64
 
 
+def bit_width(dtype: np.dtype) -> int:
+    """Bits per element (int4 is 4 though NumPy stores it in a byte; bool is 1)."""
+    if dtype == bool_:
+        return 1
+    if dtype in _INTN:
+        return ml_dtypes.iinfo(dtype).bits
+    if dtype in SMALL_FLOATS:
+        return ml_dtypes.finfo(dtype).bits
+    return dtype.itemsize * 8
+
+
+def has_inf(dtype: np.dtype) -> bool:
+    """Whether the float dtype has infinities (float8_e4m3fn and the fnuz types do not)."""
+    with np.errstate(all="ignore"):
+        return bool(np.isinf(np.array(np.inf, np.float32).astype(dtype)))
+
+
 def iinfo(dtype):
     return ml_dtypes.iinfo(dtype)
 

@@ -153,7 +153,11 @@ def parse_value(s: str):
     try:
         return float(s)
     except ValueError:
+        pass
+    try:
         return complex(s)
+    except ValueError:
+        raise ValueError(f"could not convert {s!r} to a number") from None
 
 
 def _callback(text):

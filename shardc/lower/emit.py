@@ -87,7 +87,7 @@ _DENSE: dict = {}
 def dense(value, aval: Aval) -> str:
     """A typed `dense<...>` literal; floats as exact bit patterns."""
     tv = type(value)
-    if tv is int or tv is bool or tv is float and value == value or tv is complex:   # scalars: memoized
+    if tv is int or tv is bool or tv is complex or tv is float and value == value:  # memoized
         key = (tv, value.hex() if tv is float else repr(value), aval)    # (-0.0 is not 0.0)
         t = _DENSE.get(key)
         if t is None:

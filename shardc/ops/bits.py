@@ -17,7 +17,7 @@ from ..trace.core import Primitive
 
 
 def _bits(d):
-    return 1 if d == dtypes.bool_ else d.itemsize * 8
+    return dtypes.bit_width(d)
 
 
 def _bitcast_shape(x, *, new_dtype):

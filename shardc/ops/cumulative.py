@@ -15,7 +15,7 @@ from ..ir.primitive import PropKind
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from .common import check_dtype, i64_array, norm_axes
-from .reduce import _cum_rule, cumulative, cumsum_p
+from .reduce import _cum_rule, cumulative
 
 cumprod_p = cumulative("cumprod", "mul")
 cummax_p = cumulative("cummax", "max")
@@ -130,17 +130,58 @@ def _cumprod_grad(g, x, y, axis):
     return L.mul(excl, s)
 
 
-def _cumext_grad(g, x, y, axis):
-    """Each y_j is some x_i: the last i <= j where x_i is the running extreme; x_i
-    gets the sum of g over the run of outputs it is (ties: the later element)."""
+def _slice_every(x, start, limit, stride, axis):
+    """x[start:limit:stride] along `axis` (limit None: to the end; negative: from it)."""
     L = _L()
-    a = L.aval(x)
-    pos = L.iota(dtypes.int32, a.shape, axis)
-    owner = cummax_p.bind(L.select(L.eq(x, y), pos, L.full(a.shape, -1, dtypes.int32)),
-                          axis=axis)
-    same_next = L.convert_element_type(L.eq(shift(owner, axis, -1, -2), owner), L.aval(g).dtype)
-    runs = linear_scan(same_next, g, axis, reverse=True)
-    return L.select(L.eq(owner, pos), runs, L.zeros_like(g))
+    shape = L.aval(x).shape
+    n = shape[axis]
+    limit = n if limit is None else (limit + n if limit < 0 else limit)
+    lo, hi, st = [0] * len(shape), list(shape), [1] * len(shape)
+    lo[axis], hi[axis], st[axis] = start, max(limit, start), stride
+    return L.slice(x, lo, hi, st if stride != 1 else None)
+
+
+def _interleave(a, b, axis):
+    """a[0], b[0], a[1], b[1], ... along `axis` (zeros padded between, then summed)."""
+    L = _L()
+    aa = L.aval(a)
+    even = aa.shape[axis] == L.aval(b).shape[axis]
+    ca, cb = [(0, 0, 0)] * aa.ndim, [(0, 0, 0)] * aa.ndim
+    ca[axis], cb[axis] = (0, 1 if even else 0, 1), (1, 0 if even else 1, 1)
+    zero = L.full((), 0, aa.dtype)
+    return L.add(L.pad(a, zero, ca), L.pad(b, zero, cb))
+
+
+def assoc_scan(fn, x, axis):
+    """jax's associative_scan of one array (odd/even recursion): the structure its
+    cumulative ops differentiate, so ties split as there."""
+    L = _L()
+    n = L.aval(x).shape[axis]
+    if n < 2:
+        return x
+    odd = assoc_scan(fn, fn(_slice_every(x, 0, -1, 2, axis), _slice_every(x, 1, None, 2, axis)),
+                     axis)
+    rest = _slice_every(x, 2, None, 2, axis)
+    even = fn(_slice_every(odd, 0, -1, 1, axis) if n % 2 == 0 else odd, rest)
+    even = L.concatenate([_slice_every(x, 0, 1, 1, axis), even], axis)
+    return _interleave(even, odd, axis)
+
+
+def _cumext_vjp(fn):
+    """jax differentiates cummax/cummin as its associative scan of max/min (a tie at
+    a combine splits the cotangent in halves): the same scan, differentiated here."""
+    def rule(ctx, cts, x, *, axis, reverse=False):
+        L = _L()
+        if not dtypes.is_float(ctx.in_avals[0].dtype):
+            return [None]
+
+        def scan(v):
+            v = L.rev(v, (axis,)) if reverse else v
+            out = assoc_scan(fn, v, axis)
+            return L.rev(out, (axis,)) if reverse else out
+        _, _, back = ctx.trace_vjp(scan, (x,))
+        return [back(cts[0])[0]]
+    return rule
 
 
 def _cumlse_grad(g, x, y, axis):
@@ -163,8 +204,8 @@ def _rules():
             return [_forward(fn, cts[0], x, ctx.out, axis, reverse)]
         return rule
     cumprod_p.vjp = vjp(_cumprod_grad)
-    cummax_p.vjp = vjp(_cumext_grad)
-    cummin_p.vjp = vjp(_cumext_grad)
+    cummax_p.vjp = _cumext_vjp(lambda a, b: _L().max(a, b))
+    cummin_p.vjp = _cumext_vjp(lambda a, b: _L().min(a, b))
     cumlogsumexp_p.vjp = vjp(_cumlse_grad)
 
     def batch(prim):
@@ -173,8 +214,6 @@ def _rules():
         return rule
     for p in (cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
         p.batch = batch(p)
-    if getattr(cumsum_p, "batch", None) is None:      # (the vmap branch brings its own)
-        cumsum_p.batch = batch(cumsum_p)
 
 
 _rules()

@@ -88,11 +88,11 @@ def apply_rule(rule, loc, ins, tangents, out_avals):
     tans = [None] * len(leaves)
     for i, t in zip(rule.traced, tangents):
         tans[i] = t
-    tans = [t if t is not None else _zero_tangent(x, fn.symbolic_zeros)
-            for t, x in zip(tans, leaves)]
+    nondiff = fn.nondiff_argnums
+    tans = [t if t is not None or rule.leaf_arg[i] in nondiff else
+            _zero_tangent(x, fn.symbolic_zeros) for i, (t, x) in enumerate(zip(tans, leaves))]
     args = _tree.tree_unflatten(rule.arg_tree, leaves)
     tan_args = _tree.tree_unflatten(rule.arg_tree, tans)
-    nondiff = fn.nondiff_argnums
     diff = [i for i in range(len(args)) if i not in nondiff]
     got = fn.jvp(*[args[i] for i in nondiff], tuple(args[i] for i in diff),
                  tuple(tan_args[i] for i in diff))
@@ -124,13 +124,17 @@ def check_rule_output(fn, got, out_tree, out_avals, loc):
         if isinstance(tl, SymbolicZero):    # (a rule with symbolic zeros may return them)
             tl = t_leaves[k] = L.zeros(tl.aval.shape, tl.aval.dtype) \
                 if tl.aval.dtype != jax.dtypes.float0 else L.zeros(want.shape, want.dtype)
-        pa, ta = core.aval_of(pl), core.aval_of(tl)
+        pa = core.aval_of(pl)
         if pa.shape != want.shape or pa.dtype != want.dtype:
             raise ShardcTypeError(
                 f"Custom JVP rule {jname} for function {pname} must produce a primal output "
                 f"with the shapes/dtypes of {pname}'s output: got {pa.strong()}, expected "
                 f"{want.strong()}.", loc)
-        if dtypes.is_float(want.dtype) and (ta.shape != want.shape or ta.dtype != want.dtype):
+        if not dtypes.is_float(want.dtype):
+            t_leaves[k] = None     # (jax's float0: no tangent)
+            continue
+        ta = core.aval_of(tl)
+        if ta.shape != want.shape or ta.dtype != want.dtype:
             raise ShardcTypeError(
                 "Custom JVP rule must produce primal and tangent outputs with corresponding "
                 f"shapes and dtypes. Expected {want.strong()} (tangent type of "
@@ -174,7 +178,7 @@ def _vjp(ctx, cts, *ins, jvp):
         for k, t in zip(wrt, ts):
             tangents[k] = t
         _, t_out = apply_rule(rule, ctx.op.loc, list(ins[:n]), tangents, avals)
-        return [t_out[k] for k in live]
+        return [t_out[k] for k in live]    # (float outputs only: others get no ct)
     # (at tangents equal to the primals: any point does, and these vary over a
     # shard_map's manual axes as the primals do)
     _, _, fn = ctx.trace_vjp(tangent_map, tuple(ins[k] for k in wrt))

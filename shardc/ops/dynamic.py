@@ -10,7 +10,8 @@ from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import PropKind
 from ..ir.program import Aval
-from ..ir.rules import RuleBuilder
+from ..ir.rules import NEED_REPLICATION, RuleBuilder
+from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from .common import i64_array
@@ -37,14 +38,34 @@ def _ds_shape(x, *idx, slice_sizes):
 
 
 def _ds_rule(ins, outs, *, slice_sizes):
-    """Shardy's: pointwise on the dims whose size the slice keeps."""
+    """Shardy's: pointwise; a sliced dim is a blocked need-replication factor (whole in
+    operand and result: a result sharded there would read the wrong rows)."""
     x = ins[0].shape
     b = RuleBuilder(ins, outs)
-    b.same_dims(x, pred=lambda d: x[d] == slice_sizes[d])
+    nidx = len(ins) - 1
+    for d, n in enumerate(x):
+        if n == slice_sizes[d]:
+            b.factor([d] + [None] * nidx, [d], n)
+        else:
+            b.factor([d] + [None] * nidx, [d], n, NEED_REPLICATION, blocked=True)
     return b.build()
 
 
 def _lower_ds(ctx, x, *idx, slice_sizes):
+    """Starts along sharded sliced dims are clamped here: XLA's partitioner does not
+    clamp an out-of-range start when it splits the result of a dynamic_slice along a
+    sliced dim (wrong values, in jax too), while an in-range start is exact."""
+    xa = ctx.in_avals[0]
+    shs = [sh for sh in (ctx.in_shardings[0], ctx.out_shardings[0]) if sh is not None]
+    idx = list(idx)
+    for d in range(xa.ndim):
+        if xa.shape[d] != slice_sizes[d] and any(sh.dims[d] for sh in shs):
+            ia = ctx.in_avals[1 + d].update(weak=False)
+            it = tensor_type(ia)
+            lo = ctx.constant(0, ia)
+            hi = ctx.constant(xa.shape[d] - slice_sizes[d], ia)
+            (idx[d],) = ctx.op("stablehlo.clamp", [lo, idx[d], hi], [it] * 3, [it],
+                               sharding=[Sharding.replicated(0)])
     return ctx.op("stablehlo.dynamic_slice", [x, *idx], [tensor_type(a) for a in ctx.in_avals],
                   [tensor_type(ctx.out_avals[0])], {"slice_sizes": i64_array(slice_sizes)})
 
@@ -61,18 +82,23 @@ def _dus_shape(x, upd, *idx):
     if upd.dtype != x.dtype:
         raise ShardcError(f"dynamic_update_slice: update {upd} must have the operand's dtype "
                           f"{x.dtype}")
-    return x
+    # jax's standard weak-type rule: weak only if every operand is (starts included)
+    return x.update(weak=x.weak and upd.weak and all(i.weak for i in idx))
 
 
 def _dus_rule(ins, outs):
     """Shardy's: dims the update covers whole are shared by operand, update and result;
-    the others only by operand and result."""
+    along the others operand and result may stay sharded (each device updates its own
+    rows), the update is whole."""
     x, u = ins[0].shape, ins[1].shape
     b = RuleBuilder(ins, outs)
-    nidx = len(ins) - 2
+    rest = [None] * (len(ins) - 2)
     for d, n in enumerate(x):
-        upd_dim = d if u[d] == n else None
-        b.factor([d, upd_dim] + [None] * nidx, [d], n)
+        if u[d] == n:
+            b.factor([d, d] + rest, [d], n)
+        else:
+            b.factor([d, None] + rest, [d], n)
+            b.factor([None, d] + rest, [None], u[d], NEED_REPLICATION)
     return b.build()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, nondiff
 from ..ir.program import Aval
 from ..ir.rules import NEED_REPLICATION, RuleBuilder
 from ..trace.core import Primitive
@@ -195,6 +195,37 @@ def _permutation(e, piv, m):
 lu_p = _prim("lu", _lu_shape, _lu_lower, multiple=True)
 
 
+def _p2p_shape(p, *, permutation_size):
+    if p.dtype != dtypes.int32 or p.ndim < 1:
+        raise ShardcError(f"lu_pivots_to_permutation needs int32 pivots of at least 1 dim, "
+                          f"got {p}")
+    if permutation_size < p.shape[-1]:
+        raise ShardcError(f"lu_pivots_to_permutation: permutation_size ({permutation_size}) "
+                          f"must be at least the number of pivots ({p.shape[-1]})")
+    return _out(p, (*p.shape[:-1], permutation_size))
+
+
+def _p2p_rule(in_avals, out_avals, **_):
+    """Batch dims pass; the pivots' and the permutation's last dims need replication."""
+    nb = in_avals[0].ndim - 1
+    b = RuleBuilder(in_avals, out_avals)
+    for d in range(nb):
+        b.factor([d], [d], in_avals[0].shape[d])
+    b.factor([nb], [None], in_avals[0].shape[nb], NEED_REPLICATION)
+    b.factor([None], [nb], out_avals[0].shape[nb], NEED_REPLICATION)
+    return b.build()
+
+
+def _p2p_lower(ctx, p, *, permutation_size):
+    a = ctx.in_avals[0]
+    return [_permutation(Em(ctx, a.ndim - 1), (p, a), permutation_size)[0]]
+
+
+lu_pivots_to_permutation_p = Primitive(
+    "lu_pivots_to_permutation", shape_rule=_p2p_shape, sharding_rule=_p2p_rule,
+    lower=_p2p_lower, prop_kind=PropKind.NONE)
+
+
 # ---------------------------------------------------------------- qr
 
 def _qr_shape(a, *, full_matrices=True):
@@ -299,6 +330,59 @@ def _svd_lower(ctx, x, *, full_matrices=True, compute_uv=True):
 svd_p = _prim("svd", _svd_shape, _svd_lower, multiple=True)
 
 
+# ---------------------------------------------------------------- eig (CPU only, as jax)
+
+def _complex(dtype):
+    return dtypes.complex_dtype(dtype) if not dtypes.is_complex(dtype) else dtype
+
+
+def _eig_shape(a, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    _check_matrix("eig", a, square=True)
+    c = _complex(a.dtype)
+    n = 1 + compute_left_eigenvectors + compute_right_eigenvectors
+    return (_out(a, a.shape[:-1], c),) + (_out(a, a.shape, c),) * (n - 1)
+
+
+def _eig_lower(ctx, x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    """geev (jax's _eig_cpu_lowering): a real matrix's eigenvalues come as (re, im)."""
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    e = Em(ctx, nb)
+    c = _complex(a.dtype)
+    real = not dtypes.is_complex(a.dtype)
+    w_a = Aval(a.shape[:-1], a.dtype if real else c)
+    v_a = Aval(a.shape, c)
+    outs = [w_a, w_a] if real else [w_a]
+    outs += [v_a, v_a, Aval(a.shape[:nb], dtypes.int32)]
+    res = e.custom_call(f"lapack_{lapack_prefix(a.dtype)}geev_ffi", [(x, a)], outs,
+                        {"compute_left": _V if compute_left_eigenvectors else _N,
+                         "compute_right": _V if compute_right_eigenvectors else _N},
+                        alias_operand=None)
+    *w, vl, vr, info = res
+    if real:
+        wc = Aval(a.shape[:-1], c)
+        (w,) = e.op("stablehlo.complex", [w[0], w[1]], [wc])
+    else:
+        w = w[0]
+    out = [e.nan_unless_ok(w, info)[0]]
+    if compute_left_eigenvectors:
+        out.append(e.nan_unless_ok(vl, info)[0])
+    if compute_right_eigenvectors:
+        out.append(e.nan_unless_ok(vr, info)[0])
+    return out
+
+
+eig_p = _prim("eig", _eig_shape, _eig_lower, multiple=True)
+
+
+def _eig_vjp(ctx, cts, x, **params):
+    raise ShardcError("shardc has no gradient for eig (jax differentiates its eigenvalues "
+                      "only); differentiate eigh for symmetric matrices")
+
+
+eig_p.vjp = _eig_vjp
+
+
 # ---------------------------------------------------------------- batching
 # The mapped dim is one more leading batch dim: every operand gets it, params unchanged.
 
@@ -312,7 +396,10 @@ def _batch_leading(prim):
     return rule
 
 
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p,
+           lu_pivots_to_permutation_p):
     _p.batch = _batch_leading(_p)
+
+lu_pivots_to_permutation_p.vjp = nondiff
 
 from . import linalg_grad  # noqa: E402,F401  (registers the gradients)

@@ -77,7 +77,7 @@ class Em:
             "call_target_name": f'"{target}"', "called_computations": "[]",
             "has_side_effect": "false",
             "operand_layouts": "[" + ", ".join(_layout(a.ndim, nb) for _, a in ins) + "]",
-            "output_operand_aliases": alias,
+            **({} if alias_operand is None else {"output_operand_aliases": alias}),
             "result_layouts": "[" + ", ".join(_layout(a.ndim, nb) for a in out_avals) + "]",
         }
         cfg = ", ".join(f"{k} = {v} : ui8" for k, v in sorted(config.items()))

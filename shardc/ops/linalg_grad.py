@@ -101,6 +101,7 @@ def _tri_vjp(ctx, cts, a, b, *, left_side=False, lower=False, transpose_a=False,
              conjugate_a=False, unit_diagonal=False):
     (g,) = cts
     x = ctx.out
+    _real_only("triangular_solve", L.aval(x).dtype)
     bbar = solve(a, g, left_side=left_side, lower=lower, transpose_a=not transpose_a,
                  conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
     abar = None

@@ -49,10 +49,13 @@ def identity_of(kind, dtype):
     if kind == "or":
         return False
     if dtypes.is_float(dtype):
+        if not dtypes.has_inf(dtype):      # float8_e4m3fn etc.: the extreme finite value
+            info = dtypes.finfo(dtype)
+            return float(info.min if kind == "max" else info.max)
         return -np.inf if kind == "max" else np.inf
     if dtype == dtypes.bool_:
         return kind != "max"
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return info.min if kind == "max" else info.max
 
 

@@ -166,17 +166,14 @@ def _approx_shape(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
 
 
 def _approx_rule(ins, outs, *, reduction_dimension, **_):
-    """The rule of its lowering, a sort then a slice (as jax.jit on CPU, whose results
-    keep the operand's sharding): the reduced dim is one need-replication factor of
-    operand and results (none when it is all the sort sees), the others pass."""
-    d, x = reduction_dimension, ins[0].shape
-    along = any(n > 1 for i, n in enumerate(x) if i != d)
+    """As its lowering, a sort then a slice: the reduced dim one need-replication factor
+    (the sort's, sized as the operand) that the slice passes on to the results; no factor
+    when it is all the sort sees (as the sort's own rule)."""
+    x, d0 = ins[0].shape, reduction_dimension
+    along = any(n > 1 for d, n in enumerate(x) if d != d0)
     b = RuleBuilder(ins, outs)
-    for i, n in enumerate(x):
-        if i != d:
-            b.factor([i], [i, i], n)
-        elif along:
-            b.factor([i], [i, i], n, NEED_REPLICATION)
+    b.same_dims(x, pred=lambda d: along or d != d0,
+                kind=lambda d: NEED_REPLICATION if d == d0 else "pass")
     return b.build()
 
 

@@ -32,9 +32,9 @@ _ARRAY = runtime.ARRAY_TYPE
 # argument types the C++ dispatcher types as shardc does (aval_of): anything else
 # (lists, NumPy arrays of dtypes shardc lacks, objects with __array__, ...) takes the
 # Python path, which raises shardc's errors
-_PLAIN = frozenset({_ARRAY, float, int, bool, np.float32, np.float64, np.float16, np.int32,
-                    np.int64, np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64,
-                    np.bool_})
+_PLAIN = frozenset({_ARRAY, np.float32, np.float64, np.float16, np.int32, np.int64, np.int8,
+                    np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
+_PY_SCALARS = frozenset({float, int, bool})
 _SUPPORTED = dtypes.SUPPORTED
 
 
@@ -60,14 +60,19 @@ def apply(prim, args, params):
         t = type(a)
         if t is _ARRAY or t in _PLAIN or (t is np.ndarray and a.dtype in _SUPPORTED):
             continue
-        if t is not Lit:
+        if t is Lit:
+            aval, v = a.aval, a.value
+        elif t in _PY_SCALARS:
+            aval, v = core.aval_of(a), a
+        else:
             return _run(prim, args, params)[0]
         if lits is None:
             lits, args = [None] * len(args), list(args)
-        # a literal travels as a rank-0 NumPy array of its dtype; its weak type (which
-        # the C++ key cannot see) goes into the dispatcher's key instead
-        lits[i] = a.aval
-        args[i] = np.asarray(a.value, a.aval.dtype)
+        # a literal (or Python scalar) travels as a rank-0 NumPy array of its dtype, placed
+        # once per value (_place_arg); its weak type, which the C++ key cannot see, goes
+        # into the dispatcher's key instead
+        lits[i] = aval
+        args[i] = np.asarray(v, aval.dtype)
     try:
         key = (prim, *params.items()) if lits is None else \
             (prim, tuple(lits), *params.items())

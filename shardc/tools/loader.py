@@ -18,7 +18,8 @@ import traceback
 _SHORT = {"bool": "bool", "pred": "bool", "i8": "int8", "i16": "int16", "i32": "int32",
           "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
           "u64": "uint64", "bf16": "bfloat16", "f16": "float16", "f32": "float32",
-          "f64": "float64"}
+          "f64": "float64", "c64": "complex64", "c128": "complex128", "i4": "int4",
+          "u4": "uint4", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
 _ARG_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[\s*([\d\s,]*)\]\s*(?:@\s*(.*?))?\s*$")
 
 
@@ -246,10 +247,9 @@ def stage(fun, mesh, args):
 
 
 def _dtype(name):
-    if name == "bfloat16":
-        import ml_dtypes
-        return ml_dtypes.bfloat16
-    return name
+    import ml_dtypes
+    # (ml_dtypes' types, by name: NumPy reads "int4" as its 4-byte int)
+    return getattr(ml_dtypes, name, None) or name
 
 
 def _merge(orig, named):

@@ -225,7 +225,7 @@ _PY_AVALS: dict = {}    # (type, x64) -> Aval of a Python scalar of that type
 # narrower dtypes are kept: a 64-bit one's canonical dtype depends on x64.
 _JAX_AVALS: dict = {}
 _ARRAY_TYPES: set = set()     # the concrete jax.Array classes seen (jaxlib's ArrayImpl)
-_WIDE = frozenset(map(np.dtype, ("int64", "uint64", "float64")))
+_WIDE = frozenset(dtypes._TO_32)     # the dtypes x64 decides (int64, float64, complex128...)
 
 
 def aval_of(x) -> Aval:
@@ -261,7 +261,7 @@ def aval_of(x) -> Aval:
         shape, dt = arr.shape, arr.dtype
     weak = bool(getattr(x, "weak_type", False))
     a = Aval(tuple(shape), dtypes.canonicalize(dt), weak)
-    if isinstance(x, jax.Array) and a.dtype not in _WIDE and len(_JAX_AVALS) < 100_000:
+    if isinstance(x, jax.Array) and dt not in _WIDE and len(_JAX_AVALS) < 100_000:
         _ARRAY_TYPES.add(t)
         _JAX_AVALS[x.aval] = a
     return a

@@ -58,18 +58,26 @@ class custom_jvp:
         self.defjvp(jvp)
 
     def _resolve(self, args, kwargs):
-        if not kwargs:
-            return args
+        """Positional arguments, defaults filled in (as jax's resolve_kwargs)."""
+        fun = self.fun
+        if isinstance(fun, functools.partial):    # (an opaque signature, as jax's)
+            fun = lambda *a, **k: None   # noqa: E731
         try:
-            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+            bound = inspect.signature(fun).bind(*args, **kwargs)
+        except ValueError:      # (no signature: a builtin)
+            if kwargs:
+                raise
+            return args
         except TypeError as e:
             raise ShardcTypeError(
                 "The input arguments to the custom_jvp-decorated function "
                 f"{getattr(self.fun, '__name__', self.fun)} could not be resolved to "
                 f"positional-only arguments. Binding failed with the error:\n{e}") from e
         bound.apply_defaults()
-        if bound.kwargs:
-            raise ShardcTypeError("custom_jvp functions take no keyword-only arguments")
+        passed = [k for k in bound.kwargs if k in kwargs]
+        if passed:
+            raise ShardcTypeError("The following keyword arguments could not be resolved "
+                                  f"to positions: {', '.join(passed)}")
         return bound.args
 
     @api_boundary

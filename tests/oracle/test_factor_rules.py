@@ -104,6 +104,39 @@ OPS.update({
          "inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
     ],
 })
+# sorting, dynamic slices, cumulative ops, take_along_axis (shardc.ops.sort/dynamic/
+# cumulative/take)
+_S = "i32[]"
+OPS.update({
+    "sort": [([F], [F], "{dimension=1, is_stable=True, num_keys=1}"),
+             ([F, I], [F, I], "{dimension=0, is_stable=False, num_keys=1}")],
+    "top_k": [([F], ["f32[8,3]", "i32[8,3]"], "{k=3}"), ([F], [F, I], "{k=16}")],
+    "approx_top_k": [([F], ["f32[2,16]", "i32[2,16]"], "{k=2, reduction_dimension=0, "
+                      "is_max_k=True, recall_target=0.95, aggregate_to_topk=True, "
+                      "reduction_input_size_override=-1}")],
+    "dynamic_slice": [([F, _S, _S], ["f32[2,16]"], "{slice_sizes=(2, 16)}"),
+                      ([F, _S, _S], ["f32[8,8]"], "{slice_sizes=(8, 8)}")],
+    "dynamic_update_slice": [([F, "f32[2,16]", _S, _S], [F], ""),
+                             ([F, "f32[8,8]", _S, _S], [F], "")],
+    "cumprod": [([F], [F], "{axis=1, reverse=False}")],
+    "cummax": [([F], [F], "{axis=0, reverse=True}")],
+    "cummin": [([F], [F], "{axis=1, reverse=False}")],
+    "cumlogsumexp": [([F], [F], "{axis=0, reverse=False}")],
+    "gather_along": [([F, "i32[8,8]"], ["f32[8,8]"], "{axis=1}")],
+    "scatter_add_along": [([F, "i32[8,8]", "f32[8,8]"], [F], "{axis=1}")],
+})
+
+C = "c64[8,16]"
+OPS.update({      # complex parts, the newer elementwise ops, fft
+    "complex": [([F, F], [C], "")], "real": [([C], [F], "")], "imag": [([C], [F], "")],
+    "conj": [([C], [C], "")], "clz": [([I], [I], "")], "population_count": [([I], [I], "")],
+    "cbrt": [([F], [F], "")], "nextafter": [([F, F], [F], "")],
+    "reduce_precision": [([F], [F], "{exponent_bits=5, mantissa_bits=10}")],
+    "fft": [([C], [C], "{fft_type='FFT', fft_lengths=(16,)}"),
+            (["c64[8,16,8]"], ["c64[8,16,8]"], "{fft_type='IFFT', fft_lengths=(16, 8)}"),
+            ([F], ["c64[8,9]"], "{fft_type='RFFT', fft_lengths=(16,)}"),
+            (["c64[8,9]"], [F], "{fft_type='IRFFT', fft_lengths=(16,)}")],
+})
 
 
 def _rank(t):

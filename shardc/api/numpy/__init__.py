@@ -84,7 +84,8 @@ from ._sorting import (argpartition, argsort, cumprod, cumproduct, cumulative_pr
 from ._setops import (argwhere, bincount, flatnonzero, intersect1d, isin, nonzero,  # noqa: E402
     setdiff1d, setxor1d, union1d, unique, unique_all, unique_counts, unique_inverse,
     unique_values)
-from ._quantile import (histogram, histogram_bin_edges, median, nanmedian,  # noqa: E402
+from ._quantile import (histogram, histogram2d, histogram_bin_edges, histogramdd, median,  # noqa: E402,E501
+    nanmedian,
     nanpercentile, nanquantile, percentile, quantile)
 from ..conv import convolve, correlate  # noqa: E402
 from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
@@ -93,3 +94,4 @@ from ._vectorize import vectorize  # noqa: E402
 
 _attach()
 _wrap_public(globals())
+from ._poly import poly, polyfit, roots  # noqa: E402

@@ -1,5 +1,5 @@
 """shardc.numpy's complex functions, the small and complex dtypes' names, iinfo/finfo and
-elementwise functions on top of lax's newer ops (cbrt, exp2, log2, log10, nextafter), as
+elementwise functions on top of lax's newer ops (cbrt, exp2, nextafter), as
 jax.numpy's."""
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...ir import dtypes
 from ...ops import complex as cx
 from ...ops import elementwise as ew
 from ...ops import numeric as nu
+from ._floatbits import frexp, spacing  # noqa: F401  (re-exported)
 from ._util import aval, check_arraylike, const_like, convert, promote_args_inexact
 
 float8_e4m3fn, float8_e5m2 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
@@ -23,9 +24,6 @@ float4_e2m1fn = ml_dtypes.float4_e2m1fn
 int2, uint2, int4, uint4 = ml_dtypes.int2, ml_dtypes.uint2, ml_dtypes.int4, ml_dtypes.uint4
 complex64, complex128 = np.complex64, np.complex128
 csingle, cdouble, complex_ = np.complex64, np.complex128, np.complex128
-complexfloating, floating, inexact = np.complexfloating, np.floating, np.inexact
-integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
-number, generic = np.number, np.generic
 
 
 def iinfo(int_type):
@@ -128,19 +126,6 @@ def exp2(x, /):
     return ew.exp_p.bind(ew.mul_p.bind(ew.log_p.bind(two), x))
 
 
-def _log_base(name, base):
-    def f(x, /):
-        (x,) = promote_args_inexact(name, x)
-        return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, base)))
-    f.__name__ = name
-    f.__doc__ = f"Elementwise {name} (as jax.numpy.{name}): log(x) / log({base})."
-    return f
-
-
-log2 = _log_base("log2", 2)
-log10 = _log_base("log10", 10)
-
-
 def nextafter(x, y, /):
     x, y = promote_args_inexact("nextafter", x, y)
     return nu.nextafter_p.bind(_real_float("nextafter", x), y)
@@ -150,8 +135,7 @@ def nextafter(x, y, /):
 __all__ = [
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
     "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn", "int2", "uint2", "int4",
-    "uint4", "complex64", "complex128", "csingle", "cdouble", "complex_", "complexfloating",
-    "floating", "inexact", "integer", "signedinteger", "unsignedinteger", "number", "generic",
+    "uint4", "complex64", "complex128", "csingle", "cdouble", "complex_",
     "iinfo", "finfo", "iscomplexobj", "isrealobj", "real", "imag", "conjugate", "conj", "angle",
-    "iscomplex", "isreal", "cbrt", "exp2", "log2", "log10", "nextafter",
+    "iscomplex", "isreal", "cbrt", "exp2", "nextafter", "frexp", "spacing",
 ]

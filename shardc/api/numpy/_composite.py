@@ -166,11 +166,14 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     return out
 
 
-def take(a, indices, axis=None, mode=None, fill_value=None):
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
     """Elements of `a` at `indices` along `axis` (as jnp.take). Out-of-bound indices:
     mode "fill" (the default) gives `fill_value` (NaN, or the dtype's minimum for
     integers, as jax), "clip" clamps, "wrap" wraps; negative ones count from the end."""
     check_arraylike("take", a)
+    if out is not None:
+        raise ShardcError("The 'out' argument to shardc.numpy.take is not supported.")
     if axis is None:
         a, axis = ravel(a), 0
     nd = aval(a).ndim

@@ -16,7 +16,7 @@ from . import _reductions as R
 from ._composite import linspace, _static_int
 from ._creation import asarray, eye, full, iota, zeros_like
 from ._shapes import moveaxis, ravel, reshape, stack, transpose
-from ._ufuncs import abs, cos, multiply, power, sign, subtract, where
+from ._ufuncs import abs as _abs, cos, multiply, power, sign, subtract, where
 from ._util import aval, canonical_dtype, check_arraylike, convert, result_type
 
 
@@ -318,7 +318,7 @@ def bartlett(M):
     def f(n, M):
         t = ew.sub_p.bind(ew.add_p.bind(multiply(2, n), convert(1, aval(n).dtype, True)),
                           convert(M, aval(n).dtype, True))
-        return subtract(1, ew.div_p.bind(abs(t), convert(M - 1, aval(n).dtype, True)))
+        return subtract(1, ew.div_p.bind(_abs(t), convert(M - 1, aval(n).dtype, True)))
     return _window(M, "bartlett", f)
 
 

@@ -79,7 +79,8 @@ def ones_like(a, dtype=None, shape=None):
     return full_like(a, 1, dtype, shape)
 
 
-empty_like = zeros_like
+def empty_like(prototype, dtype=None, shape=None, *, device=None):
+    return zeros_like(prototype, dtype, shape)
 
 
 def iota(dtype, size, dimension=0, shape=None):
@@ -129,8 +130,11 @@ def identity(n, dtype=None):
     return eye(n, dtype=dtype)
 
 
-def asarray(a, dtype=None, copy=None):
+def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
     """An array: traced values stay traced; anything else becomes a jax.Array."""
+    if order not in (None, "C", "K", "A"):
+        raise ShardcError(f"asarray: only order='C' (or 'K', 'A') is supported, got "
+                          f"{order!r}")
     dt = canonical_dtype(dtype)
     if core.is_tracer(a) or isinstance(a, Lit):
         return convert(a, dt) if dt is not None else a
@@ -140,6 +144,8 @@ def asarray(a, dtype=None, copy=None):
         return convert(out, dt) if dt is not None else out
     if isinstance(a, jax.Array):
         return a if dt is None or a.dtype == dt else convert(a, dt)
+    if dt is None and is_py_scalar(a):      # weakly typed, as jnp.asarray(2)
+        return full((), a)
     arr = np.asarray(a, dtype=dtype)
     if arr.dtype == object:
         raise ShardcError("asarray: could not convert the input to an array")
@@ -150,7 +156,15 @@ def asarray(a, dtype=None, copy=None):
     return jax.device_put(arr)
 
 
-array = asarray
+def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None,
+          out_sharding=None):
+    """As jnp.array: an array of `object`, with at least `ndmin` dims (leading ones)."""
+    out = asarray(object, dtype, None if order == "K" else order)
+    n = aval(out).ndim
+    if ndmin > n:
+        from ._shapes import reshape
+        out = reshape(out, (1,) * (ndmin - n) + aval(out).shape)
+    return out
 
 
 def _flat(xs):

@@ -19,8 +19,17 @@ def _dot_general(a, b, contracting, batch, name):
     return linalg.dot_general_p.bind(a, b, contracting=contracting, batch=batch)
 
 
-def dot(a, b):
+def _pref(out, preferred_element_type):
+    """preferred_element_type: the product's dtype (shardc accumulates as XLA does)."""
+    if preferred_element_type is None:
+        return out
+    return convert(out, canonical_dtype(preferred_element_type))
+
+
+def dot(a, b, *, precision=None, preferred_element_type=None):
     """jnp.dot: sum over the last axis of a and the second-to-last of b."""
+    if preferred_element_type is not None:
+        return _pref(dot(a, b), preferred_element_type)
     check_arraylike("dot", a, b)
     na, nb = aval(a).ndim, aval(b).ndim
     if na == 0 or nb == 0:
@@ -38,8 +47,10 @@ def _check_contract(name, a, b, contract):
                               f"({aval(b).shape[y]})")
 
 
-def matmul(a, b):
+def matmul(a, b, *, precision=None, preferred_element_type=None):
     """jnp.matmul: batch dims broadcast; size-1 batch dims are squeezed, as jax does."""
+    if preferred_element_type is not None:
+        return _pref(matmul(a, b), preferred_element_type)
     check_arraylike("matmul", a, b)
     sa, sb = aval(a).shape, aval(b).shape
     for i, s in enumerate((sa, sb)):
@@ -52,6 +63,8 @@ def matmul(a, b):
     if ka != kb:
         raise ShardcError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim of "
                           f"the first) != {kb} (second-to-last dim of the second)")
+    if a_mat and b_mat and len(sa) == 2 and len(sb) == 2:     # no batch dims
+        return _dot_general(a, b, ((1,), (0,)), ((), ()), "matmul")
     ab = sa[:-2] if a_mat else ()
     bb = sb[:-2] if b_mat else ()
     nbatch = max(len(ab), len(bb))
@@ -97,28 +110,35 @@ def matmul(a, b):
     return out
 
 
-def vdot(a, b):
+def vdot(a, b, *, precision=None, preferred_element_type=None):
     """The dot product of the flattened arrays, the first conjugated (as jnp.vdot)."""
     from ...ir import dtypes
     if dtypes.is_complex(aval(a).dtype):
         from ...ops.complex import conj_p
         a = conj_p.bind(a)
-    return dot(reshape(a, (-1,)), reshape(b, (-1,)))
+    return dot(reshape(a, (-1,)), reshape(b, (-1,)),
+               preferred_element_type=preferred_element_type)
 
 
-def inner(a, b):
+def inner(a, b, *, precision=None, preferred_element_type=None):
+    if preferred_element_type is not None:
+        return _pref(inner(a, b), preferred_element_type)
     na, nb = aval(a).ndim, aval(b).ndim
     if na == 0 or nb == 0:
         return multiply(a, b)
     return tensordot(a, b, ((na - 1,), (nb - 1,)))
 
 
-def outer(a, b):
+def outer(a, b, out=None):
+    if out is not None:
+        raise ShardcError("The 'out' argument to shardc.numpy.outer is not supported.")
     a, b = reshape(a, (-1,)), reshape(b, (-1,))
     return multiply(expand_dims(a, 1), expand_dims(b, 0))
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+    if preferred_element_type is not None:
+        return _pref(tensordot(a, b, axes), preferred_element_type)
     check_arraylike("tensordot", a, b)
     na, nb = aval(a).ndim, aval(b).ndim
     if isinstance(axes, int):

@@ -40,18 +40,21 @@ def mT(x):
 
 
 def diagonal(x, offset=0):
-    """The diagonal of each matrix (last two dims) as a strided slice of the flattened
-    matrix: exact, no mask (an inf off the diagonal stays out)."""
+    """The diagonal of each matrix (last two dims): one gather, as jnp.diagonal's
+    x[..., i, j]."""
+    from ...ops.indexing import gather_p
+    from ._creation import asarray
     s = aval(x).shape
-    m, n = s[-2:]
-    start = offset if offset >= 0 else -offset * n
-    count = max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
-    flat = reshape(x, (*s[:-2], m * n))
-    if count == 0:
-        return L.slice(flat, (0,) * (len(s) - 1), (*s[:-2], 0))
     nb = len(s) - 2
-    return L.slice(flat, (0,) * nb + (start,), (*s[:-2], start + (count - 1) * (n + 1) + 1),
-                   (1,) * nb + (n + 1,))
+    m, n = s[-2:]
+    size = max(0, min(m + min(offset, 0), n - max(offset, 0)))
+    if size == 0:
+        return L.zeros((*s[:-2], 0), aval(x).dtype)
+    k = np.arange(size, dtype=np.int32)
+    idx = np.stack([k, k + offset] if offset >= 0 else [k - offset, k], axis=1)
+    return gather_p.bind(x, asarray(idx), offset_dims=tuple(range(nb)),
+                         collapsed_slice_dims=(nb, nb + 1), start_index_map=(nb, nb + 1),
+                         index_vector_dim=1, slice_sizes=(*s[:-2], 1, 1))
 
 
 def permute_rows(perm, x):
@@ -122,6 +125,8 @@ def slogdet(a, *, method=None):
     """(sign, log|det|) of each square matrix, from its LU factors (as jax's method='lu')."""
     (a,) = inexact("slogdet", a)
     square("slogdet", a)
+    if dtypes.is_complex(aval(a).dtype):
+        raise ShardcError("slogdet/det of complex matrices are not supported by shardc yet")
     if method not in (None, "lu"):
         raise ShardcError(f"slogdet: method {method!r} is not supported by shardc; use 'lu'")
     dt = aval(a).dtype
@@ -165,7 +170,7 @@ def det(a):
     """The determinant of each square matrix (closed forms for 2x2 and 3x3, as jax)."""
     (a,) = inexact("det", a)
     square("det", a)
-    if aval(a).shape[-1] in (2, 3):
+    if aval(a).shape[-1] in (2, 3) and not dtypes.is_complex(aval(a).dtype):
         return _det_small(a)
     sign, logdet = slogdet(a)
     return L.mul(sign, L.exp(logdet))

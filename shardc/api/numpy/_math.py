@@ -9,19 +9,20 @@ from ...errors import ShardcError
 from ...ir import dtypes
 from ...ops import elementwise as ew
 from ._ufuncs import (abs, add, arccos, arcsin, arctan, arctan2, bitwise_not, ceil, divide,
-    equal, floor, floor_divide, full_like_bool, greater, isinf, isnan, less, log, log1p,
-    logical_or, maximum, minimum, multiply, negative, not_equal, power, round, sqrt,
+    equal, floor, floor_divide, full_like_bool, greater, isnan, less, log, log1p,
+    logical_or, maximum, minimum, multiply, not_equal, power, round, sqrt,
     subtract, where)
+from ._floatbits import copysign, ldexp, signbit  # noqa: F401  (jax's, via bitcasts)
 from ._util import (aval, check_arraylike, const_like, convert, lax_const, promote_args,
-    promote_args_inexact, promote_dtypes, promote_shapes)
+    promote_args_inexact, promote_dtypes)
 
 acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2
 
 
-def _inexact(name, x):
+def _inexact(name, x, complex_ok=False):
     check_arraylike(name, x)
     (x,) = promote_args_inexact(name, x)
-    if not dtypes.is_float(aval(x).dtype):
+    if not (dtypes.is_inexact if complex_ok else dtypes.is_float)(aval(x).dtype):
         raise ShardcError(f"{name} needs a floating-point array, got {aval(x)}")
     return x
 
@@ -82,12 +83,12 @@ asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
 def log2(x, /):
-    x = _inexact("log2", x)
+    x = _inexact("log2", x, complex_ok=True)
     return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, 2)))
 
 
 def log10(x, /):
-    x = _inexact("log10", x)
+    x = _inexact("log10", x, complex_ok=True)
     c = np.array(0.4342944819032518, dtype=aval(x).dtype)
     return ew.mul_p.bind(ew.log_p.bind(x), const_like(x, c))
 
@@ -172,12 +173,6 @@ def trunc(x):
     return where(ew.lt_p.bind(x, const_like(x, 0)), ceil(x), floor(x))
 
 
-def fix(x, out=None):
-    if out is not None:
-        raise ShardcError("fix: the 'out' argument is not supported")
-    return trunc(x)
-
-
 def rint(x, /):
     check_arraylike("rint", x)
     (x,) = promote_args("rint", x)
@@ -219,27 +214,6 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return where(isneginf(out), asarray(neginf, dtype=dt), out)
 
 
-def signbit(x, /):
-    """x < 0, and -0.0 (its reciprocal is -inf). jax reads the sign bit (bitcast), so a
-    NaN with its sign bit set is True there; without a bitcast op, False here."""
-    check_arraylike("signbit", x)
-    (x,) = promote_args("signbit", x)
-    dt = aval(x).dtype
-    if dt == dtypes.bool_:
-        return full_like_bool(x, False)
-    if not dtypes.is_float(dt):
-        return ew.lt_p.bind(x, const_like(x, 0))
-    zero = const_like(x, 0)
-    neg_zero = ew.and_p.bind(ew.eq_p.bind(x, zero),
-                             ew.lt_p.bind(ew.div_p.bind(const_like(x, 1), x), zero))
-    return ew.or_p.bind(ew.lt_p.bind(x, zero), neg_zero)
-
-
-def copysign(x1, x2, /):
-    x1, x2 = promote_args_inexact("copysign", x1, x2)
-    return where(signbit(x2), negative(abs(x1)), abs(x1))
-
-
 def modf(x, /, out=None):
     if out is not None:
         raise ShardcError("modf: the 'out' argument is not supported")
@@ -247,21 +221,6 @@ def modf(x, /, out=None):
     (x,) = promote_args_inexact("modf", x)
     whole = where(ew.ge_p.bind(x, lax_const(x, 0)), floor(x), ceil(x))
     return subtract(x, whole), whole
-
-
-def ldexp(x1, x2, /):
-    """x1 * 2**x2 for an integer x2 (jax splits off x1's exponent with a bitcast first,
-    so results overflow and underflow exactly; here 2**x2 is computed in x1's dtype)."""
-    check_arraylike("ldexp", x1, x2)
-    if dtypes.is_float(aval(x2).dtype):
-        raise ShardcError(f"ldexp not supported for input types "
-                          f"{(aval(x1).dtype, aval(x2).dtype)}")
-    (x1,) = promote_args_inexact("ldexp", x1)
-    e = ew.convert_element_type_p.bind(x2, new_dtype=aval(x1).dtype, weak_type=False) \
-        if not isinstance(x2, int) else const_like(x1, x2)
-    x1, e = promote_shapes("ldexp", x1, e)
-    return where(logical_or(isinf(x1), equal(x1, 0)), x1,
-                 ew.mul_p.bind(x1, ew.pow_p.bind(const_like(x1, 2), e)))
 
 
 def logaddexp2(x1, x2, /):

@@ -141,6 +141,9 @@ def _attach():
     T.at = property(_IndexUpdateHelper)
     T.T = property(lambda self: _snp().transpose(self))
     T.mT = property(lambda self: _snp().swapaxes(self, -1, -2))
+    T.real = property(lambda self: _snp().real(self))
+    T.imag = property(lambda self: _snp().imag(self))
+    T.conj = T.conjugate = lambda self: _snp().conjugate(self)
     T.astype = lambda self, dtype: _snp().astype(self, dtype)
 
     def reshape(self, *shape, order="C"):
@@ -156,7 +159,7 @@ def _attach():
     T.transpose = transpose
     for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std", "any",
                  "all", "cumsum", "squeeze", "ravel", "swapaxes", "clip", "dot",
-                 "round"):
+                 "round", "sort", "argsort", "cumprod", "searchsorted", "nonzero"):
         setattr(T, name, (lambda n: lambda self, *a, **k: _call(
             f"x.{n}()", getattr(_snp(), n), (self, *a), k))(name))
     T.flatten = lambda self: _snp().ravel(self)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import ShardcError
 from ...ir import dtypes
+from ...ops import elementwise as ew
 from ...ops import shape as shp
 from ...ops.common import check_axis
 from ...trace import core
@@ -21,7 +22,7 @@ from ._indexing import getitem
 from ._shapes import (broadcast_arrays, concatenate, expand_dims, flip, moveaxis, ravel,
     reshape, split, swapaxes, transpose)
 from ._ufuncs import (equal, logical_and, multiply, not_equal, remainder, subtract, where)
-from ._util import aval, check_arraylike, convert, promote_dtypes
+from ._util import aval, check_arraylike, convert, is_py_scalar, promote_dtypes
 
 
 def _at(axis, idx):
@@ -44,7 +45,7 @@ def _static(name, what, v):
 def insert(arr, obj, values, axis=None):
     """values inserted before the static indices `obj` along `axis` (one gather from the
     array and the values concatenated, in NumPy's order)."""
-    check_arraylike("insert", arr, values)
+    check_arraylike("insert", arr, values, *(() if isinstance(obj, slice) else (obj,)))
     a = arr
     if axis is None:
         a, axis = ravel(a), 0
@@ -70,7 +71,11 @@ def insert(arr, obj, values, axis=None):
         if idx.ndim == 0:
             v = moveaxis(v, 0, axis)
         idx = np.full(aval(v).shape[axis], index)
-    n_insert = np.broadcast_shapes(idx.shape, (aval(v).shape[axis],))[0]
+    try:
+        n_insert = np.broadcast_shapes(idx.shape, (aval(v).shape[axis],))[0]
+    except ValueError:
+        raise ShardcError(f"insert: {idx.size} indices for {aval(v).shape[axis]} values "
+                          f"along axis {axis}") from None
     idx = np.broadcast_to(idx, (n_insert,))
     idx = np.clip(np.where(idx < 0, idx + n, idx), 0, n)
     target = list(aval(a).shape)
@@ -107,6 +112,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
                             getitem(a, _at(axis, slice(i + 1, None)))], axis=axis)
     if isinstance(obj, slice):
         obj = np.arange(n)[obj]
+    check_arraylike("delete", obj)
     o = _static("delete", "obj", obj)
     if o.dtype.kind in "iu":
         mask = np.ones(n, bool)
@@ -133,7 +139,9 @@ def select(condlist, choicelist, default=0):
     check_arraylike("select", *condlist, *choicelist, default)
     conds = [asarray(c) for c in condlist]
     conds = [c if aval(c).dtype == dtypes.bool_ else not_equal(c, 0) for c in conds]
-    choices = promote_dtypes(asarray(default), *[asarray(c) for c in choicelist])
+    def arr(c):      # Python scalars stay weakly typed (jnp.asarray(2) is weak)
+        return c if is_py_scalar(c) else asarray(c)
+    choices = promote_dtypes(arr(default), *[arr(c) for c in choicelist])
     everything = broadcast_arrays(*conds, *choices)
     conds, choices = everything[:len(conds)], everything[len(conds):]
     out = choices[0]
@@ -188,10 +196,17 @@ def choose(a, choices, out=None, mode="raise"):
     else:
         raise ShardcError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
     arr, *chs = broadcast_arrays(arr, *promote_dtypes(*choices))
-    res = chs[0]
-    for i in range(1, N):
-        res = where(equal(arr, i), chs[i], res)
-    return res
+    # one gather from the choices stacked and flattened (jax gathers from the stack with
+    # an index per dim; this is the same element, and the same gather of the choices)
+    from ._shapes import stack
+    from ._creation import iota
+    shape = aval(arr).shape
+    size = math.prod(shape)
+    flat = reshape(stack(chs), (N * size,))
+    it = aval(arr).dtype if dtypes.is_signed(aval(arr).dtype) else dtypes.default_int()
+    pos = reshape(iota(it, size), shape) if shape else convert(0, it)
+    idx = ew.add_p.bind(ew.mul_p.bind(convert(arr, it), convert(size, it)), pos)
+    return getitem(flat, idx)
 
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
@@ -448,7 +463,7 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 
 
 def ediff1d(ary, to_end=None, to_begin=None):
-    check_arraylike("ediff1d", ary)
+    check_arraylike("ediff1d", ary, *(t for t in (to_end, to_begin) if t is not None))
     arr = ravel(ary)
     from ...ops import elementwise as ew
     res = ew.sub_p.bind(getitem(arr, slice(1, None)), getitem(arr, slice(None, -1)))

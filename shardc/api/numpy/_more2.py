@@ -24,7 +24,7 @@ from ._ufuncs import (abs, add, clip, divide, equal, greater, isnan, less, logic
     logical_or, maximum, mod, multiply, negative, remainder, sqrt, subtract,
     where)
 from ._util import (aval, canonical_dtype, check_arraylike, convert, promote_args_inexact,
-    promote_dtypes, promote_dtypes_inexact, result_type)
+    promote_dtypes, promote_dtypes_inexact)
 
 
 def _slice_in_dim(a, start, stop, axis):
@@ -307,7 +307,8 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
     dims = tuple(operator.index(d) for d in dims)
     check_arraylike("ravel_multi_index", *multi_index)
     idx = [asarray(i) if isinstance(i, (list, np.ndarray)) else i for i in multi_index]
-    dt = canonical_dtype(dtype) if dtype is not None else result_type(int, *idx)[0]
+    dt = canonical_dtype(dtype) if dtype is not None else dtypes.promote(
+        (dtypes.default_int(), True), *[(aval(i).dtype, aval(i).weak) for i in idx])[0]
     if not dtypes.is_int(dt):
         raise ShardcError(f"dtype={dtype!r} is not an integer type.")
     if math.prod(dims) - 1 > np.iinfo(dt).max:
@@ -388,10 +389,29 @@ def put(a, ind, v, mode=None, *, inplace=True):
         raise ShardcError("The 'raise' mode to shardc.numpy.put is not supported.")
     elif mode is not None:
         raise ShardcError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
-    flat = ravel(arr)
-    from ._at import _IndexUpdateRef
-    out = _IndexUpdateRef(flat, ind).set(vals)
-    return reshape(out, aval(arr).shape)
+    # a scatter at the unravelled positions (as jax's, so arr keeps its layout); a
+    # position written twice gets the mean of its values (shardc's .at[].set rule)
+    from ..lax_ops import ScatterDimensionNumbers, scatter_add
+    from ._creation import zeros_like
+    from ._shapes import stack
+    shape = aval(arr).shape
+    nd = len(shape)
+    idx = stack(unravel_index(ind, shape), axis=1)
+    dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=tuple(range(nd)),
+                                 scatter_dims_to_operand_dims=tuple(range(nd)))
+    dt = aval(arr).dtype
+    comp = dt if dtypes.is_float(dt) else np.dtype(np.float32)
+    placed = scatter_add(zeros_like(arr, dtype=comp), idx, convert(vals, comp), dn)
+    count = scatter_add(zeros_like(arr, dtype=comp), idx,
+                        convert(full(aval(vals).shape, 1, comp), comp), dn)
+    hit = greater(count, 0)
+    new = divide(placed, where(hit, count, 1))
+    return where(hit, convert(new, dt) if dt == comp else convert(round_(new), dt), arr)
+
+
+def round_(x):
+    from ._ufuncs import round as _round
+    return _round(x)
 
 
 def place(arr, mask, vals, *, inplace=True):

@@ -148,8 +148,9 @@ def array_str(a, max_line_width=None, precision=None, suppress_small=None):
 def einsum_path(subscripts, /, *operands, optimize="auto"):
     """NumPy's einsum_path on the operands' shapes (jax's is opt_einsum's)."""
     arrays = [_np.empty(_aval(o).shape, _np.float32) for o in operands]
-    return _np.einsum_path(subscripts, *arrays, optimize="greedy" if optimize == "auto"
-                           else optimize)
+    path, info = _np.einsum_path(subscripts, *arrays, optimize="greedy"
+                                 if optimize == "auto" else optimize)
+    return [tuple(p) for p in path if p != "einsum_path"], info
 
 
 # ---------------------------------------------------------------- I/O and interop (host side)
@@ -312,15 +313,11 @@ class _Concat:
                     else arange(start, k.stop, step)
             else:
                 a = asarray(k)
-            if _aval(a).ndim < self.ndmin:
+            s = _aval(a).shape
+            if len(s) < self.ndmin:     # NumPy's trans1d: where the original axes go
                 from ._shapes import reshape
-                s = _aval(a).shape
-                if self.trans1d == -1:
-                    a = reshape(a, (1,) * (self.ndmin - len(s)) + s)
-                    from ._shapes import transpose
-                    a = transpose(a) if self.ndmin == 2 and len(s) == 1 else a
-                else:
-                    a = reshape(a, (1,) * (self.ndmin - len(s)) + s)
+                pad = (1,) * (self.ndmin - len(s))
+                a = reshape(a, pad + s if self.trans1d == -1 else s + pad)
             parts.append(a)
         return concatenate(parts, axis=self.axis)
 

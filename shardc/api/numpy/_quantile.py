@@ -2,6 +2,7 @@
 median and their nan* forms; histogram and histogram_bin_edges."""
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -20,6 +21,7 @@ from ._sorting import asarray_, searchsorted
 from ._ufuncs import isnan, logical_not, where
 from ._util import aval, convert, promote_dtypes_inexact
 
+builtins_range = builtins.range
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
@@ -230,8 +232,69 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
     return counts, edges
 
 
+def histogramdd(sample, bins=10, range=None, weights=None, density=None):
+    """Counts of the N points of `sample` (N, D) in a D-dim grid of bins (jax's:
+    searchsorted per dim, a clipped flat index, a bincount)."""
+    from ._setops import bincount
+    sample = asarray_("histogramdd", sample)
+    if weights is None:
+        (sample,) = promote_dtypes_inexact(sample)
+    else:
+        weights = asarray_("histogramdd", weights)
+        if aval(weights).shape != aval(sample).shape[:1]:
+            raise ShardcError("histogramdd: should have one weight for each sample.")
+        sample, weights = promote_dtypes_inexact(sample, weights)
+    if aval(sample).ndim != 2:
+        raise ShardcError(f"histogramdd: sample must be (N, D), got {aval(sample).shape}")
+    n, d = aval(sample).shape
+    if range is not None and (len(range) != d or any(
+            r is not None and np.shape(r)[0] != 2 for r in range)):
+        raise ShardcError(f"histogramdd: for sample.shape={(n, d)}, range must be a "
+                          f"sequence of {d} pairs or Nones; got {range=}")
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else d * [bins]
+    if len(per_dim) != d:
+        raise ShardcError("histogramdd: should be a bin for each dimension.")
+    idt = dtypes.int32
+    flat, edges, sizes = None, [], []
+    for i in builtins_range(d):
+        col = L.reshape(L.slice(sample, (0, i), (n, i + 1)), (n,))
+        e = histogram_bin_edges(col, per_dim[i], None if range is None else range[i])
+        m = aval(e).shape[0]
+        last = L.reshape(L.slice(e, (m - 1,), (m,)), ())
+        idx = convert(searchsorted(e, col, side="right"), idt)
+        idx = where(L.eq(col, last), L.sub(idx, 1), idx)
+        edges.append(e)
+        sizes.append(m + 1)
+        idx = L.max(L.min(idx, m), 0)                     # ravel_multi_index(mode="clip")
+        flat = idx if flat is None else L.add(L.mul(flat, m + 1), idx)
+    hist = bincount(flat, weights, length=int(np.prod(sizes)))
+    hist = L.reshape(hist, tuple(sizes))
+    hist = L.slice(hist, (1,) * d, tuple(k - 1 for k in sizes))
+    if density:
+        hist = convert(hist, aval(sample).dtype)
+        hist = L.div(hist, _sum(hist))
+        for i, e in enumerate(edges):
+            m = aval(e).shape[0]
+            de = L.sub(L.slice(e, (1,), (m,)), L.slice(e, (0,), (m - 1,)))
+            hist = L.div(hist, L.broadcast_in_dim(de, aval(hist).shape, (i,)))
+    return hist, edges
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    x, y = asarray_("histogram2d", x), asarray_("histogram2d", y)
+    try:
+        nb = len(bins)
+    except TypeError:
+        nb = 1
+    if nb not in (1, 2):
+        bins = [bins, bins]
+    from ._shapes import stack
+    hist, edges = histogramdd(stack([x, y], axis=1), bins, range, weights, density)
+    return hist, edges[0], edges[1]
+
+
 __all__ = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian",
-           "histogram_bin_edges", "histogram"]
+           "histogram_bin_edges", "histogram", "histogramdd", "histogram2d"]
 
 
 def _wrap():

@@ -73,16 +73,18 @@ def _initial(out, initial, op):
     return op(out, convert(np.asarray(initial), aval(out).dtype))
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+        promote_integers=True):
     from ._ufuncs import add
     r = _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype, keepdims,
-                True, True)
+                promote_integers, True)
     return _initial(r, initial, add)
 
 
-def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+         promote_integers=True):
     r = _reduce(red.reduce_prod_p, "prod", _masked("prod", a, where, 1), axis, dtype,
-                keepdims, True, True)
+                keepdims, promote_integers, True)
     return _initial(r, initial, multiply)
 
 
@@ -119,14 +121,16 @@ def _to_bool(a):
     return a if aval(a).dtype == dtypes.bool_ else not_equal(a, 0)
 
 
-def any(a, axis=None, out=None, keepdims=False):
+def any(a, axis=None, out=None, keepdims=False, *, where=None):
     check_arraylike("any", a)
-    return _reduce(red.reduce_or_p, "any", _to_bool(a), axis, None, keepdims, False, False)
+    return _reduce(red.reduce_or_p, "any", _masked("any", _to_bool(a), where, False), axis,
+                   None, keepdims, False, False)
 
 
-def all(a, axis=None, out=None, keepdims=False):
+def all(a, axis=None, out=None, keepdims=False, *, where=None):
     check_arraylike("all", a)
-    return _reduce(red.reduce_and_p, "all", _to_bool(a), axis, None, keepdims, False, False)
+    return _reduce(red.reduce_and_p, "all", _masked("all", _to_bool(a), where, True), axis,
+                   None, keepdims, False, False)
 
 
 def _count(a, axis):
@@ -134,9 +138,12 @@ def _count(a, axis):
     return math.prod(x.shape[d] for d in norm_axes("mean", axis, x.ndim))
 
 
-def mean(a, axis=None, dtype=None, out=None, keepdims=False):
-    """sum / count, computed in float (f32 for half precision), as jnp.mean."""
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """sum / count, computed in float (f32 for half precision), as jnp.mean; with `where`,
+    over the elements where it holds."""
     check_arraylike("mean", a)
+    if where is not None:
+        return _mean_where(a, axis, dtype, keepdims, where)
     x = aval(a)
     out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_inexact(x.dtype)
                                            else dtypes.default_float())
@@ -146,8 +153,31 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     return convert(ew.div_p.bind(s, count), out_dtype)
 
 
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    """Mean squared deviation from the mean, over count - ddof, as jnp.var."""
+_mean = mean      # (var's `mean` parameter hides the function)
+
+
+def _mean_where(a, axis, dtype, keepdims, where):
+    x = aval(a)
+    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_inexact(x.dtype)
+                                           else dtypes.default_float())
+    comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
+    from ._shapes import broadcast_to
+    w = broadcast_to(where, x.shape)
+    s = sum(a, axis, dtype=comp, keepdims=keepdims, where=w)
+    n = sum(w, axis, dtype=comp, keepdims=keepdims)
+    return convert(divide(s, n), out_dtype)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None, mean=None):
+    """Mean squared deviation from the mean, over count - ddof, as jnp.var (`correction`
+    is ddof's array-API name; `mean` a precomputed mean; `where` masks elements)."""
+    if correction is not None:
+        if ddof:
+            raise ShardcError("ddof and correction can't be provided simultaneously.")
+        ddof = correction
+    if where is not None or mean is not None:
+        return _var_where(a, axis, dtype, ddof, keepdims, where, mean)
     check_arraylike("var", a)
     x = aval(a)
     out_dtype = canonical_dtype(dtype) or (dtypes.real_dtype(x.dtype)
@@ -156,19 +186,46 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
     if dtypes.is_complex(x.dtype):     # |a - mean|**2, in the parts' dtype (as jnp)
         from ...ops import complex as cx
-        c = subtract(a, mean(a, axis, keepdims=True))
+        c = subtract(a, _mean(a, axis, keepdims=True))
         centered = convert(cx.real_p.bind(ew.mul_p.bind(c, cx.conj_p.bind(c))), comp)
     else:
         a = convert(a, comp)
-        centered = square(subtract(a, mean(a, axis, keepdims=True)))
+        centered = square(subtract(a, _mean(a, axis, keepdims=True)))
     n = _count(a, axis) - ddof
     s = sum(centered, axis, keepdims=keepdims)
     out = multiply(s, float("nan")) if n <= 0 else divide(s, float(n))
     return convert(out, out_dtype)
 
 
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    return sqrt(var(a, axis, dtype, out, ddof, keepdims))
+def _var_where(a, axis, dtype, ddof, keepdims, where, a_mean):
+    check_arraylike("var", a)
+    x = aval(a)
+    out_dtype = canonical_dtype(dtype) or (x.dtype if dtypes.is_float(x.dtype)
+                                           else dtypes.default_float())
+    comp = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
+    a = convert(a, comp)
+    m = _mean_where(a, axis, comp, True, where) if where is not None else \
+        mean(a, axis, keepdims=True)
+    m = m if a_mean is None else convert(a_mean, comp)
+    centered = square(subtract(a, m))
+    if where is None:
+        n = convert(_count(a, axis), comp)
+        s = sum(centered, axis, keepdims=keepdims)
+    else:
+        from ._shapes import broadcast_to
+        w = broadcast_to(where, x.shape)
+        n = sum(w, axis, dtype=comp, keepdims=keepdims)
+        s = sum(centered, axis, keepdims=keepdims, where=w)
+    n = subtract(n, ddof)
+    from ._ufuncs import greater, where as select
+    out = select(greater(n, 0), divide(s, select(greater(n, 0), n, 1)), float("nan"))
+    return convert(out, out_dtype)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None, mean=None):
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
+                    mean=mean))
 
 
 def _arg(prim, name, a, axis, keepdims):

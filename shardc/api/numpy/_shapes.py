@@ -27,7 +27,7 @@ def operator_index(x):
 _index = __import__("operator").index
 
 
-def reshape(a, shape=None, order="C", *, newshape=None):
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     check_arraylike("reshape", a)
     shape = newshape if shape is None else shape
     if order != "C":
@@ -158,7 +158,9 @@ def concatenate(arrays, axis=0, dtype=None):
     return shp.concatenate_p.bind(*arrays, dimension=ax)
 
 
-def stack(arrays, axis=0, dtype=None):
+def stack(arrays, axis=0, out=None, dtype=None):
+    if out is not None:
+        raise ShardcError("The 'out' argument to shardc.numpy.stack is not supported.")
     arrays = list(arrays)
     if not arrays:
         raise ShardcError("need at least one array to stack")
@@ -170,13 +172,14 @@ def stack(arrays, axis=0, dtype=None):
     return concatenate([expand_dims(a, ax) for a in arrays], ax, dtype)
 
 
-def vstack(tup):
-    return concatenate([a if aval(a).ndim >= 2 else reshape(a, (1, -1)) for a in tup], 0)
+def vstack(tup, dtype=None):
+    return concatenate([a if aval(a).ndim >= 2 else reshape(a, (1, -1)) for a in tup], 0,
+                       dtype)
 
 
-def hstack(tup):
+def hstack(tup, dtype=None):
     arrays = list(tup)
-    return concatenate(arrays, 0 if aval(arrays[0]).ndim == 1 else 1)
+    return concatenate(arrays, 0 if aval(arrays[0]).ndim == 1 else 1, dtype)
 
 
 def split(ary, indices_or_sections, axis=0):

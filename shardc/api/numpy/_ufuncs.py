@@ -6,6 +6,7 @@ from ...errors import ShardcError
 from ...ops import elementwise as ew
 import numpy as np
 
+from ._util import _ARRAYS, _Tracer
 from ._util import (as_lit, aval, check_arraylike, const_like, convert, lax_const, promote_args,
     promote_args_inexact, promote_args_numeric, promote_dtypes_inexact, promote_dtypes,
     promote_dtypes_numeric, promote_shapes, result_type, zero_scalar)
@@ -13,6 +14,9 @@ from ._util import (as_lit, aval, check_arraylike, const_like, convert, lax_cons
 
 def _float_unary(prim, name):
     def f(x, /):
+        t = type(x)
+        if (t is _Tracer or t in _ARRAYS) and dtypes.is_float(aval(x).dtype):
+            return prim.bind(x)     # the common call: nothing to check or promote
         check_arraylike(name, x)
         (x,) = promote_dtypes_inexact(x)
         return prim.bind(x)
@@ -56,13 +60,19 @@ floor = _keep_int(ew.floor_p, "floor")
 ceil = _keep_int(ew.ceil_p, "ceil")
 
 
-def round(a, decimals=0):
+def round(a, decimals=0, out=None):
     """Round half to even, as jnp.round (half floats scale in f32 for decimals)."""
     check_arraylike("round", a)
+    if out is not None:
+        raise ShardcError("The 'out' argument to shardc.numpy.round is not supported.")
     dt = aval(a).dtype
     if dt == dtypes.bool_:
         raise ShardcError("round needs a numeric array, got a boolean one; convert it "
                           "with .astype(int) first")
+    if dtypes.is_complex(dt):       # each part on its own, as jnp.round
+        from ...ops import complex as cx
+        return cx.complex_p.bind(round(cx.real_p.bind(a), decimals),
+                                 round(cx.imag_p.bind(a), decimals))
     if not dtypes.is_float(dt):
         if decimals < 0:
             raise ShardcError("round of integers with decimals < 0 is not supported")
@@ -344,9 +354,17 @@ def _pow_int_int(x, y):
 pow = power
 
 
-def where(condition, x=None, y=None, /):
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """Choose x where condition, else y (the three-argument form), as jnp.where: all
     three broadcast to one shape (a rank-0 condition leaves x and y as they are)."""
+    if x is None and y is None and size is not None:
+        from . import _names  # noqa: F401  (nonzero, when the sort family provides it)
+        from .. import numpy as snp
+        if hasattr(snp, "nonzero"):
+            return snp.nonzero(condition, size=size, fill_value=fill_value)
+    if size is not None or fill_value is not None:
+        if x is not None or y is not None:
+            raise ShardcError("size= and fill_value= go with the one-argument where")
     if x is None or y is None:
         raise ShardcError("shardc.numpy.where needs three arguments; the one-argument "
                           "form has a data-dependent shape")

@@ -26,9 +26,8 @@ def _lax_fft(x, fft_type, lengths):
             raise ShardcError("rfft needs real input; got a complex array")
         dt = a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float()
     else:
-        dt = dtypes.complex_dtype(a.dtype) if not dtypes.is_complex(a.dtype) else a.dtype
-        if dt == dtypes.complex128 and not dtypes.x64_enabled():
-            dt = dtypes.complex64
+        real = a.dtype if dtypes.is_inexact(a.dtype) else dtypes.default_float()
+        dt = dtypes.canonicalize(dtypes.complex_dtype(real))
     x = L.convert_element_type(x, dt, False)
     if not lengths:
         return x

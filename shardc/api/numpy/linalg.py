@@ -53,7 +53,7 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
     (a,) = inexact("cholesky", a)
     _atleast2("cholesky", a)
     out = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
-    return mT(out) if upper else out
+    return lax_linalg.H(out) if upper else out
 
 
 def qr(a, mode="reduced"):
@@ -74,13 +74,32 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index
     (a,) = inexact("svd", a)
     _atleast2("svd", a)
     if hermitian:
-        raise ShardcError("svd: hermitian=True is not supported by shardc; use "
-                          "hermitian=False (the same result)")
+        return _svd_hermitian(a, compute_uv)
     if compute_uv:
         return SVDResult(*lax_linalg.svd(a, full_matrices=full_matrices,
                                          subset_by_index=subset_by_index))
     return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=False,
                           subset_by_index=subset_by_index)
+
+
+def _svd_hermitian(a, compute_uv):
+    """The SVD of Hermitian matrices from eigh: |eigenvalues| sorted descending, the
+    eigenvectors reordered (and signed) to match, as jnp.linalg.svd(hermitian=True)."""
+    from ..lax_sorting import sort
+    from ._sorting import take_along_axis
+    v, w = lax_linalg.eigh(a)
+    s = abs(w)
+    nd = aval(s).ndim
+    if not compute_uv:
+        return L.rev(sort(s, dimension=-1), (nd - 1,))
+    sign = L.sign(w)
+    idxs = L.iota(dtypes.uint32, aval(s).shape, nd - 1)
+    s, idxs, sign = sort((s, idxs, sign), dimension=-1, num_keys=1)
+    s, idxs, sign = (L.rev(t, (nd - 1,)) for t in (s, idxs, sign))
+    u = take_along_axis(v, expand_dims(idxs, -2), axis=-1)
+    vh = lax_linalg.H(multiply(u, L.convert_element_type(expand_dims(sign, -2),
+                                                         aval(u).dtype)))
+    return SVDResult(u, s, vh)
 
 
 def svdvals(x, /):
@@ -102,6 +121,26 @@ def eigh(a, UPLO=None, symmetrize_input=True):
     return EighResult(w, v)
 
 
+class EigResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices (complex)."""
+    (a,) = inexact("eig", a)
+    square("eig", a)
+    w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
+    return EigResult(w, v)
+
+
+def eigvals(a):
+    (a,) = inexact("eigvals", a)
+    square("eigvals", a)
+    return lax_linalg.eig(a, compute_left_eigenvectors=False,
+                          compute_right_eigenvectors=False)[0]
+
+
 def eigvalsh(a, UPLO="L", *, symmetrize_input=True):
     return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
@@ -121,8 +160,10 @@ def pinv(a, rtol=None, hermitian=False, *, rcond=None):
     if m == 0 or n == 0:
         return L.zeros((*s_[:-2], n, m), aval(a).dtype)
     dt = aval(a).dtype
+    if dtypes.is_complex(dt):
+        a = lax_linalg.H(mT(a))             # conj(a), as jax's
     if rtol is None:
-        rtol = 10.0 * max(m, n) * float(np.finfo(dt).eps)
+        rtol = 10.0 * max(m, n) * float(np.finfo(dtypes.real_dtype(dt)).eps)
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     if hasattr(rtol, "shape"):
         rtol = expand_dims(rtol, -1)
@@ -365,18 +406,27 @@ def tensorsolve(a, b, axes=None):
 
 # ---------------------------------------------------------------- norms
 
+def _sq(x):
+    """|x|^2 elementwise: real(x * conj(x)), as jnp.linalg.norm."""
+    if dtypes.is_complex(aval(x).dtype):
+        from ...ops.complex import conj_p, real_p
+        return real_p.bind(multiply(x, conj_p.bind(x)))
+    return multiply(x, x)
+
+
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     check_arraylike("vector_norm", x)
     (x,) = promote_dtypes_inexact(x)
     if ord is None or ord == 2:
-        return sqrt(_sum(multiply(x, x), axis=axis, keepdims=keepdims))
+        return sqrt(_sum(_sq(x), axis=axis, keepdims=keepdims))
     ax = abs(x)
     if ord == np.inf:
         return _max(ax, axis=axis, keepdims=keepdims)
     if ord == -np.inf:
         return _min(ax, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return _sum(not_equal(x, 0).astype(aval(x).dtype), axis=axis, keepdims=keepdims)
+        return _sum(not_equal(x, 0).astype(dtypes.real_dtype(aval(x).dtype)), axis=axis,
+                    keepdims=keepdims)
     if ord == 1:
         return _sum(ax, axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
@@ -396,7 +446,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     nd = aval(x).ndim
     if axis is None:
         if ord is None:
-            return sqrt(_sum(multiply(x, x), keepdims=keepdims))
+            return sqrt(_sum(_sq(x), keepdims=keepdims))
         axis = tuple(range(nd))
     axes = norm_axes("norm", axis, nd)
     if len(axes) == 1:
@@ -408,7 +458,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     r, c = r % nd, c % nd
     ax = abs(x)
     if ord is None or ord in ("f", "fro"):
-        return sqrt(_sum(multiply(x, x), axis=(r, c), keepdims=keepdims))
+        return sqrt(_sum(_sq(x), axis=(r, c), keepdims=keepdims))
     if ord in (1, -1):
         if not keepdims and c > r:
             c -= 1

@@ -100,7 +100,9 @@ def fold_in(key, data):
         raise ShardcTypeError("fold_in accepts a scalar, but was given an array of"
                               f"shape {jnp.shape(data)} != (). Use jax.vmap for batching.")
     if isinstance(data, int) and not isinstance(data, (bool, np.generic)):
-        data = np.uint32(data & 0xFFFFFFFF) if data < 0 else np.uint32(data)
+        if not 0 <= data < 2 ** 32:     # as jnp.asarray(data, 'uint32')
+            raise OverflowError(f"Python integer {data} out of bounds for uint32")
+        data = np.uint32(data)
     return as_output(run(_fold_in, kd, data), typed)
 
 
@@ -124,7 +126,11 @@ def _sharded(x, out_sharding):
 
 def _check_shape(name, shape, *param_shapes):
     if param_shapes:
-        out = np.broadcast_shapes(shape, *param_shapes)
+        try:
+            out = np.broadcast_shapes(shape, *param_shapes)
+        except ValueError:
+            raise ArgumentError(f"Incompatible shapes for broadcasting: shapes="
+                                f"{[tuple(shape), *map(tuple, param_shapes)]}") from None
         if out != tuple(shape):
             raise ArgumentError(
                 f"{name} parameter shapes must be broadcast-compatible with shape argument, "

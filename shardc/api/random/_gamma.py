@@ -18,11 +18,29 @@ from ._keys import key_data_of
 from ._run import float_dtype, run, shape_of
 
 
-def _gamma_one(data, alpha, log_space):
-    """One sample of Gamma(alpha) (log-space if asked), from one key."""
+def _lanes_while(cond, body, init):
+    """A while loop over lanes, as jax batches one whose predicate differs per lane:
+    it runs while any lane's predicate holds, and a lane whose predicate is false keeps
+    its carry."""
     from ..control import while_loop
+
+    def keep(pred, new, old):
+        extra = L.aval(new).ndim - 1
+        p = L.broadcast_in_dim(pred, L.aval(new).shape, (0,)) if extra else pred
+        return jnp.where(p, new, old)
+
+    def step(s):
+        pred = cond(s)
+        return tuple(keep(pred, n, o) for n, o in zip(body(s), s))
+    return while_loop(lambda s: jnp.any(cond(s)), step, tuple(init))
+
+
+def _gamma_lanes(keys, alpha, log_space):
+    """Gamma(alpha) samples (log-space if asked), a key per lane (keys (n, 2), alpha
+    (n,)): jax's _gamma_one as jax.vmap runs it (its CPU lowering), lanes in lockstep."""
     dtype = L.aval(alpha).dtype
-    zero, one, two, minus_one = (L.full((), v, dtype) for v in (0, 1, 2, -1))
+    n = L.aval(alpha).shape[0]
+    zero, one, minus_one = (L.full((), v, dtype) for v in (0, 1, -1))
     one_over_two, one_over_three = np.array(0.5, dtype), np.array(1. / 3., dtype)
     squeeze = np.array(0.0331, dtype)
     boost_mask = jnp.greater_equal(alpha, one)
@@ -30,6 +48,9 @@ def _gamma_one(data, alpha, log_space):
     alpha = jnp.where(boost_mask, alpha, jnp.add(alpha, one))
     d = jnp.subtract(alpha, one_over_three)
     c = jnp.divide(one_over_three, jnp.sqrt(d))
+
+    def full(v):
+        return L.full((n,), v, dtype)
 
     def cond_fn(s):
         _, X, V, U = s
@@ -42,36 +63,80 @@ def _gamma_one(data, alpha, log_space):
     def body_fn(s):
         def next_kxv(kxv):
             k = tf.split(kxv[0], (2,))
-            x = normal_impl(k[1], shape=(), dtype=dtype)
-            return k[0], x, jnp.add(one, jnp.multiply(x, c))
+            x = normal_impl(k[:, 1], shape=(), dtype=dtype)
+            return k[:, 0], x, jnp.add(one, jnp.multiply(x, c))
         k = tf.split(s[0], (3,))
-        _, x, v = while_loop(lambda kxv: jnp.less_equal(kxv[2], zero), next_kxv,
-                             (k[1], zero, minus_one))
+        _, x, v = _lanes_while(lambda kxv: jnp.less_equal(kxv[2], zero), next_kxv,
+                               (k[:, 1], full(0), full(-1)))
         X = jnp.multiply(x, x)
         V = jnp.multiply(jnp.multiply(v, v), v)
-        U = uniform_impl(k[2], 0., 1., shape=(), dtype=dtype)
-        return k[0], X, V, U
+        U = uniform_impl(k[:, 2], 0., 1., shape=(), dtype=dtype)
+        return k[:, 0], X, V, U
 
-    k = tf.split(data, (2,))
-    _, _, V, _ = while_loop(cond_fn, body_fn, (k[0], zero, one, two))
+    k = tf.split(keys, (2,))
+    _, _, V, _ = _lanes_while(cond_fn, body_fn, (k[:, 0], full(0), full(1), full(2)))
     if log_space:
-        log_samples = jnp.negative(exponential_impl(k[1], shape=(), dtype=dtype))
+        log_samples = jnp.negative(exponential_impl(k[:, 1], shape=(), dtype=dtype))
         log_boost = jnp.where(jnp.logical_or(boost_mask, jnp.equal(log_samples, 0)), zero,
                               jnp.multiply(log_samples, jnp.divide(one, alpha_orig)))
         return jnp.add(jnp.add(jnp.log(d), jnp.log(V)), log_boost)
-    samples = jnp.subtract(1, uniform_impl(k[1], 0., 1., shape=(), dtype=dtype))
+    samples = jnp.subtract(1, uniform_impl(k[:, 1], 0., 1., shape=(), dtype=dtype))
     boost = jnp.where(boost_mask, one, L.pow(samples, jnp.divide(one, alpha_orig)))
     return jnp.multiply(jnp.multiply(d, V), boost)
 
 
-def _random_gamma(data, a, log_space):
-    """Gamma samples of a's shape: a key per element of `a` (split off `data`)."""
+def _gamma_grad(sample, a, log_space):
+    """d sample / d a, by implicit differentiation (jax's _gamma_grad: per element, as
+    its CPU path maps over them)."""
     from ..control import map as lmap
+    from ..igamma import random_gamma_grad
+    samples, alphas = jnp.reshape(sample, (-1,)), jnp.reshape(a, (-1,))
+    if log_space:
+        samples = jnp.exp(samples)
+        tiny = jnp.full_like(samples, jnp.finfo(L.aval(samples).dtype).tiny)
+        samples = jnp.where(jnp.equal(samples, 0), tiny, samples)
+
+        def grad(al, s):
+            return jnp.divide(random_gamma_grad(al, s), s)
+    else:
+        grad = random_gamma_grad
+    grads = lmap(lambda args: grad(*args), (alphas, samples))
+    return jnp.reshape(grads, jnp.shape(a))
+
+
+def _differentiable(log_space):
+    from ...transforms.ad import custom_vjp
+
+    def fwd(data, a):
+        out = _random_gamma_values(data, a, log_space)
+        return out, (out, a)
+
+    def bwd(data, res, ct):
+        out, a = res
+        return (jnp.multiply(ct, _gamma_grad(out, a, log_space)),)
+    f = custom_vjp(lambda data, a: _random_gamma_values(data, a, log_space),
+                   nondiff_argnums=(0,))
+    f.defvjp(fwd, bwd)
+    return f
+
+
+_GAMMA = {}
+
+
+def _random_gamma(data, a, log_space):
+    """Gamma samples, differentiable in `a` (jax's random_gamma_p with its jvp)."""
+    f = _GAMMA.get(log_space)
+    if f is None:
+        f = _GAMMA[log_space] = _differentiable(log_space)
+    return f(data, a)
+
+
+def _random_gamma_values(data, a, log_space):
+    """Gamma samples of a's shape: a key per element of `a` (split off `data`)."""
     a_shape = tuple(jnp.shape(a))
     n = math.prod(a_shape)
     keys = tf.split(data, (n,))
-    alphas = jnp.reshape(a, (n,))
-    samples = lmap(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, alphas))
+    samples = _gamma_lanes(keys, jnp.reshape(a, (n,)), log_space)
     return jnp.reshape(samples, a_shape)
 
 

@@ -124,10 +124,13 @@ def key_data_of(key, name, allow_batched=False):
     elif type(key) is KeyArray:
         data, typed = key._data, True
     else:
-        if isinstance(key, (list, tuple)) or not hasattr(key, "dtype") and \
-                not core.is_tracer(key):
-            if not isinstance(key, (np.ndarray, np.generic)):
-                raise ShardcTypeError(f"unexpected PRNG key type {type(key)}")
+        if isinstance(key, (list, tuple)):
+            raise ShardcTypeError(f"unexpected PRNG key type {type(key)}")
+        if not core.is_tracer(key) and not all(hasattr(key, a) for a in ("ndim", "shape",
+                                                                         "dtype")):
+            raise ShardcTypeError(
+                "JAX encountered invalid PRNG key data: expected key_data to have ndim, "
+                f"shape, and dtype attributes. Got {key}")
         a = _aval(key)
         if a.ndim < 1 or a.shape[-1] != 2:
             raise ShardcTypeError(

@@ -15,6 +15,9 @@ _JITS: dict = {}
 
 def run(fn, *args, **static):
     if core.current_builder() is not None:
+        # as arguments of jax's jitted samplers, Python scalars are weakly typed arrays
+        # (so `x ** p` is lax.pow, not an unrolled integer power, as in jax)
+        args = [_weak(a) if type(a) in (int, float) else a for a in args]
         return fn(*args, **static)
     k = (fn, tuple(sorted(static.items())), dtypes.x64_enabled())
     j = _JITS.get(k)
@@ -22,6 +25,12 @@ def run(fn, *args, **static):
         from ..jit import jit
         j = _JITS[k] = jit(functools.partial(fn, **static))
     return j(*args)
+
+
+def _weak(x):
+    from ...ops import lax as L
+    a = core.aval_of(x)
+    return L.full((), x, a.dtype, weak=True)
 
 
 def shape_of(shape, name="shape"):

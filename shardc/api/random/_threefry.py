@@ -89,30 +89,42 @@ def iota_2x32_shape(shape):
     return L.full(shape, 0, U32), lo
 
 
-def _words(data):
+def _hash(data, shape):
+    """threefry2x32 of the counters of `shape` under each key of `data` (*B, 2): two
+    uint32 arrays of shape (*B, *shape). Batched keys (B non-empty, as under jax.vmap)
+    hash every counter under every key."""
     from .. import numpy as jnp
-    return jnp.reshape(data[..., 0], ()), jnp.reshape(data[..., 1], ())
+    batch = tuple(L.aval(data).shape[:-1])
+    k1, k2 = data[..., 0], data[..., 1]
+    c1, c2 = iota_2x32_shape(shape)
+    if batch:
+        full = (*batch, *shape)
+        nb = len(batch)
+        k1, k2 = (L.broadcast_in_dim(k, full, range(nb)) if shape else k for k in (k1, k2))
+        c1, c2 = (L.broadcast_in_dim(c, full, range(nb, len(full))) for c in (c1, c2))
+    else:
+        k1, k2 = jnp.reshape(k1, ()), jnp.reshape(k2, ())
+    return threefry2x32(k1, k2, c1, c2)
 
 
 def split(data, shape):
-    """`shape` new keys (uint32 (*shape, 2)) from one key's data."""
+    """`shape` new keys (uint32 (*B, *shape, 2)) from each key of `data`."""
     from .. import numpy as jnp
-    k1, k2 = _words(data)
-    b1, b2 = threefry2x32(k1, k2, *iota_2x32_shape(shape))
-    return jnp.stack([b1, b2], axis=len(shape))
+    b1, b2 = _hash(data, shape)
+    return jnp.stack([b1, b2], axis=L.aval(b1).ndim)
 
 
 def fold_in(data, msg):
     """A new key from a key and a uint32 scalar: the hash of the counter (0, msg)."""
     from .. import numpy as jnp
-    k1, k2 = _words(data)
+    k1, k2 = jnp.reshape(data[..., 0], ()), jnp.reshape(data[..., 1], ())
     b1, b2 = threefry2x32(k1, k2, u32(0), msg)
     return jnp.stack([b1, b2])
 
 
 def random_bits(data, bit_width, shape):
-    k1, k2 = _words(data)
-    b1, b2 = threefry2x32(k1, k2, *iota_2x32_shape(shape))
+    """Random bits of `shape` (after the keys' batch dims, if any)."""
+    b1, b2 = _hash(data, shape)
     dtype = np.dtype(f"uint{bit_width}")
     if bit_width == 64:
         hi = L.convert_element_type(b1, dtype)

@@ -1,0 +1,2 @@
+"""shardc.scipy: jax.scipy's API (special functions so far)."""
+from . import special  # noqa: F401
