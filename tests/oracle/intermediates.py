@@ -56,7 +56,8 @@ OPCODE = {
                          "nextafter")},
     # LAPACK custom calls: tuple-valued (factor and info) but for triangular_solve
     "triangular_solve": "custom-call",
-    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd")},
+    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd", "eig",
+                         "lu_pivots_to_permutation")},      # (the last one a loop)
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,
 }
