@@ -211,6 +211,9 @@ NEW.update({
     "qr": [([M], [M, M], "{full_matrices=True}")],
     "eigh": [([M], [M, "f32[8,8]"], "{lower=True, sort_eigenvalues=True}")],
     "svd": [([M], ["f32[8,8]", M, M], "{full_matrices=True, compute_uv=True}")],
+    "eig": [([M], ["c64[8,8]", "c64[8,8,8]", "c64[8,8,8]"],
+             "{compute_left_eigenvectors=True, compute_right_eigenvectors=True}")],
+    "lu_pivots_to_permutation": [(["i32[8,8]"], ["i32[8,8]"], "{permutation_size=8}")],
 })
 for _n, _forms in NEW.items():
     OPS.setdefault(_n, _forms)
