@@ -18,6 +18,7 @@ FLOORS = [   # (jax namespace, floor, helper whose branch reaches it: None once 
     ("jax.nn", 30, None),
     ("jax.random", 35, None),
     ("jax.numpy.linalg", 10, None),
+    ("jax.scipy.special", 53, None),
 ]
 
 

@@ -181,6 +181,8 @@ def _select_shape(pred, t, f):
     if pred.dtype != dtypes.bool_:
         raise ShardcError(f"select needs a boolean predicate, got {pred}")
     shape = same_shapes("select", (t, f))
+    if pred.ndim and not t.ndim and not f.ndim:
+        shape = pred.shape      # scalar branches broadcast inline (vmap's unbatched ones)
     if pred.ndim and pred.shape != shape:
         raise ShardcError(f"select: predicate shape {pred.shape} does not match {shape}")
     return Aval(shape, t.dtype, t.weak and f.weak)
