@@ -82,6 +82,17 @@ def arctanh(x, /):
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
+def log2(x, /):
+    x = _inexact("log2", x, complex_ok=True)
+    return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, 2)))
+
+
+def log10(x, /):
+    x = _inexact("log10", x, complex_ok=True)
+    c = np.array(0.4342944819032518, dtype=aval(x).dtype)
+    return ew.mul_p.bind(ew.log_p.bind(x), const_like(x, c))
+
+
 def fabs(x, /):
     return ew.abs_p.bind(_inexact("fabs", x))
 

@@ -16,7 +16,7 @@ from ._construct import (bartlett, blackman, copy, diag, diag_indices, diag_indi
     tril_indices, tril_indices_from, triu_indices, triu_indices_from, vander)
 from ._math import (acos, acosh, arccosh, arcsinh, arctanh, asin, asinh, atan, atan2, atanh,
     bitwise_invert, copysign, deg2rad, degrees, fabs, float_power, fmax, fmin, gcd, heaviside,
-    hypot, isneginf, isposinf, lcm, ldexp, logaddexp2, modf, nan_to_num,
+    hypot, isneginf, isposinf, lcm, ldexp, log10, log2, logaddexp2, modf, nan_to_num,
     rad2deg, radians, rint, signbit, sinc, trunc)
 from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block, choose,
     column_stack, compress, concat, cross, delete, diff, dsplit, dstack, ediff1d, extract,

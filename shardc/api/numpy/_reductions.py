@@ -82,7 +82,6 @@ def _initial(out, initial, op):
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
         promote_integers=True):
-    from ._ufuncs import add
     r = _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype, keepdims,
                 promote_integers, True)
     return _initial(r, initial, add)
