@@ -32,8 +32,10 @@ from ._util import canonical_dtype as _canonical
 
 # ---------------------------------------------------------------- dtypes and scalar types
 
-# (generic, number, inexact, floating, integer, ... come with the complex dtypes)
-character, flexible = _np.character, _np.flexible
+# NumPy's own abstract scalar types, as jax.numpy's
+generic, number, inexact, floating = _np.generic, _np.number, _np.inexact, _np.floating
+integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
+character, flexible, complexfloating = _np.character, _np.flexible, _np.complexfloating
 object_ = _np.object_
 euler_gamma = float(_np.euler_gamma)
 ComplexWarning = _np.exceptions.ComplexWarning
