@@ -32,6 +32,21 @@ def test_coverage_floor(namespace, floor):
                            f"{floor}; missing: {' '.join(missing)}")
 
 
+# the names shardc still lacks, pinned: the list only shrinks (a name that goes missing,
+# as log2 did in a merge where two branches each left it to the other, fails here)
+MISSING = {
+    "jax.numpy": {"bitwise_count", "float6_e2m3fn", "float6_e3m2fn", "i0", "int1", "kaiser",
+                  "put_along_axis", "sort_complex", "uint1"},
+    "jax.numpy.linalg": set(), "jax.numpy.fft": set(), "jax.scipy.special": set(),
+}
+
+
+@pytest.mark.parametrize("namespace", sorted(MISSING))
+def test_no_name_goes_missing(namespace):
+    _, _, missing = COUNTS[namespace]
+    assert set(missing) <= MISSING[namespace], sorted(set(missing) - MISSING[namespace])
+
+
 # keyword parameters of jax's that shardc deliberately does not take, everywhere: device
 # placement (shardc places by propagation), accuracy modes, axis_index_groups, and the
 # out=/where= of jax's ufunc objects (jax raises NotImplementedError for both)

@@ -136,6 +136,18 @@ GATHER = {
 
 
 SCATTER = {
+    "scatter": (lambda L, x, i: L.scatter(
+        x, i[:, None], -x[:5], L.ScatterDimensionNumbers((1,), (0,), (0,))),
+        [A, np.array([0, 7, 3, 12, 5], np.int32)]),
+    "scatter_int": (lambda L, x, i: L.scatter(
+        (x * 1e6).astype(np.int32), i[:, None], (x[:5] * -3e6).astype(np.int32),
+        L.ScatterDimensionNumbers((1,), (0,), (0,))), [A, np.array([0, 7, 3, 1, 5], np.int32)]),
+    "scatter_bool": (lambda L, x, i: L.scatter(
+        x > 0, i[:, None], x[:5] < 0, L.ScatterDimensionNumbers((1,), (0,), (0,))),
+        [A, np.array([0, 7, 3, 1, 5], np.int32)]),
+    "scatter_sub": (lambda L, x, i: L.scatter_sub(
+        x, i[:, None], x[:5] * 2, L.ScatterDimensionNumbers((1,), (0,), (0,))),
+        [A, np.array([0, 7, 3, 3, 5], np.int32)]),
     "scatter_add": (lambda L, x, i: L.scatter_add(
         x, i[:, None], x[:5] * 2, L.ScatterDimensionNumbers((1,), (0,), (0,))),
         [A, np.array([0, 7, 3, 3, 5], np.int32)]),
@@ -192,6 +204,34 @@ ERRORS = {
 
 def test_errors(mesh2x4):
     compare_cases(_cases(ERRORS, "err", P("x", "y")), mesh2x4)
+
+
+@pytest.mark.parametrize("lid,spec", LAYOUTS)
+def test_reduce_xor(mesh2x4, lid, spec):
+    """Against jax on the unsharded input: XLA's CPU all-reduce has no XOR, so jax.jit
+    cannot compile a sharded reduce_xor (shardc's is a sum of bits, which it can)."""
+    def f(L):
+        return lambda x: (L.reduce_xor((x * 1e6).astype(np.int32), (1,)),
+                          L.reduce_xor((x * 100).astype(np.uint8), (0,)),
+                          L.reduce_xor(x > 0, (0, 1)))
+    got = shardc.jit(f(slax))(jax.device_put(A, NamedSharding(mesh2x4, spec)))
+    want = jax.jit(f(jlax))(A)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_pshuffle(mesh8):
+    from jax.sharding import NamedSharding
+    x = jax.device_put(np.arange(16, dtype=np.float32), NamedSharding(mesh8, P("x")))
+    perm = [3, 0, 1, 2, 7, 6, 5, 4]
+
+    def f(L):
+        return lambda x: L.pshuffle(x, "x", perm)
+    got = shardc.jit(shardc.shard_map(f(slax), mesh=mesh8, in_specs=P("x"),
+                                      out_specs=P("x")))(x)
+    want = jax.jit(jax.shard_map(f(jlax), mesh=mesh8, in_specs=P("x"), out_specs=P("x")))(x)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_reduce_unsupported_computation():

@@ -682,3 +682,91 @@ def shape_as_value(shape):
 
 
 __all__ += ["composite", "shape_as_value"]
+
+
+DotDimensionNumbers = tuple      # jax's type aliases (for annotations)
+PrecisionLike = object
+
+
+def reduce_xor(operand, axes):
+    """The xor of the elements over `axes`: per bit, the parity of the count of ones (a
+    sum, which shardc has; XLA's xor reduction is the same value)."""
+    x = _arr(operand)
+    a = aval(x)
+    axes = tuple(operator.index(d) for d in axes)
+    if a.dtype == dtypes.bool_:
+        n = red.reduce_sum_p.bind(convert(x, dtypes.default_int()), axes=axes)
+        one = Lit(core._scalar(1, aval(n).dtype), aval(n).update(shape=(), weak=False))
+        return ew.ne_p.bind(ew.and_p.bind(n, one), Lit(core._scalar(0, aval(n).dtype),
+                                                       aval(n).update(shape=(), weak=False)))
+    if not dtypes.is_int(a.dtype):
+        raise ShardcTypeError(f"reduce_xor does not accept dtype {a.dtype}. Accepted dtypes "
+                              "are subtypes of integer, bool.")
+    bits = a.dtype.itemsize * 8
+    ut = np.dtype(f"uint{bits}")
+    u = ew.convert_element_type_p.bind(x, new_dtype=ut, weak_type=False) \
+        if a.dtype != ut else x
+
+    def c(v, dt):
+        return Lit(core._scalar(v, dt), a.update(dtype=dt, shape=(), weak=False))
+    out = None
+    ct = np.dtype(np.int32)
+    for b in range(bits):
+        bit = ew.and_p.bind(ew.shift_right_logical_p.bind(u, c(b, ut)), c(1, ut))
+        n = red.reduce_sum_p.bind(ew.convert_element_type_p.bind(
+            bit, new_dtype=ct, weak_type=False), axes=axes)
+        par = ew.convert_element_type_p.bind(ew.and_p.bind(n, c(1, ct)), new_dtype=ut,
+                                             weak_type=False)
+        term = ew.shift_left_p.bind(par, c(b, ut))
+        out = term if out is None else ew.or_p.bind(out, term)
+    if a.dtype != ut:
+        out = ew.convert_element_type_p.bind(out, new_dtype=a.dtype, weak_type=False)
+    return out
+
+
+def scatter(operand, scatter_indices, updates, dimension_numbers, *,
+            indices_are_sorted=False, unique_indices=False, mode=None):
+    """XLA's scatter (replace), out-of-bound windows dropped by default. An element
+    written by several updates gets their mean (jax leaves which one wins unspecified;
+    shardc's .at[].set rule)."""
+    x, upd = _arr(operand), _arr(updates)
+    xa, ua = aval(x), aval(upd)
+    if xa.dtype != ua.dtype:
+        raise ShardcTypeError(f"lax.scatter requires arguments to have the same dtypes, "
+                              f"got {xa.dtype}, {ua.dtype}.")
+    # (integers add exactly in their own dtype; booleans count in int32)
+    comp = xa.dtype if xa.dtype != dtypes.bool_ else np.dtype(np.int32)
+
+    def zeros():
+        return full(xa.shape, 0, comp)
+    placed = scatter_add(zeros(), scatter_indices, convert(upd, comp), dimension_numbers,
+                         mode=mode)
+    count = scatter_add(zeros(), scatter_indices, full(ua.shape, 1, comp), dimension_numbers,
+                        mode=mode)
+    zero = Lit(core._scalar(0, comp), xa.update(dtype=comp, shape=(), weak=False))
+    one = Lit(core._scalar(1, comp), xa.update(dtype=comp, shape=(), weak=False))
+    hit = ew.gt_p.bind(count, zero)
+    new = ew.div_p.bind(placed, ew.select_p.bind(hit, count, full(xa.shape, 1, comp)))
+    if comp != xa.dtype:
+        new = ew.gt_p.bind(new, zero)
+    _ = one
+    return ew.select_p.bind(hit, new, x)
+
+
+def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    return scatter_add(operand, scatter_indices, ew.neg_p.bind(_arr(updates)),
+                       dimension_numbers, mode=mode)
+
+
+def pshuffle(x, axis_name, perm):
+    """Device i along axis_name gets device perm[i]'s block (ppermute, as jax's)."""
+    if set(perm) != set(range(len(perm))):
+        raise ShardcError(f"`perm` does not represent a permutation: {perm}")
+    from .collectives import ppermute
+    return ppermute(x, axis_name, list(zip(perm, range(len(perm)))))
+
+
+wrap_public(globals())
+__all__ += ["DotDimensionNumbers", "PrecisionLike", "reduce_xor", "scatter", "scatter_sub",
+            "pshuffle"]

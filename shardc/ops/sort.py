@@ -167,10 +167,13 @@ def _approx_shape(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
 
 def _approx_rule(ins, outs, *, reduction_dimension, **_):
     """As its lowering, a sort then a slice: the reduced dim one need-replication factor
-    (the sort's, sized as the operand) that the slice passes on to the results."""
+    (the sort's, sized as the operand) that the slice passes on to the results; no factor
+    when it is all the sort sees (as the sort's own rule)."""
+    x, d0 = ins[0].shape, reduction_dimension
+    along = any(n > 1 for d, n in enumerate(x) if d != d0)
     b = RuleBuilder(ins, outs)
-    d0 = reduction_dimension
-    b.same_dims(ins[0].shape, kind=lambda d: NEED_REPLICATION if d == d0 else "pass")
+    b.same_dims(x, pred=lambda d: along or d != d0,
+                kind=lambda d: NEED_REPLICATION if d == d0 else "pass")
     return b.build()
 
 

@@ -55,6 +55,17 @@ def _is_scalar(a):
 def apply(prim, args, params):
     """Run one primitive now. Python scalars become (weak) arguments, so one executable
     serves every value; results are committed only if an input was (as in jax)."""
+    for a in args:
+        if type(a) is not _ARRAY:
+            break
+    else:       # the common call: jax.Arrays only
+        try:
+            d = _dispatchers.get(key := (prim, *params.items()))
+        except TypeError:
+            d, key = None, (prim, None, _params_key(params))
+        if d is None:
+            d = _dispatchers.setdefault(key, _dispatcher(prim, params, None))
+        return d(*args)
     lits = None
     for i, a in enumerate(args):
         t = type(a)

@@ -43,11 +43,29 @@ OPCODE = {
     "shift_right_logical": "shift-right-logical", "round": "round-nearest-even",
     "round_afz": "round-nearest-afz", "expm1": "exponential-minus-one",
     "log1p": "log-plus-one", "is_finite": "is-finite", "integer_pow": "multiply",
+    **{k: "reduce-window" for k in ("cumprod", "cummax", "cummin", "cumlogsumexp")},
+    "dynamic_slice": "dynamic-slice", "dynamic_update_slice": "dynamic-update-slice",
+    "gather_along": "gather", "scatter_add_along": "scatter",
+    "conv_general_dilated": "convolution", "top_k": "topk",
+    "approx_top_k": "slice",        # lowered as a sort of (operand, iota), then slices
+    "reduce_precision": "reduce-precision", "clz": "count-leading-zeros",
+    "population_count": "popcnt", "bitcast_convert_type": "bitcast-convert",
+    "conj": "complex",              # complex(real(z), -imag(z))
+    # chlo ops XLA expands into many before Shardy runs (the cases' results check them)
+    **{k: None for k in ("erf_inv", "lgamma", "digamma", "bessel_i1e", "polygamma", "zeta",
+                         "nextafter")},
+    # LAPACK custom calls: tuple-valued (factor and info) but for triangular_solve
+    "triangular_solve": "custom-call",
+    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd", "eig",
+                         "lu_pivots_to_permutation")},      # (the last one a loop)
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,
 }
 _INSTR = re.compile(r"\s*(?:ROOT )?%(\S+) = \w+\[([\d,]*)\]\S* ([\w-]+)\(")
-_SHARDING = re.compile(r"sharding=(\{.*?\})(?:, metadata|, backend|$)")
+_SHARDING = re.compile(r"sharding=(\{.*?\})(?:, metadata|, backend|, frontend_attributes|$)")
+# a tuple-valued instruction (sort of several operands, topk): its first element
+_TUPLE = re.compile(r"\s*(?:ROOT )?%(\S+) = \(\w+\[([\d,]*)\][^)]*\) ([\w-]+)\(")
+_TUPLE_SHARDING = re.compile(r"sharding=\{(\{[^{}]*\})")
 
 
 def _instructions(hlo):
@@ -56,6 +74,11 @@ def _instructions(hlo):
         m = _INSTR.match(line)
         if m:
             sh = _SHARDING.search(line)
+            out.append((m.group(3), m.group(2), sh.group(1) if sh else "{replicated}"))
+            continue
+        m = _TUPLE.match(line)
+        if m:
+            sh = _TUPLE_SHARDING.search(line)
             out.append((m.group(3), m.group(2), sh.group(1) if sh else "{replicated}"))
     return out
 

@@ -187,6 +187,62 @@ def _program(name, ins, outs, params, in_sh, out_sh):
             f"  return {', '.join(returned)}\n}}\n")
 
 
+# issue 16's ops (an op family's own entries above, where it has them, win)
+M, C = "f32[8,8,8]", "c64[8,16]"
+NEW: dict[str, list] = {}
+for _n in "erf_inv lgamma digamma bessel_i1e cbrt".split():
+    NEW[_n] = [([F], [F], "")]
+for _n in "nextafter polygamma zeta".split():
+    NEW[_n] = [([F, F], [F], "")]
+for _n in "clz population_count".split():
+    NEW[_n] = [([I], [I], "")]
+for _n in "cumprod cummax cummin cumlogsumexp".split():
+    NEW[_n] = [([F], [F], "{axis=0, reverse=False}"), ([F], [F], "{axis=1, reverse=True}")]
+_CONV = ("{window_strides=(1,), padding=((4, 3),), lhs_dilation=(1,), rhs_dilation=(1,), "
+         "dimension_numbers=((0, 1, 2), (0, 1, 2), (0, 1, 2)), feature_group_count=%d, "
+         "batch_group_count=1}")
+NEW.update({
+    "reduce_precision": [([F], [F], "{exponent_bits=8, mantissa_bits=7}")],
+    "bitcast_convert_type": [([F], [I], "{new_dtype=i32}"),
+                             ([F], ["u8[8,16,4]"], "{new_dtype=u8}"),
+                             (["u8[8,16,4]"], [F], "{new_dtype=f32}")],
+    "complex": [([F, F], [C], "")],
+    "real": [([C], [F], "")],
+    "imag": [([C], [F], "")],
+    "conj": [([C], [C], "")],
+    "fft": [([C], [C], "{fft_type='FFT', fft_lengths=(16,)}"),
+            (["c64[8,8,16]"], ["c64[8,8,16]"], "{fft_type='IFFT', fft_lengths=(8, 16)}"),
+            ([F], ["c64[8,9]"], "{fft_type='RFFT', fft_lengths=(16,)}")],
+    "sort": [([F], [F], "{dimension=1, is_stable=True, num_keys=1}"),
+             ([F, I], [F, I], "{dimension=0, is_stable=True, num_keys=1}")],
+    "top_k": [([F], ["f32[8,8]", "i32[8,8]"], "{k=8}")],
+    "approx_top_k": [([F], ["f32[8,8]", "i32[8,8]"], "{k=8, reduction_dimension=1, "
+                      "is_max_k=True, recall_target=0.95, aggregate_to_topk=True, "
+                      "reduction_input_size_override=-1}"),
+                     (["f32[16]"], ["f32[8]", "i32[8]"], "{k=8, reduction_dimension=0, "
+                      "is_max_k=False, recall_target=0.95, aggregate_to_topk=True, "
+                      "reduction_input_size_override=-1}")],
+    "dynamic_slice": [([F, "i32[]", "i32[]"], ["f32[8,8]"], "{slice_sizes=(8, 8)}")],
+    "dynamic_update_slice": [([F, "f32[8,8]", "i32[]", "i32[]"], [F], "")],
+    "gather_along": [([F, "i32[8,8]"], ["f32[8,8]"], "{axis=1}")],
+    "scatter_add_along": [([F, "i32[8,8]", "f32[8,8]"], [F], "{axis=1}")],
+    "conv_general_dilated": [(["f32[8,8,16]", M], ["f32[8,8,16]"], _CONV % 1),
+                             (["f32[8,8,16]", "f32[8,1,8]"], ["f32[8,8,16]"], _CONV % 8)],
+    "cholesky": [([M], [M], "")],
+    "triangular_solve": [([M, "f32[8,8,16]"], ["f32[8,8,16]"], "{left_side=True, lower=True, "
+                          "transpose_a=False, conjugate_a=False, unit_diagonal=False}")],
+    "lu": [([M], [M, "i32[8,8]", "i32[8,8]"], "")],
+    "qr": [([M], [M, M], "{full_matrices=True}")],
+    "eigh": [([M], [M, "f32[8,8]"], "{lower=True, sort_eigenvalues=True}")],
+    "svd": [([M], ["f32[8,8]", M, M], "{full_matrices=True, compute_uv=True}")],
+    "eig": [([M], ["c64[8,8]", "c64[8,8,8]", "c64[8,8,8]"],
+             "{compute_left_eigenvectors=True, compute_right_eigenvectors=True}")],
+    "lu_pivots_to_permutation": [(["i32[8,8]"], ["i32[8,8]"], "{permutation_size=8}")],
+})
+for _n, _forms in NEW.items():
+    OPS.setdefault(_n, _forms)
+
+
 def _cases():
     """(id, IR text): per op form, each tensor-operand pattern forwards (other operands
     open), then the result fixed and every operand open (backwards)."""

@@ -10,6 +10,7 @@ from ...ops import reduce as red
 from ...ops.common import check_axis
 from ._shapes import expand_dims, reshape, squeeze, transpose
 from ._ufuncs import multiply
+from ._util import _ARRAYS, _Tracer
 from ._util import (aval, broadcast_to, canonical_dtype, check_arraylike, convert,
     promote_dtypes, result_type)
 
@@ -51,6 +52,13 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     """jnp.matmul: batch dims broadcast; size-1 batch dims are squeezed, as jax does."""
     if preferred_element_type is not None:
         return _pref(matmul(a, b), preferred_element_type)
+    ta, tb = type(a), type(b)
+    if (ta is _Tracer or ta in _ARRAYS) and (tb is _Tracer or tb in _ARRAYS):
+        # the common call: two matrices of one type, nothing to promote or broadcast
+        x, y = aval(a), aval(b)
+        if len(x.shape) == 2 == len(y.shape) and x.shape[1] == y.shape[0] and \
+                x.dtype == y.dtype and x.weak == y.weak and x.dtype != dtypes.bool_:
+            return linalg.dot_general_p.bind(a, b, contracting=((1,), (0,)), batch=((), ()))
     check_arraylike("matmul", a, b)
     sa, sb = aval(a).shape, aval(b).shape
     for i, s in enumerate((sa, sb)):

@@ -1,6 +1,6 @@
 """Elementwise jax.numpy functions built from shardc's existing ops, each as jax.numpy
 builds it (same promotion, same formula), so values, weak types and gradients agree:
-inverse hyperbolics, log2/log10, hypot, sinc, heaviside, fmax/fmin, gcd/lcm, ..."""
+inverse hyperbolics, hypot, sinc, heaviside, fmax/fmin, gcd/lcm, ..."""
 from __future__ import annotations
 
 import numpy as np

@@ -32,6 +32,7 @@ from ._util import canonical_dtype as _canonical
 
 # ---------------------------------------------------------------- dtypes and scalar types
 
+# NumPy's own abstract scalar types, as jax.numpy's
 generic, number, inexact, floating = _np.generic, _np.number, _np.inexact, _np.floating
 integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 character, flexible, complexfloating = _np.character, _np.flexible, _np.complexfloating

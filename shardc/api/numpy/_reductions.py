@@ -10,10 +10,12 @@ from ...errors import ShardcError
 from ...ops import reduce as red
 from ...ops import shape as shp
 from ...ops.common import norm_axes
-from ._ufuncs import divide, multiply, not_equal, sqrt, square, subtract
+from ._ufuncs import add, divide, maximum, minimum, multiply, not_equal, sqrt, square, subtract
 from ...ir.program import Aval, Lit
 from ...ops import elementwise as ew
-from ._util import aval, canonical_dtype, check_arraylike, convert
+from ._util import _ARRAYS, _Tracer, aval, canonical_dtype, check_arraylike, convert
+
+_OWN = frozenset({dtypes.float32, dtypes.float64})   # reduced in their own dtype
 
 
 def _keepdims(x, out, axes, keepdims):
@@ -38,6 +40,11 @@ def _upcast(dtype):
 def _reduce(prim, name, a, axis, dtype, keepdims, promote_ints, upcast_half):
     """jnp's _reduction: convert to the computation dtype, reduce, re-insert kept axes,
     convert to the result dtype. The result is never weakly typed (as jax)."""
+    t = type(a)
+    if dtype is None and not keepdims and (t is _Tracer or t in _ARRAYS):
+        x = aval(a)
+        if x.dtype in _OWN and not x.weak:      # the common call: no conversions
+            return prim.bind(a, axes=norm_axes(name, axis, len(x.shape)))
     check_arraylike(name, a)
     x = aval(a)
     axes = norm_axes(name, axis, x.ndim)
@@ -75,7 +82,6 @@ def _initial(out, initial, op):
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
         promote_integers=True):
-    from ._ufuncs import add
     r = _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype, keepdims,
                 promote_integers, True)
     return _initial(r, initial, add)
@@ -97,12 +103,10 @@ def _extremum(prim, name, combine, a, axis, keepdims, initial, where):
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    from ._ufuncs import maximum
     return _extremum(red.reduce_max_p, "max", maximum, a, axis, keepdims, initial, where)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    from ._ufuncs import minimum
     return _extremum(red.reduce_min_p, "min", minimum, a, axis, keepdims, initial, where)
 
 

@@ -17,12 +17,18 @@ is_py_scalar = _lax.is_py_scalar
 
 _Tracer = core.Tracer
 _ARRAYS = core._ARRAY_TYPES     # jax.Array's concrete classes (filled as they are seen)
+_JAX_AVALS = core._JAX_AVALS
 
 
 def aval(x) -> Aval:
     """x's abstract value; a Python bool is strongly typed (jax has no weak bool)."""
-    if type(x) is _Tracer:       # the common case while tracing
+    t = type(x)
+    if t is _Tracer:       # the common case while tracing
         return x.value.aval
+    if t in _ARRAYS:       # ... and eagerly: jax's interned aval -> ours (core.aval_of)
+        a = _JAX_AVALS.get(x.aval)
+        if a is not None:
+            return a
     if isinstance(x, Lit):
         return x.aval
     if isinstance(x, bool):

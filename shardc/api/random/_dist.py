@@ -69,8 +69,42 @@ logistic = _simple("logistic", logistic_impl)
 cauchy = _simple("cauchy", cauchy_impl)
 
 
+def _safe_int_to_float(bits):
+    """A float32 in (0, 1) from 64 random bits (u32[2, ...]), keeping precision near 0
+    (jax's _safe_int_to_float)."""
+    from .. import lax as slax
+    u32 = tf.U32
+    hiclz, loclz = slax.clz(bits[0]), slax.clz(bits[1])
+    hi, lo = bits[0], bits[1]
+    wide = jnp.equal(hiclz, np.array(32, u32))
+    mantissa = tf.bitor(tf.shl(hi, hiclz), jnp.where(wide, tf.shl(lo, loclz),
+                                                     tf.shr(lo, jnp.subtract(32, hiclz))))
+    mantissa = tf.shr(mantissa, np.array(32 - 23 - 1, u32))
+    mantissa = jnp.bitwise_and(mantissa, np.array((1 << 23) - 1, u32))
+    exp = tf.shl(jnp.subtract(126, jnp.where(wide, jnp.add(32, loclz), hiclz)),
+                 np.array(23, u32))
+    exp = jnp.bitwise_and(exp, np.array((1 << 30) - (1 << 22), u32))
+    return tf.bitcast(tf.bitor(exp, mantissa), np.float32)
+
+
+def _gumbel_highest(data, shape):
+    u32 = tf.U32
+    bits = tf.random_bits(data, 32, (2, *shape))
+    neg = jnp.bitwise_not(bits)
+    lo_bits = neg[1]
+    carry = jnp.stack([L.convert_element_type(jnp.equal(lo_bits, np.array(0xFFFFFFFF, u32)),
+                                              u32), jnp.ones_like(lo_bits)])
+    neg = jnp.add(neg, carry)
+    flip = jnp.less(bits[0], np.array(1 << 31, u32))
+    x = _safe_int_to_float(jnp.where(flip, bits, neg))
+    return jnp.where(flip, jnp.negative(jnp.log(jnp.negative(jnp.log1p(jnp.negative(x))))),
+                     jnp.negative(jnp.log(jnp.negative(jnp.log(x)))))
+
+
 def gumbel_impl(data, *, shape, dtype, mode):
     info = _finfo(dtype)
+    if mode == "highest" and dtype == np.float32:
+        return _gumbel_highest(data, shape)
     if mode == "low":
         u = uniform_impl(data, float(info.tiny), 1., shape=shape, dtype=dtype)
         return jnp.negative(jnp.log(jnp.negative(jnp.log(u))))
@@ -88,9 +122,7 @@ def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
     mode = "low" if mode is None else mode
     if mode not in ("highest", "high", "low"):
         raise ArgumentError(f"Must provide valid mode for gumbel got: {mode}")
-    if mode == "highest" and dtype == np.float32:
-        raise NotImplementedError("gumbel(mode='highest') for float32 needs lax.clz")
-    mode = "high" if mode == "highest" else mode
+    mode = "high" if mode == "highest" and dtype != np.float32 else mode
     return _sharded(run(gumbel_impl, data, shape=shape_of(shape), dtype=dtype, mode=mode),
                     out_sharding)
 
@@ -113,13 +145,13 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *,
     data, _ = key_data_of(key, "categorical")
     logits = jnp.asarray(logits)
     lshape = tuple(jnp.shape(logits))
-    batch_shape = tuple(np.delete(lshape, axis))
+    batch_shape = tuple(int(d) for d in np.delete(lshape, axis))
     if shape is None:
         shape = batch_shape
     else:
         shape = shape_of(shape)
         _check_shape("categorical", shape, batch_shape)
-    mode = "low" if mode is None else ("high" if mode == "highest" else mode)
+    mode = "low" if mode is None else mode
     if not replace:
         from ._perm import categorical_noreplace_impl as impl
         axis = axis % len(lshape)

@@ -45,6 +45,10 @@ def _shuffle_impl(data, x, *, axis):
     return x
 
 
+def _range_permutation_impl(data, *, n):
+    return _shuffle_impl(data, jnp.arange(n), axis=0)
+
+
 def _permutation_impl(data, x, *, axis, independent):
     if independent or jnp.ndim(x) == 1:
         return _shuffle_impl(data, x, axis=axis)
@@ -58,9 +62,7 @@ def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
     if not core.is_tracer(x) and np.ndim(x) == 0:
         if not np.issubdtype(np.asarray(x).dtype, np.integer):
             raise ShardcTypeError("x must be an integer or at least 1-dimensional")
-        r = int(x)
-        return _sharded(run(lambda d: _shuffle_impl(d, jnp.arange(r), axis=0), data),
-                        out_sharding)
+        return _sharded(run(_range_permutation_impl, data, n=int(x)), out_sharding)
     nd = jnp.ndim(x)
     axis = axis % nd if -nd <= axis < nd else axis
     if not 0 <= axis < nd:
@@ -115,7 +117,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
         if replace:
             ind = run(_choice_p_impl, data, p_arr, shape=shape)
         else:
-            mode = "low" if mode is None else ("high" if mode == "highest" else mode)
+            mode = "low" if mode is None else mode
             ind = run(_choice_gumbel_impl, data, p_arr, n_draws=n_draws, mode=mode)
         result = ind if scalar else jnp.take(arr, ind, axis)
     out_shape = shape if scalar else \
@@ -211,8 +213,7 @@ def _orthogonal_impl(data, *, n, m, shape, dtype):
     la = _linalg()
     z = normal_impl(data, shape=(*shape, max(n, m), min(n, m)), dtype=dtype)
     q, r = _need(la, "qr", "orthogonal")(z)
-    d = jnp.diagonal(r, axis1=-2, axis2=-1) if hasattr(jnp, "diagonal") else \
-        la.diagonal(r)
+    d = _need(la, "diagonal", "orthogonal")(r)
     x = q * jnp.expand_dims(jnp.sign(d), -2)
     return jnp.swapaxes(x, -1, -2) if n < m else x
 

@@ -75,6 +75,7 @@ def iota_2x32_shape(shape):
     """(hi, lo) uint32 words of the row-major flat index of each element of `shape`."""
     if not shape:
         return u32(0), u32(0)
+    shape = tuple(int(d) for d in shape)
     if math.prod(shape) > 2 ** 32:
         raise ShardcError(f"random arrays of more than 2**32 elements (shape {shape}) are "
                           "not supported yet")
