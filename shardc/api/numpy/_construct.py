@@ -256,7 +256,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    from ._complex import log10
+    from ._math import log10
     dt = canonical_dtype(dtype) or _to_inexact(result_type(start, stop)[0])
     comp = _to_inexact(dt)
     start, stop = convert(start, comp), convert(stop, comp)
