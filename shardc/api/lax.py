@@ -173,4 +173,5 @@ from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: 
                    conv_general_permutations, conv_general_shape_tuple, conv_shape_tuple,
                    conv_transpose_shape_tuple, conv_general_dilated_local)
 from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
+from .lax_gather import *  # noqa: E402,F401,F403
 wrap_public(globals())

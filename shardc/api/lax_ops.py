@@ -7,7 +7,6 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from typing import NamedTuple
 
 import numpy as np
 
@@ -15,7 +14,6 @@ from ..errors import ShardcError, ShardcTypeError, wrap_public
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
-from ..ops import indexing as ix
 from ..ops import reduce as red
 from ..ops import shape as shp
 from ..trace import core
@@ -485,154 +483,6 @@ def batch_matmul(lhs, rhs, precision=None):
     return _lax.dot_general(lhs, rhs, (((ln - 1,), (rn - 2,)), (batch, batch)), precision)
 
 
-# ---------------------------------------------------------------- gather / scatter
-
-class GatherDimensionNumbers(NamedTuple):
-    offset_dims: tuple
-    collapsed_slice_dims: tuple
-    start_index_map: tuple
-    operand_batching_dims: tuple = ()
-    start_indices_batching_dims: tuple = ()
-
-
-class ScatterDimensionNumbers(NamedTuple):
-    update_window_dims: tuple
-    inserted_window_dims: tuple
-    scatter_dims_to_operand_dims: tuple
-    operand_batching_dims: tuple = ()
-    scatter_indices_batching_dims: tuple = ()
-
-
-def _mode(mode):
-    m = getattr(mode, "name", mode)
-    m = {None: "fill", "FILL_OR_DROP": "fill", "fill": "fill", "drop": "fill",
-         "CLIP": "clip", "clip": "clip", "PROMISE_IN_BOUNDS": "promise",
-         "promise_in_bounds": "promise"}.get(m if not isinstance(m, str) else
-                                             m if m.islower() else m.upper())
-    if m is None:
-        raise ShardcError(f"unknown gather/scatter mode {mode!r}")
-    return m
-
-
-def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
-           indices_are_sorted=False, mode=None, fill_value=None):
-    """XLA's gather (index_vector_dim last, as jax.lax.gather). Out-of-bound starts:
-    mode fill gives fill_value (NaN, the dtype's extreme, True); clip and
-    promise_in_bounds (the default, as jax's) clamp."""
-    dn = dimension_numbers
-    if tuple(getattr(dn, "operand_batching_dims", ())) or \
-            tuple(getattr(dn, "start_indices_batching_dims", ())):
-        raise ShardcError("lax.gather: batching dims are not supported")
-    x, idx = _arr(operand), _arr(start_indices)
-    xa, ia = aval(x), aval(idx)
-    slice_sizes = _shape(slice_sizes)
-    params = dict(offset_dims=tuple(dn.offset_dims),
-                  collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
-                  start_index_map=tuple(dn.start_index_map),
-                  index_vector_dim=ia.ndim - 1, slice_sizes=slice_sizes)
-    m = _mode(mode) if mode is not None else "promise"
-    if m == "clip":
-        idx = _clamp_starts(idx, xa.shape, params["start_index_map"], slice_sizes)
-    out = ix.gather_p.bind(x, idx, **params)
-    if m != "fill":
-        return out
-    ok = _in_bounds(idx, xa.shape, params["start_index_map"], slice_sizes)
-    if ok is None:
-        return out
-    oa = aval(out)
-    batch_dims = tuple(d for d in range(oa.ndim) if d not in params["offset_dims"])
-    mask = shp.broadcast_in_dim_p.bind(ok, shape=oa.shape, broadcast_dimensions=batch_dims)
-    dt = oa.dtype
-    if fill_value is None:
-        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
-            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
-    fill = Lit(core._scalar(fill_value, dt), oa.update(shape=(), weak=False))
-    return ew.select_p.bind(mask, out, shp.broadcast_in_dim_p.bind(
-        fill, shape=oa.shape, broadcast_dimensions=()))
-
-
-def _clamp_starts(idx, shape, start_index_map, slice_sizes):
-    ia = aval(idx)
-    upper = np.array([shape[d] - slice_sizes[d] for d in start_index_map], ia.dtype)
-    hi = shp.broadcast_in_dim_p.bind(_const(upper), shape=ia.shape,
-                                     broadcast_dimensions=(ia.ndim - 1,))
-    zero = Lit(core._scalar(0, ia.dtype), ia.update(shape=(), weak=False))
-    return ew.min_p.bind(ew.max_p.bind(idx, zero), hi)
-
-
-def _const(v):
-    from ..ops.special import constant_p
-    return constant_p.bind(value=v)
-
-
-def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """XLA's scatter-add (index_vector_dim last). Out-of-bound windows are dropped (mode
-    fill, the default) or clamped (clip, promise_in_bounds)."""
-    dn = dimension_numbers
-    if tuple(getattr(dn, "operand_batching_dims", ())) or \
-            tuple(getattr(dn, "scatter_indices_batching_dims", ())):
-        raise ShardcError("lax.scatter_add: batching dims are not supported")
-    x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
-    if aval(x).dtype != aval(upd).dtype:
-        raise ShardcTypeError(f"lax.scatter_add requires arguments to have the same dtypes, "
-                              f"got {aval(x).dtype}, {aval(upd).dtype}.")
-    ua = aval(upd)
-    sizes = [1] * aval(x).ndim
-    win = iter(ua.shape[d] for d in dn.update_window_dims)
-    for d in range(aval(x).ndim):
-        if d not in dn.inserted_window_dims:
-            sizes[d] = next(win)
-    smap = tuple(dn.scatter_dims_to_operand_dims)
-    if _mode(mode) == "fill":
-        # jax drops an update whose window is out of bounds; here it adds zero at a
-        # clamped position (XLA's own handling of such indices differs once partitioned)
-        ok = _in_bounds(idx, aval(x).shape, smap, sizes)
-        batch = tuple(d for d in range(ua.ndim) if d not in dn.update_window_dims)
-        mask = shp.broadcast_in_dim_p.bind(ok, shape=ua.shape, broadcast_dimensions=batch)
-        zero = Lit(core._scalar(0, ua.dtype), ua.update(shape=(), weak=False))
-        upd = ew.select_p.bind(mask, upd, shp.broadcast_in_dim_p.bind(
-            zero, shape=ua.shape, broadcast_dimensions=()))
-    idx = _clamp_starts(idx, aval(x).shape, smap, sizes)
-    return ix.scatter_add_p.bind(x, idx, upd,
-                                 update_window_dims=tuple(dn.update_window_dims),
-                                 inserted_window_dims=tuple(dn.inserted_window_dims),
-                                 scatter_dims_to_operand_dims=smap,
-                                 index_vector_dim=aval(idx).ndim - 1)
-
-
-def _in_bounds(idx, shape, start_index_map, slice_sizes):
-    """Which index vectors (the last dim of idx) start a window inside `shape`."""
-    ia = aval(idx)
-    ok = None
-    for k, d in enumerate(start_index_map):
-        col = index_in_dim(idx, k, ia.ndim - 1, keepdims=False)
-        ca = aval(col)
-        upper = Lit(core._scalar(shape[d] - slice_sizes[d], ca.dtype),
-                    ca.update(shape=(), weak=False))
-        zero = Lit(core._scalar(0, ca.dtype), ca.update(shape=(), weak=False))
-        good = ew.and_p.bind(ew.ge_p.bind(col, zero), ew.le_p.bind(col, upper))
-        ok = good if ok is None else ew.and_p.bind(ok, good)
-    return ok
-
-
-def index_take(src, idxs, axes):
-    """src[idxs[0], idxs[1], ...] along `axes` (as jax.lax.index_take)."""
-    idxs = [_arr(i) for i in idxs]
-    axes = tuple(axes)
-    n = aval(idxs[0]).shape[0]
-    from .numpy._shapes import stack
-    indices = stack([convert(i, aval(idxs[0]).dtype) for i in idxs], axis=1)
-    slice_sizes = list(aval(src).shape)
-    for a in axes:
-        slice_sizes[a] = 1
-    offset_dims = tuple(range(1, aval(src).ndim - len(axes) + 1))
-    dn = GatherDimensionNumbers(offset_dims=offset_dims, collapsed_slice_dims=axes,
-                                start_index_map=axes)
-    _ = n
-    return gather(src, indices, dn, slice_sizes)
-
-
 # ---------------------------------------------------------------- misc
 
 def platform_dependent(*args, default=None, **per_platform):
@@ -724,41 +574,6 @@ def reduce_xor(operand, axes):
     return out
 
 
-def scatter(operand, scatter_indices, updates, dimension_numbers, *,
-            indices_are_sorted=False, unique_indices=False, mode=None):
-    """XLA's scatter (replace), out-of-bound windows dropped by default. An element
-    written by several updates gets their mean (jax leaves which one wins unspecified;
-    shardc's .at[].set rule)."""
-    x, upd = _arr(operand), _arr(updates)
-    xa, ua = aval(x), aval(upd)
-    if xa.dtype != ua.dtype:
-        raise ShardcTypeError(f"lax.scatter requires arguments to have the same dtypes, "
-                              f"got {xa.dtype}, {ua.dtype}.")
-    # (integers add exactly in their own dtype; booleans count in int32)
-    comp = xa.dtype if xa.dtype != dtypes.bool_ else np.dtype(np.int32)
-
-    def zeros():
-        return full(xa.shape, 0, comp)
-    placed = scatter_add(zeros(), scatter_indices, convert(upd, comp), dimension_numbers,
-                         mode=mode)
-    count = scatter_add(zeros(), scatter_indices, full(ua.shape, 1, comp), dimension_numbers,
-                        mode=mode)
-    zero = Lit(core._scalar(0, comp), xa.update(dtype=comp, shape=(), weak=False))
-    one = Lit(core._scalar(1, comp), xa.update(dtype=comp, shape=(), weak=False))
-    hit = ew.gt_p.bind(count, zero)
-    new = ew.div_p.bind(placed, ew.select_p.bind(hit, count, full(xa.shape, 1, comp)))
-    if comp != xa.dtype:
-        new = ew.gt_p.bind(new, zero)
-    _ = one
-    return ew.select_p.bind(hit, new, x)
-
-
-def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    return scatter_add(operand, scatter_indices, ew.neg_p.bind(_arr(updates)),
-                       dimension_numbers, mode=mode)
-
-
 def pshuffle(x, axis_name, perm):
     """Device i along axis_name gets device perm[i]'s block (ppermute, as jax's)."""
     if set(perm) != set(range(len(perm))):
@@ -768,5 +583,4 @@ def pshuffle(x, axis_name, perm):
 
 
 wrap_public(globals())
-__all__ += ["DotDimensionNumbers", "PrecisionLike", "reduce_xor", "scatter", "scatter_sub",
-            "pshuffle"]
+__all__ += ["DotDimensionNumbers", "PrecisionLike", "reduce_xor", "pshuffle"]
