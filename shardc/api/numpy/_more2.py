@@ -391,7 +391,7 @@ def put(a, ind, v, mode=None, *, inplace=True):
         raise ShardcError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
     # a scatter at the unravelled positions (as jax's, so arr keeps its layout); a
     # position written twice gets the mean of its values (shardc's .at[].set rule)
-    from ..lax_ops import ScatterDimensionNumbers, scatter_add
+    from ..lax_gather import ScatterDimensionNumbers, scatter_add
     from ._creation import zeros_like
     from ._shapes import stack
     shape = aval(arr).shape
