@@ -274,3 +274,12 @@ def test_grad(mesh2x4, name):
     got = shardc.jit(shardc.grad(loss(slax)))(xs)
     want = jax.jit(jax.grad(loss(jlax)))(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-4)
+
+
+def test_reduce_takes_jax_lax_monoids():
+    """jax.lax's own add/max passed as reduce's computation are the monoids they name."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for comp, init in ((jlax.add, 0.0), (jlax.max, -np.inf)):
+        got = shardc.jit(lambda v: slax.reduce(v, np.float32(init), comp, (0,)))(x)
+        want = jax.jit(lambda v: jlax.reduce(v, np.float32(init), comp, (0,)))(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -390,25 +390,27 @@ def argmin(operand, axis, index_dtype):
                              index_dtype=canonical_dtype(index_dtype))
 
 
+# jax.lax's monoid functions, recognized by module and name (never imported or called)
+_JAX_MONOIDS = {"add": "add", "mul": "mul", "max": "max", "min": "min", "bitwise_and": "and",
+                "bitwise_or": "or"}
+
+
 def _monoid(computation):
     """Which monoid a reduce's computation is: shardc's, jax.lax's or operator's
-    add/mul/max/min/and/or, by the function's identity."""
-    import jax  # jax.lax's functions are only compared with, never called
+    add/mul/max/min/and/or."""
+    f = getattr(computation, "__wrapped__", computation)
+    if (getattr(f, "__module__", None) or "").startswith(("jax.lax", "jax._src.lax")):
+        return _JAX_MONOIDS.get(getattr(f, "__name__", None))
     table = {}
-    for names, kind in ((("add",), "add"), (("mul",), "mul"), (("max",), "max"),
-                        (("min",), "min"), (("bitwise_and",), "and"),
-                        (("bitwise_or",), "or")):
-        for n in names:
-            table[id(globals()[n])] = kind
-            table[id(getattr(jax.lax, n))] = kind
-    for f, kind in ((operator.add, "add"), (operator.mul, "mul"), (operator.and_, "and"),
+    for n, kind in _JAX_MONOIDS.items():
+        table[id(globals()[n])] = kind
+    for g, kind in ((operator.add, "add"), (operator.mul, "mul"), (operator.and_, "and"),
                     (operator.or_, "or"), (builtins.max, "max"), (builtins.min, "min")):
-        table[id(f)] = kind
+        table[id(g)] = kind
     from . import lax as _lax
     for n, kind in (("add", "add"), ("mul", "mul"), ("max", "max"), ("min", "min")):
         table[id(getattr(_lax, n))] = kind
-    return table.get(id(getattr(computation, "__wrapped__", computation))) or \
-        table.get(id(computation))
+    return table.get(id(f)) or table.get(id(computation))
 
 
 def _identity(kind, dt):
