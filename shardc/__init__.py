@@ -33,6 +33,8 @@ from . import ad_checkpoint  # noqa: E402
 from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
                              jacrev, linearize)
 from . import distributed  # noqa: E402
+from . import sharding  # noqa: E402  (jax.sharding's API)
+from .api.explicit import reshard  # noqa: E402
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,
     make_array_from_callback, make_array_from_process_local_data,
@@ -44,7 +46,7 @@ __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug"
            "device_put", "jit", "lax", "make_mesh", "nn", "numpy", "pmap", "set_mesh",
            "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap", "xmap",
            "shard_alike", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
-           "with_sharding_constraint"]
+           "with_sharding_constraint", "sharding", "reshard"]
 __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "host_local_array_to_global_array", "local_device_count", "local_devices",
             "make_array_from_callback", "make_array_from_process_local_data",

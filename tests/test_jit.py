@@ -423,7 +423,6 @@ def test_a_cached_call_runs_no_python(mesh2x4):
 def test_mesh_context_is_per_thread_and_restored(mesh2x4):
     import threading
 
-    from shardc.runtime import backend as runtime
     g = shardc.jit(lambda v: shardc.with_sharding_constraint(v * 2, P("x")))
     other = shardc.make_mesh((8,), ("x",))
     seen = {}
@@ -437,10 +436,10 @@ def test_mesh_context_is_per_thread_and_restored(mesh2x4):
         t = threading.Thread(target=worker)
         t.start()
         t.join()
-        assert runtime.mesh_context.value is mesh2x4
+        assert jax.sharding.get_mesh() is mesh2x4
         assert g(X).sharding.mesh.axis_sizes == (2, 4)    # not the other thread's
     assert seen["inner"] == (8,)
-    assert runtime.mesh_context.value is None
+    assert jax.sharding.get_mesh().empty
 
 
 def test_staging_leaves_no_young_objects_and_no_leaks():

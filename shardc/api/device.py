@@ -10,9 +10,14 @@ from ..errors import ShardcError, api_boundary
 @api_boundary
 def device_put(x, device=None):
     """Put `x` (array or pytree) on devices; `device` is a Sharding, a device or a spec."""
-    if isinstance(device, PartitionSpec):
-        from ..runtime.meshes import named_in_context
-        device = named_in_context(device, "device_put")
+    from ..runtime.meshes import as_jax_sharding, named_in_context
+
+    def one(s):
+        if isinstance(s, PartitionSpec):
+            return named_in_context(s, "device_put")
+        return as_jax_sharding(s)
+    device = jax.tree_util.tree_map(one, device, is_leaf=lambda s: isinstance(
+        s, (PartitionSpec, jax.sharding.Sharding)))
     try:
         return jax.device_put(x, device)
     except ValueError as e:

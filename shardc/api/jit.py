@@ -409,7 +409,8 @@ def _has_keys(tree):
 
 def _broadcast_prefix(prefix, tree, what):
     """Expand a pytree prefix of shardings to one entry per leaf of `tree`."""
-    is_leaf = lambda x: x is None or isinstance(x, (NamedSharding, PartitionSpec, Sharding))  # noqa
+    is_leaf = lambda x: x is None or isinstance(  # noqa
+        x, (jax.sharding.Sharding, PartitionSpec, Sharding))
     out = []
 
     def go(p, t):

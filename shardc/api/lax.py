@@ -23,12 +23,14 @@ _tree = jax.tree_util
 
 
 def _constraint_leaf(x, s):
+    from ..runtime.meshes import as_jax_sharding
     if not core.is_tracer(x):
         if isinstance(s, PartitionSpec):
             from ..runtime.meshes import named_in_context
             s = named_in_context(s, "with_sharding_constraint outside jit")
-        return jax.device_put(x, s)
+        return jax.device_put(x, as_jax_sharding(s))
     b = core.current_builder()
+    s = as_jax_sharding(s, b.meshes.info.mesh)
     mesh = b.meshes.adopt(s.mesh if isinstance(s, NamedSharding) else None)
     if isinstance(s, PartitionSpec) and mesh.mesh is None:
         raise ShardcError("with_sharding_constraint with a bare PartitionSpec needs a mesh: "

@@ -10,10 +10,12 @@ from __future__ import annotations
 import functools
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ..trace import core
-from ..errors import ShardcError, api_boundary, user_loc
+from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary, user_loc
+from ..runtime.meshes import current_mesh, get_abstract_mesh
+from . import explicit as _explicit
 from ..ir.program import Program
 from ..ops.manual import local_shape, shard_map_p
 from ..ops.manual_region import (ManualCtx, body_value as _body_value,  # noqa: F401
@@ -42,24 +44,57 @@ def _spec_sharding(spec, aval, mesh_shape, manual, what):
     return sh.closed()
 
 
-def shard_map(f=None, *, mesh, in_specs, out_specs, axis_names=None, check_vma=True,
-              check_rep=None):
+class _InferFromArgs:
+    """shard_map's default in_specs: read from the arguments' explicit types."""
+
+    def __repr__(self):
+        return "shardc.api.shard_map.Infer"
+
+
+Infer = _InferFromArgs()
+
+
+def _is_infer(specs):
+    # jax's own sentinel (jax._src.shard_map.Infer) is accepted too
+    return specs is Infer or type(specs).__name__ == "InferFromArgs"
+
+
+_NO_SPECS = object()
+
+
+def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
+              axis_names=frozenset(), check_vma=True, check_rep=None):
     """Map `f` over shards of its arguments, as jax.shard_map: inside `f` arrays have
-    their device-local shapes and collectives (shardc.lax.psum, ...) communicate."""
+    their device-local shapes and collectives (shardc.lax.psum, ...) communicate.
+
+    The mesh is `mesh=` or the context's (shardc.set_mesh / jax.set_mesh); the older
+    positional spelling `shard_map(f, mesh, in_specs, out_specs)` works too. Without
+    in_specs, each argument's spec is read from its type (all manual axes Explicit)."""
+    if args:
+        if len(args) > 3:
+            raise ShardcTypeError(f"shard_map takes at most 4 positional arguments (f, mesh, "
+                                  f"in_specs, out_specs), got {1 + len(args)}")
+        given = dict(zip(("mesh", "in_specs", "out_specs"), args))
+        for k, default in (("mesh", None), ("in_specs", Infer), ("out_specs", _NO_SPECS)):
+            if k in given and locals()[k] is not default:
+                raise ShardcTypeError(f"shard_map got {k} both positionally and by keyword")
+        mesh = given.get("mesh", mesh)
+        in_specs = given.get("in_specs", in_specs)
+        out_specs = given.get("out_specs", out_specs)
+    if out_specs is _NO_SPECS:
+        raise ShardcTypeError("shard_map() missing required keyword argument 'out_specs'")
     if f is None:
-        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                                 axis_names=axis_names, check_vma=check_vma, check_rep=check_rep)
+        return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                 axis_names=axis_names, check_vma=check_vma,
+                                 check_rep=check_rep)
+    if not callable(f):
+        raise ShardcTypeError(f"shard_map requires a callable for its first argument, but got "
+                              f"{f} of type {type(f).__name__}")
     if check_rep is not None:
         check_vma = check_rep
-    if not isinstance(mesh, jax.sharding.Mesh):
-        raise ShardcError("shard_map needs a mesh (shardc.make_mesh(...))")
-    manual = tuple(mesh.axis_names) if axis_names is None else \
-        tuple(a for a in mesh.axis_names if a in set(axis_names))
-    if axis_names is not None:
-        unknown = set(axis_names) - set(mesh.axis_names)
-        if unknown:
-            raise ShardcError(f"shard_map: axis_names {sorted(unknown)} are not axes of the "
-                              f"mesh {list(mesh.axis_names)}")
+    if isinstance(axis_names, str):
+        axis_names = (axis_names,)
+    axis_names = frozenset(axis_names or ())
 
     compiled = []     # called outside a trace: compiled once, cached per signature
 
@@ -71,8 +106,104 @@ def shard_map(f=None, *, mesh, in_specs, out_specs, axis_names=None, check_vma=T
                 from .jit import jit
                 compiled.append(jit(wrapped))
             return compiled[0](*args)
-        return _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args)
+        m = _resolve_mesh(mesh)
+        manual = _manual_axes(m, axis_names)
+        _check_infer(m, manual, in_specs)
+        return _trace_shard_map(f, m, in_specs, out_specs, manual, check_vma, args)
     return wrapped
+
+
+def _resolve_mesh(mesh):
+    """The concrete mesh of a call: `mesh=`, else the context's (set_mesh, or an
+    abstract mesh matching the program's)."""
+    ctx = current_mesh()
+    if mesh is not None and ctx is not None and isinstance(mesh, (Mesh, AbstractMesh)) and \
+            mesh.abstract_mesh != ctx.abstract_mesh:
+        raise ArgumentError(f"shard_map: the context mesh {ctx} (set_mesh) differs from the mesh "
+                            f"passed to shard_map {mesh}; pass the context's mesh or none")
+    if mesh is None:
+        mesh = ctx
+        if mesh is None:
+            am = get_abstract_mesh()
+            if am.empty:
+                raise ArgumentError(
+                    "shard_map has no mesh: none was passed and the context mesh is empty. "
+                    "Call `shardc.set_mesh(mesh)` (or `jax.set_mesh(mesh)`) first, use "
+                    "`with shardc.set_mesh(mesh):`, or pass `mesh=shardc.make_mesh(...)`")
+            mesh = am
+    if isinstance(mesh, AbstractMesh):
+        if mesh.empty:
+            raise ArgumentError(f"shard_map requires a non-empty mesh. Got {mesh}")
+        prog = core.current_builder().meshes.info.mesh
+        if prog is None or prog.abstract_mesh != mesh:
+            raise ArgumentError(
+                f"shard_map over the abstract mesh {mesh} needs the devices it stands for: "
+                "pass a concrete Mesh, call `shardc.set_mesh(mesh)`, or give the program "
+                "arguments sharded on that mesh")
+        mesh = prog
+    if not isinstance(mesh, Mesh):
+        raise ShardcTypeError(f"shard_map requires a `jax.sharding.Mesh` or a "
+                              f"`jax.sharding.AbstractMesh` instance for its second argument, "
+                              f"but got {mesh} of type {type(mesh).__name__}")
+    return mesh
+
+
+def _manual_axes(mesh, axis_names):
+    unknown = set(axis_names) - set(mesh.axis_names)
+    if unknown:
+        raise ArgumentError(f"shard_map: axis_names {sorted(unknown)} are not axes of the "
+                            f"mesh {list(mesh.axis_names)}")
+    if not axis_names:
+        return tuple(mesh.axis_names)
+    return tuple(a for a in mesh.axis_names if a in axis_names)
+
+
+def _axis_type(mesh, a):
+    return dict(zip(mesh.axis_names, mesh.axis_types))[a]
+
+
+def _check_infer(mesh, manual, in_specs):
+    if not _is_infer(in_specs):
+        return
+    if not all(_axis_type(mesh, a) == AxisType.Explicit for a in manual):
+        types = ", ".join(str(_axis_type(mesh, a)) for a in manual)
+        raise ShardcTypeError(
+            "shard_map in_specs argument must be a pytree of `jax.sharding.PartitionSpec` "
+            f"instances, but it was `None` when axis_names={frozenset(manual)} are of type "
+            f"{types}: pass in_specs=, or make those mesh axes Explicit "
+            "(make_mesh(..., axis_types=(AxisType.Explicit, ...)))")
+
+
+def _inferred_spec(x, mesh, manual, i):
+    """The in_spec of argument leaf `x` read from its type: its sharding's spec on the
+    manual axes (jax's _manual_spec)."""
+    spec = None
+    if core.is_tracer(x):
+        typeof = getattr(_explicit, "typeof", None)
+        if typeof is None:
+            raise ShardcError(f"shard_map cannot infer in_specs for traced argument {i} yet; "
+                              "pass in_specs=")
+        spec = typeof(x).sharding.spec
+    elif isinstance(getattr(x, "sharding", None), NamedSharding):
+        if x.sharding.mesh.abstract_mesh != mesh.abstract_mesh:
+            raise ArgumentError(f"shard_map argument {i} is sharded on the mesh "
+                                f"{x.sharding.mesh}, not the shard_map's mesh {mesh}")
+        spec = x.sharding.spec
+    if spec is None:
+        return PartitionSpec()
+    out = []
+    for s in spec:
+        if isinstance(s, tuple):
+            kept = [a if a in manual else None for a in s]
+            while kept and kept[-1] is None:
+                kept.pop()
+            if None in kept:
+                raise ArgumentError(f"shard_map: invalid spec {spec} of argument {i} for the "
+                                    f"manual axes {manual}")
+            out.append(tuple(kept) if kept else None)
+        else:
+            out.append(s if s in manual else None)
+    return PartitionSpec(*out)
 
 
 def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
@@ -83,8 +214,11 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     if manual_ctx() is not None:
         raise ShardcError("nested shard_map is not supported")
     leaves, in_tree = _tree.tree_flatten(args)
-    flat_specs = _specs_for(in_specs if not isinstance(in_specs, list) else tuple(in_specs),
-                            tuple(args), "shard_map in_specs")
+    if _is_infer(in_specs):
+        flat_specs = [_inferred_spec(x, mesh, manual, i) for i, x in enumerate(leaves)]
+    else:
+        flat_specs = _specs_for(in_specs if not isinstance(in_specs, list)
+                                else tuple(in_specs), tuple(args), "shard_map in_specs")
     sizes = mshape.sizes
     in_vals, in_sh, local_avals = [], [], []
     for i, (x, spec) in enumerate(zip(leaves, flat_specs)):

@@ -96,12 +96,6 @@ class FastpathData(NamedTuple):
 
 flatten = _pytrees.flatten   # jax.tree_util.tree_flatten without its Python wrapper
 
-# shardc's `set_mesh` context as a jaxlib config value that enters the C++ dispatch's
-# keys (as jax's own mesh context does), so one dispatcher serves every context and a
-# call needs no Python frame to pick one; not part of jax's tracing caches
-mesh_context = _jax.config.Config("shardc_mesh_context", None, include_in_jit_key=True,
-                                  include_in_trace_context=False)
-
 
 def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_arg=None):
     """A callable that dispatches cached calls in C++ (jaxlib's `pjit` dispatch object,

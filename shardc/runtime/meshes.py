@@ -1,24 +1,13 @@
 """The device mesh a program runs on: jax Mesh <-> IR MeshShape, sharding conversions."""
 from __future__ import annotations
 
-import threading
-
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from . import backend as runtime
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir.sharding import MeshShape, Sharding, from_spec
-
-class _MeshStack(threading.local):
-    def __init__(self):
-        self.stack = []
-        self.saved = []     # runtime.mesh_context's value before each enter
-
-
-_context = _MeshStack()     # set_mesh contexts of this thread
-
+from .positional import PositionalSharding
 
 def same_mesh(a, b) -> bool:
     """One mesh: the same axis names and sizes over the same devices in the same order."""
@@ -58,6 +47,9 @@ class MeshInfo:
         """An IR sharding from a NamedSharding, PartitionSpec or Sharding."""
         if isinstance(s, Sharding):
             return s
+        if isinstance(s, PositionalSharding):
+            s._check_rank(aval.ndim)
+            s = s.named(self.mesh)
         if isinstance(s, NamedSharding):
             if self.mesh is not None and not same_mesh(s.mesh, self.mesh):
                 raise ShardcError(f"{what}: its mesh {s.mesh} differs from the program's "
@@ -115,13 +107,14 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
         if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and \
                 isinstance(getattr(x, "sharding", None), NamedSharding):
             meshes.append(x.sharding.mesh)
-    meshes += [m for m in map(_mesh_of, given) if m is not None]
+    named = list(given)
     if out_shardings is not None:
-        is_leaf = lambda x: x is None or isinstance(x, (NamedSharding, PartitionSpec))  # noqa
-        meshes += [m for m in map(_mesh_of, jax.tree_util.tree_leaves(
-            out_shardings, is_leaf=is_leaf)) if m is not None]
-    if _context.stack:
-        meshes.append(_context.stack[-1])
+        is_leaf = lambda x: x is None or isinstance(x, (jax.sharding.Sharding, PartitionSpec))  # noqa
+        named += jax.tree_util.tree_leaves(out_shardings, is_leaf=is_leaf)
+    meshes += [m for m in map(_mesh_of, named) if m is not None]
+    ctx = current_mesh()
+    if ctx is not None:
+        meshes.append(ctx)
     mesh = None
     for m in meshes:
         if not isinstance(m, jax.sharding.Mesh):
@@ -131,6 +124,11 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
         elif not same_mesh(m, mesh):
             raise ShardcError(f"arguments use different meshes ({mesh} and {m}); shardc "
                               "runs a program on one mesh")
+    if mesh is None:    # a PositionalSharding's own mesh, if one is all there is
+        for s in named:
+            if isinstance(s, PositionalSharding):
+                mesh = s.named().mesh
+                break
     if mesh is not None:
         return MeshInfo(mesh)
     device = None
@@ -142,8 +140,13 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
 
 
 @api_boundary
-def make_mesh(axis_shapes, axis_names, devices=None):
-    """A jax Mesh with *Auto* axes (jax.make_mesh defaults to Explicit)."""
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+    """A jax Mesh of `axis_shapes` devices named `axis_names`, as jax.make_mesh.
+
+    One difference: without `axis_types`, shardc's axes are *Auto* (sharding propagation
+    decides what is not pinned), where jax.make_mesh makes them Explicit; pass
+    `axis_types=(shardc.AxisType.Explicit,) * n` for jax's default. A jax Mesh made
+    elsewhere is used as it is."""
     if isinstance(axis_names, str):
         axis_names = (axis_names,)
     if isinstance(axis_shapes, int):
@@ -164,6 +167,15 @@ def make_mesh(axis_shapes, axis_names, devices=None):
     if dup:
         raise ArgumentError(f"make_mesh: axis name(s) {dup} appear more than once in "
                             f"{axis_names}; each axis needs its own name")
+    if axis_types is None:
+        axis_types = (jax.sharding.AxisType.Auto,) * len(axis_names)
+    if isinstance(axis_types, jax.sharding.AxisType):
+        axis_types = (axis_types,)
+    axis_types = tuple(axis_types)
+    if len(axis_types) != len(axis_names) or \
+            not all(isinstance(t, jax.sharding.AxisType) for t in axis_types):
+        raise ArgumentError(f"make_mesh: axis_types must be one shardc.AxisType (Auto, "
+                            f"Explicit or Manual) per axis of {axis_names}, got {axis_types}")
     n = int(np.prod(axis_shapes))
     devs = list(devices) if devices is not None else jax.devices()
     if len(devs) < n:
@@ -171,38 +183,71 @@ def make_mesh(axis_shapes, axis_names, devices=None):
             f"make_mesh: a {'x'.join(map(str, axis_shapes))} mesh needs {n} devices but "
             f"only {len(devs)} are available (on CPU, set XLA_FLAGS="
             f"--xla_force_host_platform_device_count={n} before importing jax)")
-    auto = (jax.sharding.AxisType.Auto,) * len(axis_names)
     if devices is None:
-        return jax.make_mesh(axis_shapes, axis_names, axis_types=auto)
+        return jax.make_mesh(axis_shapes, axis_names, axis_types=axis_types)
     return jax.sharding.Mesh(np.array(devs[:n]).reshape(axis_shapes), axis_names,
-                             axis_types=auto)
+                             axis_types=axis_types)
 
 
 class set_mesh:
-    """`with shardc.set_mesh(mesh):` lets bare PartitionSpecs name that mesh."""
+    """The mesh bare PartitionSpecs (and shard_map without `mesh=`) name, as jax.set_mesh,
+    whose context it is: `shardc.set_mesh(mesh)` as a statement sets it for the rest of
+    this thread, `with shardc.set_mesh(mesh):` restores the previous mesh on exit. A mesh
+    set by jax.set_mesh is shardc's too. Being in jax's context, the mesh enters the
+    cache keys of shardc.jit's dispatch, as it does jax.jit's."""
+    __slots__ = ("_jax",)
 
     def __init__(self, mesh):
-        self.mesh = mesh
+        if mesh is not None and not isinstance(mesh, jax.sharding.Mesh):
+            raise ArgumentError(f"set_mesh: expected a jax.sharding.Mesh (shardc.make_mesh(...))"
+                                f" or None, got {type(mesh).__name__}")
+        try:
+            self._jax = jax.sharding.set_mesh(mesh)
+        except ValueError as e:
+            raise ArgumentError(f"set_mesh: {e}") from None
 
     def __enter__(self):
-        _context.stack.append(self.mesh)
-        _context.saved.append(runtime.mesh_context.swap_local(self.mesh))
-        return self.mesh
+        return current_mesh()
 
     def __exit__(self, *exc):
-        _context.stack.pop()
-        runtime.mesh_context.set_local(_context.saved.pop())
+        self._jax.__exit__(*exc)
 
 
 def current_mesh():
-    st = _context.stack
-    return st[-1] if st else None
+    """The concrete mesh of jax's mesh context (set_mesh), or None."""
+    try:
+        mesh = jax.sharding.get_mesh()
+    except ValueError:      # inside a jax trace: jax keeps no concrete mesh there
+        return None
+    return None if mesh.empty else mesh
+
+
+def _trace_abstract_mesh():
+    """The abstract mesh of the shardc trace being built (None: not known here)."""
+    return None
+
+
+def get_abstract_mesh():
+    """The abstract mesh of the context, as jax.sharding.get_abstract_mesh."""
+    mesh = _trace_abstract_mesh()
+    return jax.sharding.get_abstract_mesh() if mesh is None else mesh
+
+
+use_abstract_mesh = jax.sharding.use_abstract_mesh
+get_mesh = jax.sharding.get_mesh
+
+
+def as_jax_sharding(s, mesh=None):
+    """`s` as a sharding jax takes: a PositionalSharding becomes a NamedSharding (on
+    `mesh` if given); others are kept."""
+    return s.named(mesh) if isinstance(s, PositionalSharding) else s
 
 
 def named_in_context(spec, what):
     """A bare PartitionSpec as a NamedSharding on the `set_mesh` mesh."""
     mesh = current_mesh()
     if mesh is None:
-        raise ShardcError(f"{what} with a bare PartitionSpec needs `with shardc.set_mesh(mesh):`"
-                          "; or pass NamedSharding(mesh, spec)")
+        raise ShardcError(f"{what} with a bare PartitionSpec needs a mesh: call "
+                          "`shardc.set_mesh(mesh)` (or `with shardc.set_mesh(mesh):`), or "
+                          "pass NamedSharding(mesh, spec)")
     return NamedSharding(mesh, spec)
