@@ -7,10 +7,11 @@ from __future__ import annotations
 import jax
 
 from ..trace import core
-from ..errors import ShardcError, api_boundary
+from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from .numpy._util import aval
 from ..ops import batching
 from ..ops import manual as m
+from ..ops import pvary as pv
 from .shard_map import manual_ctx
 
 _tree = jax.tree_util
@@ -181,3 +182,66 @@ def axis_size(axis_name):
     for s in sizes:
         n *= s
     return n
+
+
+_PCAST_TO = ("unreduced", "reduced", "varying")
+
+
+@api_boundary
+def pcast(x, axis_name, *, to):
+    """Change the manual-axes type of `x` (a pytree) over `axis_name`, as jax.lax.pcast:
+    to='varying' makes an invariant value varying (an identity on values whose gradient
+    is a psum), so out_specs may name the axes and psum sums its copies."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise ShardcTypeError(f"{axis_name=} must be a tuple or a str. Got {axis_name}")
+    if not axis_name:
+        return x
+    if to not in _PCAST_TO:
+        raise ArgumentError(f"Got unexpected `to` value. Allowed `to` values are: "
+                            f"{set(_PCAST_TO)}")
+    ctx, axes, sizes = _axes("pcast", axis_name)
+    mesh_axes = tuple(a for a in axes if ctx is not None and a in ctx.axes)
+
+    def one(v):
+        if not core.is_tracer(v):
+            v = _as_tracer(v)
+        if ctx is None or not mesh_axes:
+            return v            # only vmap axes: nothing to mark
+        vary = ctx.vma_of(v.value)
+        state = {"varying" if a in vary else "invarying" for a in mesh_axes}
+        if len(state) > 1:
+            raise ArgumentError(
+                "shardc.lax.pcast can only accept axis_name which corresponds to one of "
+                f"varying, unreduced, reduced or invarying state of the input. Got input "
+                f"type: {v.aval}, axes: {axes} and input state: {state}")
+        (frm,) = state
+        if to in ("reduced", "unreduced") and (frm, to) in (("invarying", "reduced"),
+                                                           ("varying", "unreduced")):
+            raise ShardcError(f"pcast to {to!r} is not supported by shardc yet")
+        if (frm, to) != ("invarying", "varying"):
+            raise ArgumentError(f"Unsupported pcast from={frm}, {to=}")
+        if not ctx.check_vma:
+            return v            # as jax: without variance checks pvary is a no-op
+        order = tuple(a for a in ctx.mesh.names if a in mesh_axes)
+        return pv.pvary_p.bind(v, axes=order, sizes=tuple(ctx.mesh.sizes[a] for a in order))
+    return _map(one, x)
+
+
+@api_boundary
+def pvary(x, axis_name):
+    """`pcast(x, axis_name, to='varying')`: jax's name for it before jax 0.10 (which
+    removed lax.pvary); kept because programs written for it still call it."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise ShardcTypeError(f"{axis_name=} must be a tuple or a str. Got {axis_name}")
+    axes = (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
+    if not axes:
+        return x
+    ctx = manual_ctx()
+    if ctx is not None:      # as jax's pvary: axes it already varies over are skipped
+        def one(v):
+            if not core.is_tracer(v):
+                v = _as_tracer(v)
+            new = tuple(a for a in axes if a not in ctx.vma_of(v.value))
+            return pcast(v, new, to="varying") if new else v
+        return _map(one, x)
+    return pcast(x, axes, to="varying")

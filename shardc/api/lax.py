@@ -17,7 +17,7 @@ from ..ir.sharding import from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
-                          pmin, ppermute, psum, psum_scatter)
+                          pcast, pmin, ppermute, psum, psum_scatter, pvary)
 
 _tree = jax.tree_util
 
