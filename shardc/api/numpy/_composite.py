@@ -34,8 +34,19 @@ def _static_int(name, what, v):
 
 # ---------------------------------------------------------------- creation
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
     """`num` evenly spaced values from start to stop (as jnp.linspace)."""
+    out = _linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    if device is None:
+        return out
+    from ._creation import _place
+    if retstep:
+        return _place(out[0], device, None, "linspace"), out[1]
+    return _place(out, device, None, "linspace")
+
+
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     num = _static_int("linspace", "num", num)
     if num < 0:
         raise ShardcError(f"linspace: num must be non-negative, got {num}")

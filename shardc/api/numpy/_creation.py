@@ -5,10 +5,11 @@ import operator
 
 import jax
 import numpy as np
+from jax.sharding import PartitionSpec
 
 from ...trace import core
 from ...ir import dtypes
-from ...errors import ShardcError, ShardcTypeError
+from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...ir.program import Aval, Lit
 from ...ops import elementwise as ew
 from ...ops import shape as shp
@@ -27,7 +28,11 @@ def _shape(shape):
     return shape
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
+    return _place(_full(shape, fill_value, dtype), device, out_sharding, "full")
+
+
+def _full(shape, fill_value, dtype=None):
     shape = _shape(shape)
     if dtype is None:
         fa = aval(fill_value)
@@ -48,19 +53,27 @@ def full(shape, fill_value, dtype=None):
     return broadcast_to(convert(fill_value, dt, weak), shape)
 
 
-def zeros(shape, dtype=None):
-    return full(shape, 0, canonical_dtype(dtype) or dtypes.default_float())
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
+    return _place(_full(shape, 0, canonical_dtype(dtype) or dtypes.default_float()), device,
+                  out_sharding, "zeros")
 
 
-def ones(shape, dtype=None):
-    return full(shape, 1, canonical_dtype(dtype) or dtypes.default_float())
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
+    return _place(_full(shape, 1, canonical_dtype(dtype) or dtypes.default_float()), device,
+                  out_sharding, "ones")
 
 
-empty = zeros
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
+    """zeros (XLA has no uninitialized arrays)."""
+    return _place(zeros(shape, dtype), device, out_sharding, "empty")
 
 
-def full_like(a, fill_value, dtype=None, shape=None):
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
     """As lax.full_like: without a dtype, the result has a's dtype and weak type."""
+    return _place(_full_like(a, fill_value, dtype, shape), device, out_sharding, "full_like")
+
+
+def _full_like(a, fill_value, dtype=None, shape=None):
     x = aval(a)
     shape = x.shape if shape is None else shape
     if dtype is not None:
@@ -71,16 +84,16 @@ def full_like(a, fill_value, dtype=None, shape=None):
     return full(shape, convert(fill_value, x.dtype, x.weak))
 
 
-def zeros_like(a, dtype=None, shape=None):
-    return full_like(a, 0, dtype, shape)
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+    return _place(_full_like(a, 0, dtype, shape), device, out_sharding, "zeros_like")
 
 
-def ones_like(a, dtype=None, shape=None):
-    return full_like(a, 1, dtype, shape)
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+    return _place(_full_like(a, 1, dtype, shape), device, out_sharding, "ones_like")
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
-    return zeros_like(prototype, dtype, shape)
+    return zeros_like(prototype, dtype, shape, device=device)
 
 
 def iota(dtype, size, dimension=0, shape=None):
@@ -90,8 +103,12 @@ def iota(dtype, size, dimension=0, shape=None):
     return shp.iota_p.bind(dtype=dt, shape=shape, dimension=dimension)
 
 
-def arange(start, stop=None, step=None, dtype=None):
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """Static ranges only: an iota, scaled and shifted."""
+    return _place(_arange(start, stop, step, dtype), device, out_sharding, "arange")
+
+
+def _arange(start, stop=None, step=None, dtype=None):
     for v in (start, stop, step):
         if v is not None and (core.is_tracer(v) or isinstance(v, jax.Array)):
             raise ShardcError("arange needs static Python numbers (its length decides the "
@@ -115,7 +132,11 @@ def arange(start, stop=None, step=None, dtype=None):
     return out
 
 
-def eye(N, M=None, k=0, dtype=None):
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    return _place(_eye(N, M, k, dtype), device, None, "eye")
+
+
+def _eye(N, M=None, k=0, dtype=None):
     M = N if M is None else M
     dt = canonical_dtype(dtype) or dtypes.default_float()
     it = dtypes.default_int()
@@ -132,6 +153,10 @@ def identity(n, dtype=None):
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
     """An array: traced values stay traced; anything else becomes a jax.Array."""
+    return _place(_asarray(a, dtype, order), device, out_sharding, "asarray")
+
+
+def _asarray(a, dtype=None, order=None):
     if order not in (None, "C", "K", "A"):
         raise ShardcError(f"asarray: only order='C' (or 'K', 'A') is supported, got "
                           f"{order!r}")
@@ -164,7 +189,7 @@ def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None,
     if ndmin > n:
         from ._shapes import reshape
         out = reshape(out, (1,) * (ndmin - n) + aval(out).shape)
-    return out
+    return _place(out, device, out_sharding, "array")
 
 
 def _flat(xs):
@@ -173,3 +198,29 @@ def _flat(xs):
             yield from _flat(x)
         else:
             yield x
+
+
+def _place(x, device, out_sharding, name):
+    """`device=` / `out_sharding=` of a creation op, as jnp's: outside a trace the result
+    is put (committed) on the device or sharding; inside one, a sharding pins the
+    result's (as out_sharding=) and a single device is no constraint (the program's
+    mesh decides; jax.jit ignores device= of jnp.zeros & co. too)."""
+    if device is None and out_sharding is None:
+        return x
+    if device is not None and out_sharding is not None:
+        raise ArgumentError(f"{name}: Only one of `device` or `out_sharding` can be set. "
+                            f"Got {device=} and {out_sharding=}")
+    from ..explicit import apply_out_sharding
+    if out_sharding is not None:
+        return apply_out_sharding(x, out_sharding, f"{name}'s out_sharding")
+    if isinstance(device, jax.Device):
+        device = jax.sharding.SingleDeviceSharding(device)
+    if not isinstance(device, (jax.sharding.Sharding, PartitionSpec)):
+        raise ArgumentError(f"{name}: device= takes a jax Device or Sharding, got "
+                            f"{type(device).__name__}")
+    if core.is_tracer(x):
+        if isinstance(device, jax.sharding.SingleDeviceSharding):
+            return x
+        return apply_out_sharding(x, device, f"{name}'s device")
+    from ..device import device_put
+    return device_put(x, device)
