@@ -47,10 +47,11 @@ def test_no_name_goes_missing(namespace):
     assert set(missing) <= MISSING[namespace], sorted(set(missing) - MISSING[namespace])
 
 
-# keyword parameters of jax's that shardc deliberately does not take, everywhere: device
-# placement (shardc places by propagation), accuracy modes, axis_index_groups, and the
-# out=/where= of jax's ufunc objects (jax raises NotImplementedError for both)
-IGNORED = {"out_sharding", "device", "accuracy", "axis_index_groups", "_dot_general"}
+# keyword parameters of jax's that shardc does not take, everywhere: out_sharding (the
+# creation ops have it; the rest arrive with explicit sharding), accuracy modes,
+# axis_index_groups, and the out=/where= of jax's ufunc objects (jax raises
+# NotImplementedError for both). device= is checked: every op of jax's with it has it.
+IGNORED = {"out_sharding", "accuracy", "axis_index_groups", "_dot_general"}
 UFUNC_IGNORED = {"out", "where"}
 
 # deliberate differences, each with its reason
