@@ -70,17 +70,18 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
     The mesh is `mesh=` or the context's (shardc.set_mesh / jax.set_mesh); the older
     positional spelling `shard_map(f, mesh, in_specs, out_specs)` works too. Without
     in_specs, each argument's spec is read from its type (all manual axes Explicit)."""
-    if args:
-        if len(args) > 3:
-            raise ShardcTypeError(f"shard_map takes at most 4 positional arguments (f, mesh, "
-                                  f"in_specs, out_specs), got {1 + len(args)}")
-        given = dict(zip(("mesh", "in_specs", "out_specs"), args))
-        for k, default in (("mesh", None), ("in_specs", Infer), ("out_specs", _NO_SPECS)):
-            if k in given and locals()[k] is not default:
+    if args:    # jax.experimental.shard_map's shard_map(f, mesh, in_specs, out_specs, check_rep)
+        if len(args) > 4:
+            raise ShardcTypeError(f"shard_map takes at most 5 positional arguments (f, mesh, "
+                                  f"in_specs, out_specs, check_rep), got {1 + len(args)}")
+        kw = {"mesh": mesh, "in_specs": in_specs, "out_specs": out_specs,
+              "check_rep": check_rep}
+        default = {"mesh": None, "in_specs": Infer, "out_specs": _NO_SPECS, "check_rep": None}
+        for k, v in zip(kw, args):
+            if kw[k] is not default[k]:
                 raise ShardcTypeError(f"shard_map got {k} both positionally and by keyword")
-        mesh = given.get("mesh", mesh)
-        in_specs = given.get("in_specs", in_specs)
-        out_specs = given.get("out_specs", out_specs)
+            kw[k] = v
+        mesh, in_specs, out_specs, check_rep = kw.values()
     if out_specs is _NO_SPECS:
         raise ShardcTypeError("shard_map() missing required keyword argument 'out_specs'")
     if f is None:
@@ -96,21 +97,35 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
         axis_names = (axis_names,)
     axis_names = frozenset(axis_names or ())
 
-    compiled = []     # called outside a trace: compiled once, cached per signature
+    compiled = {}     # called outside a trace: compiled once, cached per signature
 
     @functools.wraps(f)
     @api_boundary
     def wrapped(*args):
         if core.current_builder() is None:
-            if not compiled:
+            # inferred in_specs are read off the arrays here, before jit traces them
+            specs = _concrete_in_specs(mesh, axis_names, args) if _is_infer(in_specs) else None
+            key = None if specs is None else (_tree.tree_structure(args), tuple(specs))
+            fn = compiled.get(key)
+            if fn is None:
                 from .jit import jit
-                compiled.append(jit(wrapped))
-            return compiled[0](*args)
+                fn = compiled[key] = jit(wrapped if key is None else shard_map(
+                    f, out_specs=out_specs, in_specs=_tree.tree_unflatten(key[0], specs),
+                    mesh=mesh, axis_names=axis_names, check_vma=check_vma))
+            return fn(*args)
         m = _resolve_mesh(mesh)
         manual = _manual_axes(m, axis_names)
         _check_infer(m, manual, in_specs)
         return _trace_shard_map(f, m, in_specs, out_specs, manual, check_vma, args)
     return wrapped
+
+
+def _concrete_in_specs(mesh, axis_names, args):
+    """Inferred in_specs of a call outside any trace, one per leaf of `args`."""
+    m = _resolve_mesh(mesh)
+    manual = _manual_axes(m, axis_names)
+    _check_infer(m, manual, Infer)
+    return [_inferred_spec(x, m, manual, i) for i, x in enumerate(_tree.tree_leaves(args))]
 
 
 def _resolve_mesh(mesh):
@@ -134,7 +149,8 @@ def _resolve_mesh(mesh):
     if isinstance(mesh, AbstractMesh):
         if mesh.empty:
             raise ArgumentError(f"shard_map requires a non-empty mesh. Got {mesh}")
-        prog = core.current_builder().meshes.info.mesh
+        b = core.current_builder()
+        prog = b.meshes.info.mesh if b is not None else None
         if prog is None or prog.abstract_mesh != mesh:
             raise ArgumentError(
                 f"shard_map over the abstract mesh {mesh} needs the devices it stands for: "
@@ -180,10 +196,13 @@ def _inferred_spec(x, mesh, manual, i):
     spec = None
     if core.is_tracer(x):
         typeof = getattr(_explicit, "typeof", None)
-        if typeof is None:
-            raise ShardcError(f"shard_map cannot infer in_specs for traced argument {i} yet; "
-                              "pass in_specs=")
-        spec = typeof(x).sharding.spec
+        if typeof is not None:
+            spec = typeof(x).sharding.spec
+        elif isinstance(getattr(x.value, "sharding", None), Sharding):
+            spec = x.value.sharding.to_spec()   # a program input's, or a constrained value's
+        else:
+            raise ShardcError(f"shard_map cannot infer the in_spec of argument {i} (a value "
+                              "computed in this trace); pass in_specs=")
     elif isinstance(getattr(x, "sharding", None), NamedSharding):
         if x.sharding.mesh.abstract_mesh != mesh.abstract_mesh:
             raise ArgumentError(f"shard_map argument {i} is sharded on the mesh "
