@@ -22,6 +22,8 @@ from .api.jit import jit  # noqa: E402
 from .api.lax import with_sharding_constraint  # noqa: E402
 from .runtime.meshes import make_mesh, set_mesh  # noqa: E402
 from .api.device import device_put  # noqa: E402
+from .api.explicit import reshard, typeof  # noqa: E402
+from jax.sharding import AxisType  # noqa: E402
 from .api.shard_map import shard_map  # noqa: E402
 from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
@@ -52,4 +54,5 @@ __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian"]
+__all__ += ["AxisType", "reshard", "typeof"]
 __version__ = "0.1.0"

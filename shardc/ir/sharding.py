@@ -30,19 +30,23 @@ def axis_name(a) -> str:
 
 
 class MeshShape:
-    """The IR's view of a mesh: axis names and sizes, no devices."""
-    __slots__ = ("axes", "sizes", "names", "size")
+    """The IR's view of a mesh: axis names and sizes, no devices, and which axes are
+    Explicit (jax's AxisType.Explicit: shardings on them are part of values' types).
+    Text form: `<data=2, model=4>`, `<X=2 explicit, Y=4>`."""
+    __slots__ = ("axes", "sizes", "names", "size", "explicit")
 
-    def __init__(self, axes):
+    def __init__(self, axes, explicit=()):
         self.axes = tuple((str(n), int(s)) for n, s in axes)   # ((name, size), ...)
         self.sizes = dict(self.axes)
         self.names = tuple(n for n, _ in self.axes)
+        self.explicit = frozenset(explicit)
         self.size = 1
         for _, s in self.axes:
             self.size *= s
 
     def __eq__(self, other):
-        return isinstance(other, MeshShape) and self.axes == other.axes
+        return isinstance(other, MeshShape) and self.axes == other.axes and \
+            self.explicit == other.explicit
 
     def __hash__(self):
         return hash(self.axes)
@@ -54,12 +58,19 @@ class MeshShape:
         return self.sizes[a] if type(a) is str else a.size
 
     def __str__(self):
-        return "<" + ", ".join(f"{n}={s}" for n, s in self.axes) + ">"
+        return "<" + ", ".join(f"{n}={s}" + (" explicit" if n in self.explicit else "")
+                               for n, s in self.axes) + ">"
 
     @staticmethod
     def of(mesh) -> "MeshShape":
-        """From a jax Mesh (or AbstractMesh)."""
-        return MeshShape(tuple(zip(mesh.axis_names, mesh.axis_sizes)))
+        """From a jax Mesh (or AbstractMesh), with its Explicit axes."""
+        types = getattr(mesh, "axis_types", None) or ()
+        explicit = [n for n, t in zip(mesh.axis_names, types) if _is_explicit(t)]
+        return MeshShape(tuple(zip(mesh.axis_names, mesh.axis_sizes)), explicit)
+
+
+def _is_explicit(t) -> bool:
+    return getattr(t, "name", str(t)) == "Explicit"
 
 
 class Sharding:

@@ -161,8 +161,29 @@ def prepare(p: Program) -> Program:
                 v.sharding = _drop_size_one_axes(v.sharding, mesh)
                 sources[v] = src(op)
     apply_constraints(p, sources)
+    _type_sources(p, sources)
     verify(p)
     return p
+
+
+def _type_sources(p: Program, sources: dict) -> None:
+    """Explicit mode: a value's type fixes its sharding on the explicit axes (closed
+    when every mesh axis is Explicit; open, so Auto axes may still shard it, when some
+    are Auto -- as jax lowers types to sharding constraints)."""
+    mesh = p.mesh
+    for i, v in enumerate(p.inputs):
+        if v.aval.ts is not None and i < len(p.inputs):
+            src = sources.get(v)
+            if src is not None and src.kind == "arg":
+                src.label = f"the type of {src.label}"
+    for op in p.walk():
+        for v in op.outputs:
+            ts = v.aval.ts
+            if ts is None or v.sharding is not None:
+                continue
+            mixed = mesh is not None and len(mesh.explicit) < len(mesh.names)
+            v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
+            sources[v] = Source("type", f"the type {v.aval}", op.loc)
 
 
 def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
