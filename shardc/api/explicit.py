@@ -97,7 +97,7 @@ def _spec(ts, rank):
     if ts is None:
         return PartitionSpec(*([None] * rank))
     return PartitionSpec(*[None if not d else d[0] if len(d) == 1 else tuple(d)
-                           for d in ts.dims])
+                           for d in ts.dims], unreduced=frozenset(ts.unreduced))
 
 
 def typeof(x):

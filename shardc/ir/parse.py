@@ -11,7 +11,7 @@ from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, Sharding, parse_sharding
 
-_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\]"
+_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\](?:\{U:[\w,]+\})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 
@@ -42,6 +42,10 @@ def _malformed(e, lineno, raw):
 
 def parse_type(text: str) -> Aval:
     text = text.strip()
+    unreduced = ()
+    if text.endswith("}") and "{U:" in text:
+        text, _, u = text.rpartition("{U:")
+        unreduced = tuple(a for a in u[:-1].split(",") if a)
     weak = text.startswith("~")
     text = text.lstrip("~")
     name, sep, dims = text.partition("[")
@@ -61,7 +65,8 @@ def parse_type(text: str) -> Aval:
         dtype = dtypes.from_short_name(name)
     except KeyError:
         raise ValueError(f"unknown element type {name!r} in {text!r}") from None
-    return Aval(shape, dtype, weak, Sharding(ts) if "@" in dims else None)
+    typed = "@" in dims or unreduced
+    return Aval(shape, dtype, weak, Sharding(ts, None, unreduced) if typed else None)
 
 
 def _split_top(s: str, sep=","):

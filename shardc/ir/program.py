@@ -92,6 +92,9 @@ class Aval:
             dims = ",".join(map(str, self.shape))
         else:   # jax's form: f32[8@x,16], f32[8@(x,y)]
             dims = ",".join(str(n) + _at(axes) for n, axes in zip(self.shape, ts.dims))
+            if ts.unreduced:
+                dims += "]{U:" + ",".join(ts.unreduced) + "}"
+                return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}[{dims}"
         return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}[{dims}]"
 
     __repr__ = __str__

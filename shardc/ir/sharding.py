@@ -75,12 +75,15 @@ def _is_explicit(t) -> bool:
 
 class Sharding:
     """How one tensor is split: per dim, a tuple of mesh axes (major first); immutable."""
-    __slots__ = ("dims", "open", "_hash")
+    __slots__ = ("dims", "open", "unreduced", "_hash")
 
-    def __init__(self, dims, open=None):
+    def __init__(self, dims, open=None, unreduced=()):
         self.dims = tuple(tuple(d) for d in dims)
         self.open = tuple(open) if open is not None and any(open) else None
-        self._hash = hash((self.dims, self.open))
+        # mesh axes over which the value is a partial sum (jax's P(unreduced=...)):
+        # each device group holds a summand, the value is their sum
+        self.unreduced = tuple(sorted(unreduced)) if unreduced else ()
+        self._hash = hash((self.dims, self.open, self.unreduced))
 
     @staticmethod
     def replicated(rank: int) -> "Sharding":
@@ -97,7 +100,7 @@ class Sharding:
         return [a for d in self.dims for a in d]
 
     def closed(self) -> "Sharding":
-        return self if self.open is None else Sharding(self.dims)
+        return self if self.open is None else Sharding(self.dims, None, self.unreduced)
 
     def shards(self, mesh: MeshShape, dim: int) -> int:
         n = 1
@@ -107,7 +110,8 @@ class Sharding:
 
     def __eq__(self, other):
         return (isinstance(other, Sharding) and self._hash == other._hash
-                and self.dims == other.dims and self.open == other.open)
+                and self.dims == other.dims and self.open == other.open
+                and self.unreduced == other.unreduced)
 
     def __hash__(self):
         return self._hash
@@ -122,7 +126,7 @@ class Sharding:
             if self.open and self.open[i]:
                 items.append("?")
             parts.append("{" + ", ".join(items) + "}")
-        return "[" + ", ".join(parts) + "]"
+        return "[" + ", ".join(parts) + "]" + unreduced_text(self.unreduced)
 
     def to_spec(self):
         """As a PartitionSpec (sub-axes dropped from the first one on, as Shardy exports)."""
@@ -137,7 +141,14 @@ class Sharding:
             out.append(None if not full else full[0] if len(full) == 1 else tuple(full))
         while out and out[-1] is None:
             out.pop()
+        if self.unreduced:
+            return PartitionSpec(*out, unreduced=frozenset(self.unreduced))
         return PartitionSpec(*out)
+
+
+def unreduced_text(axes) -> str:
+    """jax's suffix for partial sums: f32[8]{U:X}, [{}]{U:X,Y}."""
+    return "{U:" + ",".join(axes) + "}" if axes else ""
 
 
 @functools.lru_cache(maxsize=64)
@@ -152,6 +163,10 @@ _SUB_RE = re.compile(r"^(\w+):\((\d+)\)(\d+)$")
 def parse_sharding(text: str) -> Sharding:
     """Inverse of str(Sharding)."""
     text = text.strip()
+    unreduced = ()
+    if text.endswith("}") and "{U:" in text:
+        text, _, u = text.rpartition("{U:")
+        unreduced = tuple(a.strip() for a in u[:-1].split(",") if a.strip())
     if not (text.startswith("[") and text.endswith("]")):
         raise ValueError(f"bad sharding {text!r}")
     dims, opens = [], []
@@ -170,13 +185,13 @@ def parse_sharding(text: str) -> Sharding:
                 raise ValueError(f"bad mesh axis {item!r} in sharding {text!r}")
         dims.append(tuple(axes))
         opens.append(is_open)
-    return Sharding(dims, opens)
+    return Sharding(dims, opens, unreduced)
 
 
 def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Sharding:
     """A PartitionSpec for a rank-`rank` value, checked against the mesh."""
     from jax.sharding import PartitionSpec
-    entries = tuple(spec) if spec is not None else ()
+    entries = tuple(getattr(spec, "partitions", spec)) if spec is not None else ()
     if len(entries) > rank:
         raise ShardcError(
             f"{what}: PartitionSpec {spec} has {len(entries)} entries but the value has "
@@ -202,4 +217,10 @@ def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Shard
         opens.append(False)
     dims += [()] * (rank - len(dims))
     opens += [False] * (rank - len(opens))
-    return Sharding(dims, opens)
+    unreduced = tuple(getattr(spec, "unreduced", None) or ())
+    for a in unreduced:
+        if a not in mesh.sizes or a in seen:
+            raise ShardcError(
+                f"{what}: unreduced axis {a!r} in {spec} must be a mesh axis that no "
+                f"dimension uses; the mesh has axes {list(mesh.names)}")
+    return Sharding(dims, opens, unreduced)

@@ -45,7 +45,10 @@ def dim_text(d, open_=False) -> str:
 
 def sharding_body(sh: Sharding) -> str:
     opens = sh.open or (False,) * sh.rank
-    return f"{MESH}, [" + ", ".join(dim_text(d, o) for d, o in zip(sh.dims, opens)) + "]"
+    body = f"{MESH}, [" + ", ".join(dim_text(d, o) for d, o in zip(sh.dims, opens)) + "]"
+    if sh.unreduced:
+        body += ", unreduced={" + ", ".join(f'"{a}"' for a in sh.unreduced) + "}"
+    return body
 
 
 def sharding_attr(sh: Sharding) -> str:

@@ -162,6 +162,10 @@ def prepare(p: Program) -> Program:
                 sources[v] = src(op)
     apply_constraints(p, sources)
     _type_sources(p, sources)
+    unreduced = {v: v.sharding.unreduced for op in p.walk() for v in op.outputs
+                 if v.sharding is not None and v.sharding.unreduced}
+    if unreduced:
+        p.meta["unreduced"] = unreduced
     verify(p)
     return p
 
@@ -230,6 +234,10 @@ def propagate_assignment(p: Program):
     p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
     a.out_shardings = export_out_shardings(p, a.out_shardings)
     a.apply(p)
+    # partial sums (unreduced axes) are no dims: propagation keeps them where set
+    for v, axes in p.meta.get("unreduced", {}).items():
+        if v.sharding is not None:
+            v.sharding = Sharding(v.sharding.dims, v.sharding.open, axes)
     # propagation only assigns shardings: check them (and SSA form); the types were
     # verified after prepare()
     verify(p, propagated=True, types=False)

@@ -16,7 +16,7 @@ import threading
 
 from ..errors import ShardingTypeError
 from ..ir.program import Lit
-from ..ir.rules import REDUCTION
+from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..ir.sharding import Sharding
 
 EMPTY = frozenset()
@@ -80,7 +80,7 @@ def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
     if sh is None:
         return replicated(rank)
     return Sharding([tuple(a for a in d if type(a) is str and a in explicit)
-                     for d in sh.dims])
+                     for d in sh.dims], None, [a for a in sh.unreduced if a in explicit])
 
 
 def replicated(rank):
@@ -89,7 +89,7 @@ def replicated(rank):
 
 def typed(aval, ts):
     """`aval` with type sharding `ts` (rank-0 values carry none)."""
-    if not aval.shape:
+    if not aval.shape and (ts is None or not ts.unreduced):
         ts = None
     return aval if aval.ts == ts else aval.update(ts=ts)
 
@@ -183,6 +183,11 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
             for f, a in _split(axes, factors, rule.sizes, mesh, name).items():
                 if not a:
                     continue
+                if rule.kinds[f] == NEED_REPLICATION:
+                    raise ShardingTypeError(
+                        f"{name}: operand {i} must be unsharded along dimension {d}, which "
+                        f"the op needs whole (e.g. the sorted dimension), but its type is "
+                        f"sharded {specs[i]}; reshard it first (shardc.reshard(x, P(...)))")
                 count[f] += 1
                 if not fax[f]:
                     fax[f] = a
