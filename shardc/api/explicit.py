@@ -97,7 +97,8 @@ def _spec(ts, rank):
     if ts is None:
         return PartitionSpec(*([None] * rank))
     return PartitionSpec(*[None if not d else d[0] if len(d) == 1 else tuple(d)
-                           for d in ts.dims], unreduced=frozenset(ts.unreduced))
+                           for d in ts.dims], unreduced=frozenset(ts.unreduced),
+                         reduced=frozenset(ts.reduced))
 
 
 def typeof(x):

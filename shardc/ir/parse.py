@@ -9,9 +9,9 @@ from . import dtypes
 from .primitive import PRIMITIVES
 from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
-from .sharding import MeshShape, Sharding, parse_sharding
+from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 
-_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\](?:\{U:[\w,]+\})?"
+_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\](?:\{[UR]:[\w, :R]+\})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 
@@ -42,10 +42,7 @@ def _malformed(e, lineno, raw):
 
 def parse_type(text: str) -> Aval:
     text = text.strip()
-    unreduced = ()
-    if text.endswith("}") and "{U:" in text:
-        text, _, u = text.rpartition("{U:")
-        unreduced = tuple(a for a in u[:-1].split(",") if a)
+    text, unreduced, reduced = parse_unreduced(text)
     weak = text.startswith("~")
     text = text.lstrip("~")
     name, sep, dims = text.partition("[")
@@ -65,8 +62,8 @@ def parse_type(text: str) -> Aval:
         dtype = dtypes.from_short_name(name)
     except KeyError:
         raise ValueError(f"unknown element type {name!r} in {text!r}") from None
-    typed = "@" in dims or unreduced
-    return Aval(shape, dtype, weak, Sharding(ts, None, unreduced) if typed else None)
+    typed = "@" in dims or unreduced or reduced
+    return Aval(shape, dtype, weak, Sharding(ts, None, unreduced, reduced) if typed else None)
 
 
 def _split_top(s: str, sep=","):

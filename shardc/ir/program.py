@@ -19,7 +19,7 @@ import numpy as np
 
 from . import dtypes
 from ..errors import UNKNOWN, Loc
-from .sharding import MeshShape, Sharding
+from .sharding import MeshShape, Sharding, unreduced_text
 
 
 _KEEP = object()
@@ -92,9 +92,9 @@ class Aval:
             dims = ",".join(map(str, self.shape))
         else:   # jax's form: f32[8@x,16], f32[8@(x,y)]
             dims = ",".join(str(n) + _at(axes) for n, axes in zip(self.shape, ts.dims))
-            if ts.unreduced:
-                dims += "]{U:" + ",".join(ts.unreduced) + "}"
-                return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}[{dims}"
+            if ts.unreduced or ts.reduced:
+                return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}" \
+                    f"[{dims}]{unreduced_text(ts.unreduced, ts.reduced)}"
         return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}[{dims}]"
 
     __repr__ = __str__

@@ -75,15 +75,18 @@ def _is_explicit(t) -> bool:
 
 class Sharding:
     """How one tensor is split: per dim, a tuple of mesh axes (major first); immutable."""
-    __slots__ = ("dims", "open", "unreduced", "_hash")
+    __slots__ = ("dims", "open", "unreduced", "reduced", "_hash")
 
-    def __init__(self, dims, open=None, unreduced=()):
+    def __init__(self, dims, open=None, unreduced=(), reduced=()):
         self.dims = tuple(tuple(d) for d in dims)
         self.open = tuple(open) if open is not None and any(open) else None
         # mesh axes over which the value is a partial sum (jax's P(unreduced=...)):
         # each device group holds a summand, the value is their sum
         self.unreduced = tuple(sorted(unreduced)) if unreduced else ()
-        self._hash = hash((self.dims, self.open, self.unreduced))
+        # axes over which a replicated value's cotangent is a partial sum (jax's
+        # P(reduced=...)): replicated here; gradients leave it unreduced
+        self.reduced = tuple(sorted(reduced)) if reduced else ()
+        self._hash = hash((self.dims, self.open, self.unreduced, self.reduced))
 
     @staticmethod
     def replicated(rank: int) -> "Sharding":
@@ -100,7 +103,8 @@ class Sharding:
         return [a for d in self.dims for a in d]
 
     def closed(self) -> "Sharding":
-        return self if self.open is None else Sharding(self.dims, None, self.unreduced)
+        return self if self.open is None else Sharding(self.dims, None, self.unreduced,
+                                                        self.reduced)
 
     def shards(self, mesh: MeshShape, dim: int) -> int:
         n = 1
@@ -111,7 +115,7 @@ class Sharding:
     def __eq__(self, other):
         return (isinstance(other, Sharding) and self._hash == other._hash
                 and self.dims == other.dims and self.open == other.open
-                and self.unreduced == other.unreduced)
+                and self.unreduced == other.unreduced and self.reduced == other.reduced)
 
     def __hash__(self):
         return self._hash
@@ -126,7 +130,7 @@ class Sharding:
             if self.open and self.open[i]:
                 items.append("?")
             parts.append("{" + ", ".join(items) + "}")
-        return "[" + ", ".join(parts) + "]" + unreduced_text(self.unreduced)
+        return "[" + ", ".join(parts) + "]" + unreduced_text(self.unreduced, self.reduced)
 
     def to_spec(self):
         """As a PartitionSpec (sub-axes dropped from the first one on, as Shardy exports)."""
@@ -141,14 +145,30 @@ class Sharding:
             out.append(None if not full else full[0] if len(full) == 1 else tuple(full))
         while out and out[-1] is None:
             out.pop()
-        if self.unreduced:
-            return PartitionSpec(*out, unreduced=frozenset(self.unreduced))
+        if self.unreduced or self.reduced:
+            return PartitionSpec(*out, unreduced=frozenset(self.unreduced),
+                                 reduced=frozenset(self.reduced))
         return PartitionSpec(*out)
 
 
-def unreduced_text(axes) -> str:
-    """jax's suffix for partial sums: f32[8]{U:X}, [{}]{U:X,Y}."""
-    return "{U:" + ",".join(axes) + "}" if axes else ""
+def unreduced_text(unreduced, reduced=()) -> str:
+    """jax's suffix for partial sums and reduced axes: f32[8]{U:X}, [{}]{U:X,Y, R:Z}."""
+    parts = ([f"U:{','.join(unreduced)}"] if unreduced else []) + \
+        ([f"R:{','.join(reduced)}"] if reduced else [])
+    return "{" + ", ".join(parts) + "}" if parts else ""
+
+
+def parse_unreduced(text):
+    """(text before the suffix, unreduced axes, reduced axes) of a type or sharding."""
+    if not text.endswith("}") or ("{U:" not in text and "{R:" not in text):
+        return text, (), ()
+    i = max(text.rfind("{U:"), text.rfind("{R:"))
+    head, body = text[:i], text[i + 1:-1]
+    got = {"U": (), "R": ()}
+    for part in body.split(", "):
+        k, _, axes = part.partition(":")
+        got[k.strip()] = tuple(a.strip() for a in axes.split(",") if a.strip())
+    return head, got["U"], got["R"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -163,10 +183,7 @@ _SUB_RE = re.compile(r"^(\w+):\((\d+)\)(\d+)$")
 def parse_sharding(text: str) -> Sharding:
     """Inverse of str(Sharding)."""
     text = text.strip()
-    unreduced = ()
-    if text.endswith("}") and "{U:" in text:
-        text, _, u = text.rpartition("{U:")
-        unreduced = tuple(a.strip() for a in u[:-1].split(",") if a.strip())
+    text, unreduced, reduced = parse_unreduced(text)
     if not (text.startswith("[") and text.endswith("]")):
         raise ValueError(f"bad sharding {text!r}")
     dims, opens = [], []
@@ -185,7 +202,7 @@ def parse_sharding(text: str) -> Sharding:
                 raise ValueError(f"bad mesh axis {item!r} in sharding {text!r}")
         dims.append(tuple(axes))
         opens.append(is_open)
-    return Sharding(dims, opens, unreduced)
+    return Sharding(dims, opens, unreduced, reduced)
 
 
 def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Sharding:
@@ -218,9 +235,10 @@ def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Shard
     dims += [()] * (rank - len(dims))
     opens += [False] * (rank - len(opens))
     unreduced = tuple(getattr(spec, "unreduced", None) or ())
-    for a in unreduced:
+    reduced = tuple(getattr(spec, "reduced", None) or ())
+    for a in unreduced + reduced:
         if a not in mesh.sizes or a in seen:
             raise ShardcError(
                 f"{what}: unreduced axis {a!r} in {spec} must be a mesh axis that no "
                 f"dimension uses; the mesh has axes {list(mesh.names)}")
-    return Sharding(dims, opens, unreduced)
+    return Sharding(dims, opens, unreduced, reduced)

@@ -94,7 +94,12 @@ def _vjps():
     constant_p.vjp = nondiff
 
     def constraint_vjp(ctx, cts, x, *, sharding, **kw):
-        """The cotangent keeps the constraint."""
+        """The cotangent keeps the constraint; a reshard's in explicit mode goes back to
+        its operand's type instead (which backward() gives each cotangent), as jax's
+        transpose of reshard: a reduced value's partial-sum cotangent is reduce-scattered
+        straight to the operand's sharding."""
+        if kw.get("reshard") and ctx.op.inputs[0].aval.ts is not None:
+            return [cts[0]]
         out = sharding_constraint_p.bind(cts[0], sharding=sharding, **kw)
         out.value.sharding = sharding
         return [out]

@@ -80,7 +80,8 @@ def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
     if sh is None:
         return replicated(rank)
     return Sharding([tuple(a for a in d if type(a) is str and a in explicit)
-                     for d in sh.dims], None, [a for a in sh.unreduced if a in explicit])
+                     for d in sh.dims], None, [a for a in sh.unreduced if a in explicit],
+                    [a for a in sh.reduced if a in explicit])
 
 
 def replicated(rank):
@@ -89,7 +90,7 @@ def replicated(rank):
 
 def typed(aval, ts):
     """`aval` with type sharding `ts` (rank-0 values carry none)."""
-    if not aval.shape and (ts is None or not ts.unreduced):
+    if not aval.shape and (ts is None or not (ts.unreduced or ts.reduced)):
         ts = None
     return aval if aval.ts == ts else aval.update(ts=ts)
 
@@ -238,8 +239,21 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
                     f"sharded on {tuple(axes)} ({n} shards), which does not divide it; "
                     "pass out_sharding= or reshard the operand")
             dims.append(tuple(axes))
-        outs.append(Sharding(dims))
+        outs.append(Sharding(dims, None, _partial_sums(prim, in_vals, in_ts)))
     return outs
+
+
+_LINEAR = frozenset({"add", "sub", "neg", "add_any", "convert_element_type", "copy"})
+
+
+def _partial_sums(prim, in_vals, in_ts):
+    """Unreduced axes of a result: a sum, difference or negation of partial sums over
+    the same axes is one (jax's); other ops see the reduced value."""
+    if prim.name not in _LINEAR:
+        return ()
+    sets = {t.unreduced if t is not None else () for v, t in zip(in_vals, in_ts)
+            if type(v) is not Lit}
+    return next(iter(sets)) if len(sets) == 1 else ()
 
 
 def of_region_op(op, mesh, explicit):

@@ -157,8 +157,9 @@ def _retype(c, ts, builder):
     mesh with Auto axes, which the compiler still chooses)."""
     from ..ops.special import sharding_constraint_p
     mesh = builder.meshes.info.shape
-    sh = ts if len(mesh.explicit) == len(mesh.names) else Sharding(ts.dims,
-                                                                     [True] * len(ts.dims))
+    opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
+    # the cotangent of a value reduced over axes is a partial sum over them (jax's)
+    sh = Sharding(ts.dims, opens, ts.unreduced + ts.reduced)
     out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
     out.value.sharding = sh
     return out
