@@ -175,11 +175,12 @@ def _type_sources(p: Program, sources: dict) -> None:
     when every mesh axis is Explicit; open, so Auto axes may still shard it, when some
     are Auto -- as jax lowers types to sharding constraints)."""
     mesh = p.mesh
-    for i, v in enumerate(p.inputs):
-        if v.aval.ts is not None and i < len(p.inputs):
-            src = sources.get(v)
-            if src is not None and src.kind == "arg":
-                src.label = f"the type of {src.label}"
+    for v in p.inputs:
+        src = sources.get(v)
+        if v.aval.ts is not None and any(v.aval.ts.dims) and src is not None and \
+                src.kind == "arg" and v.sharding is not None and \
+                all(axis_name(a) in mesh.explicit for a in v.sharding.axes()):
+            src.label = f"the type of {src.label}"
     for op in p.walk():
         for v in op.outputs:
             ts = v.aval.ts
