@@ -8,7 +8,9 @@ sharded on two operands is ambiguous (which result dim should hold the partial s
 so it needs `out_sharding=`; a result dim gets its factors' axes, major first, and an
 axis may shard only one dim. Region ops (cond, scan, shard_map, ...) take their
 results' types from their bodies along their data-flow edges. A primitive may state its
-own rule as `prim.type_rule(in_avals, out_avals, mesh, **params) -> [Sharding | None]`.
+own rule as `prim.type_rule(in_avals, out_avals, mesh, explicit, **params) -> [Sharding |
+None]`, or tune the generic one: `prim.type_whole` ("drop", "keep" or "error": what a
+sharded dim the op needs whole does) and `prim.type_linear` (partial sums pass through).
 """
 from __future__ import annotations
 
@@ -170,6 +172,9 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
     rule = rule_fn(in_avals, list(out_avals), **params) if rule_fn is not None else None
     if rule is None:
         return [None] * len(out_avals)
+    # a dim the op needs whole (need_replication): its result dim is unsharded (the op
+    # gathers it), unless the op says "keep" (concatenate, as jax) or "error" (sort)
+    whole = getattr(prim, "type_whole", "drop")
     nf = len(rule.sizes)
     fax = [()] * nf
     count = [0] * nf
@@ -184,7 +189,7 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
             for f, a in _split(axes, factors, rule.sizes, mesh, name).items():
                 if not a:
                     continue
-                if rule.kinds[f] == NEED_REPLICATION:
+                if rule.kinds[f] == NEED_REPLICATION and whole == "error":
                     raise ShardingTypeError(
                         f"{name}: operand {i} must be unsharded along dimension {d}, which "
                         f"the op needs whole (e.g. the sorted dimension), but its type is "
@@ -212,7 +217,9 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
         for d, factors in enumerate(mapping):
             axes, gap = [], False
             for f in factors:
-                a = fax[f] if rule.kinds[f] != REDUCTION else ()
+                kind = rule.kinds[f]
+                a = () if kind == REDUCTION or (kind == NEED_REPLICATION and
+                                                whole != "keep") else fax[f]
                 if a and gap:
                     raise ShardingTypeError(
                         f"{name}: the result's dimension {d} would be sharded on "
@@ -243,13 +250,11 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
     return outs
 
 
-_LINEAR = frozenset({"add", "sub", "neg", "add_any", "convert_element_type", "copy"})
-
-
 def _partial_sums(prim, in_vals, in_ts):
     """Unreduced axes of a result: a sum, difference or negation of partial sums over
-    the same axes is one (jax's); other ops see the reduced value."""
-    if prim.name not in _LINEAR:
+    the same axes is one (jax's; such ops set `prim.type_linear`); other ops see the
+    reduced value."""
+    if not getattr(prim, "type_linear", False):
         return ()
     sets = {t.unreduced if t is not None else () for v, t in zip(in_vals, in_ts)
             if type(v) is not Lit}
