@@ -252,3 +252,31 @@ def test_auto_axes_and_explicit_axes(mesh):
         out = shardc.jit(lambda a: g(snp.sin(a)) + 1)(z)
     assert got == ["float32[4@X,4@Y]"]
     np.testing.assert_allclose(out, 2 * np.sin(np.arange(16.).reshape(4, 4)) + 1, rtol=1e-6)
+
+
+OUT_SHARDING_OPS = {
+    "reduce_sum_unreduced": (
+        lambda L, R, np_: lambda a: R(L.reduce_sum(a, (0,), out_sharding=P(None, unreduced={"X"})),
+                                      P())),
+    "broadcasted_iota": (lambda L, R, np_: lambda a: a + L.broadcasted_iota(
+        np.float32, (8, 4), 0, out_sharding=P("X", "Y"))),
+    "ravel": (lambda L, R, np_: lambda a: np_.ravel(a, out_sharding=P("X"))),
+    "repeat": (lambda L, R, np_: lambda a: np_.repeat(a, 2, axis=1, out_sharding=P("X", "Y"))),
+    "broadcast_to": (lambda L, R, np_: lambda a: np_.broadcast_to(
+        a, (2, 8, 4), out_sharding=P(None, "X", "Y"))),
+    "reshape": (lambda L, R, np_: lambda a: np_.reshape(a, (4, 8), out_sharding=P("X", "Y"))),
+    "tensordot": (lambda L, R, np_: lambda a: np_.tensordot(a, a, ((0,), (0,)),
+                                                            out_sharding=P("X", None))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_SHARDING_OPS))
+def test_out_sharding_ops(mesh, name):
+    x = put(mesh, np.arange(32).reshape(8, 4), "X", "Y")
+    mk = OUT_SHARDING_OPS[name]
+    with shardc.set_mesh(mesh):
+        r = shardc.jit(mk(shardc.lax, shardc.reshard, snp))(x)
+    with jax.set_mesh(mesh):
+        j = jax.jit(mk(jax.lax, jax.sharding.reshard, jnp))(x)
+    np.testing.assert_allclose(r, j)
+    assert str(jax.typeof(r)) == str(jax.typeof(j))

@@ -103,6 +103,7 @@ def iota(dtype, size):
     return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=(size,), dimension=0)
 
 
+@takes_out_sharding
 def broadcasted_iota(dtype, shape, dimension):
     return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=tuple(shape),
                            dimension=dimension)

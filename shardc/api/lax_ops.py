@@ -382,7 +382,12 @@ def _reducer(prim, name):
     return f
 
 
-reduce_sum = _reducer(red.reduce_sum_p, "reduce_sum")
+def _takes_out_sharding(f):
+    from .explicit import takes_out_sharding
+    return takes_out_sharding(f)
+
+
+reduce_sum = _takes_out_sharding(_reducer(red.reduce_sum_p, "reduce_sum"))
 reduce_max = _reducer(red.reduce_max_p, "reduce_max")
 reduce_min = _reducer(red.reduce_min_p, "reduce_min")
 reduce_prod = _reducer(red.reduce_prod_p, "reduce_prod")

@@ -52,6 +52,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     return shp.reshape_p.bind(a, shape=shape)
 
 
+@takes_out_sharding
 def ravel(a, order="C"):
     return reshape(a, (-1,), order)
 
@@ -127,6 +128,7 @@ def squeeze(a, axis=None):
     return shp.reshape_p.bind(a, shape=tuple(n for d, n in enumerate(x.shape) if d not in axes))
 
 
+@takes_out_sharding
 def broadcast_to(array, shape):
     check_arraylike("broadcast_to", array)
     if isinstance(shape, int):
