@@ -162,12 +162,20 @@ def compile(text: str, devices) -> object:
 
     A program over the devices of several processes is first checked to be the same
     on all of them (shardc.distributed.check_same_program)."""
+    from .callback import host_callbacks
     devices = tuple(devices)
     client = devices[0].client
+    text, callbacks = host_callbacks(text)     # debug.print/callback's
     if spans_processes(devices):
         from .distributed import check_same_program
         check_same_program(text, devices)
     try:
+        if callbacks:   # jaxlib takes host callbacks only with an MLIR module
+            mlir = _mlir()
+            with mlir.make_ir_context():
+                return client.compile_and_load(mlir.ir.Module.parse(text),
+                                               xc.DeviceList(devices), compile_options(devices),
+                                               host_callbacks=callbacks)
         return client.compile_and_load(text, xc.DeviceList(devices),
                                        compile_options(devices))
     except Exception as e:  # XLA errors carry MLIR dumps; keep the first line

@@ -1,0 +1,109 @@
+"""debug_callback: call a Python function on the host with an op's runtime values.
+
+The op has no results (an ordered one threads a token through its region, as jax's
+ordered effect does); it is EFFECTFUL, so dead-code elimination keeps it. It lowers to
+the custom call jaxlib's CPU client runs host callbacks with
+(`xla_ffi[_partitioned]_python_cpu_callback`); its `index` names an entry of CALLBACKS,
+which the runtime turns into the executable's host-callback list when it compiles.
+
+Where it runs, as jax's: outside shard_map on device 0 only (a maximal sharding: the
+operands are gathered, so the callback sees whole values once), or on every device's
+shard with `partitioned=True`; inside a shard_map body on every device (its block).
+"""
+from __future__ import annotations
+
+import itertools
+
+from ..errors import ShardcError
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
+from ..lower.emit import tensor_type
+from ..trace.core import Primitive
+
+# id -> HostCallback: the runtime looks up the callbacks a lowered program names here.
+# Entries stay (a compiled program may outlive its trace); they are small closures.
+CALLBACKS: dict = {}
+_ids = itertools.count()
+
+TOKEN = "!stablehlo.token"
+
+
+class HostCallback:
+    """The `callback` param: the user's flat function, with the id its lowering names
+    (so the IR prints it as `<callback name>` and ops compare by identity)."""
+    __slots__ = ("fn", "id", "ir_name", "__weakref__")
+
+    def __init__(self, fn, name):
+        self.fn, self.id, self.ir_name = fn, next(_ids), name
+        CALLBACKS[self.id] = self
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def _shape(*avals, callback, ordered, partitioned, manual):
+    return []
+
+
+def _lower(ctx, *xs, callback, ordered, partitioned, manual):
+    op = ctx.ir_op
+    if not isinstance(callback, HostCallback):
+        raise ShardcError("debug_callback: this op has no Python function (it was parsed "
+                          "from IR text, which cannot hold one); it cannot be compiled",
+                          op.loc)
+    if ordered and ctx.mesh.size > 1:
+        raise ShardcError("debug.print/callback with ordered=True: ordered effects are not "
+                          f"supported for more than 1 device (the program runs on "
+                          f"{ctx.mesh.size}), as in jax; drop ordered=True", op.loc)
+    low = ctx.lowering
+    low.next_channel()      # each op its own text (no template): its index and token differ
+    where = "_partitioned" if partitioned and not manual else ""
+    ins, in_types = list(xs), [low.types.get(x) or tensor_type(a)
+                               for x, a in zip(xs, ctx.in_avals)]
+    out_types = []
+    if ordered:
+        tokens = low.__dict__.setdefault("debug_tokens", {})
+        prev = tokens.get(id(ctx.lines))
+        if prev is None:
+            (tok,) = ctx.op("stablehlo.after_all", [], [], [TOKEN], sharding=False)
+        else:
+            tok = prev[1]
+        ins, in_types, out_types = [tok, *ins], [TOKEN, *in_types], [TOKEN]
+    # jax's: a maximal sharding on device 0 outside shard_map (partitioned ones run
+    # per shard all the same), replicated over no axes inside one (every device)
+    mesh = "mesh<[]>" if manual else "mesh<[], device_ids=[0]>"
+    n = max(1, len(out_types))
+    sharding = "#sdy.sharding_per_value<[" + ", ".join([f"<{mesh}, []>"] * n) + "]>"
+    props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
+             "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
+             "has_side_effect": "true"}
+    attrs = {"sdy.sharding": sharding}
+    res = ctx.op("stablehlo.custom_call", ins, in_types, out_types, props, sharding=False,
+                 attrs=attrs)
+    if ordered:
+        tokens[id(ctx.lines)] = (ctx.lines, res[0])   # the list kept: ids stay unique
+    return []
+
+
+debug_callback_p = Primitive("debug_callback", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
+                             lower=_lower, prop_kind=PropKind.NONE, multiple_results=True,
+                             traits=Trait.EFFECTFUL)
+# an effect: no gradient flows through it (the forward pass still runs it, with primals)
+debug_callback_p.vjp = nondiff
+
+
+def _batch(ctx, args, batched, **params):
+    """vmap: one call per example, each with that example's values (jax unrolls too)."""
+    from . import lax as L
+    for i in range(ctx.size):
+        xs = []
+        for x, b in zip(args, batched):
+            if b:
+                a = L.aval(x)
+                x = L.reshape(L.slice(x, (i,) + (0,) * (a.ndim - 1), (i + 1, *a.shape[1:])),
+                              a.shape[1:])
+            xs.append(x)
+        debug_callback_p.bind(*xs, **params)
+    return [], []
+
+
+debug_callback_p.batch = _batch
