@@ -29,11 +29,13 @@ TOKEN = "!stablehlo.token"
 
 class HostCallback:
     """The `callback` param: the user's flat function, with the id its lowering names
-    (so the IR prints it as `<callback name>` and ops compare by identity)."""
-    __slots__ = ("fn", "id", "ir_name", "__weakref__")
+    (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
+    text cannot hold a function)."""
+    __slots__ = ("fn", "id", "name", "ordered", "__weakref__")
 
-    def __init__(self, fn, name):
-        self.fn, self.id, self.ir_name = fn, next(_ids), name
+    def __init__(self, fn, name, ordered=False):
+        self.fn, self.id, self.name = fn, next(_ids), name
+        self.ordered = ordered      # the host gets a token first and returns it
         CALLBACKS[self.id] = self
 
     def __call__(self, *args):
@@ -49,6 +51,9 @@ def _lower(ctx, *xs, callback, ordered, partitioned, manual):
     if not isinstance(callback, HostCallback):
         raise ShardcError("debug_callback: this op has no Python function (it was parsed "
                           "from IR text, which cannot hold one); it cannot be compiled",
+                          op.loc)
+    if ordered != callback.ordered:
+        raise ShardcError("internal: debug_callback's ordered= differs from its callback's",
                           op.loc)
     if ordered and ctx.mesh.size > 1:
         raise ShardcError("debug.print/callback with ordered=True: ordered effects are not "
@@ -76,12 +81,23 @@ def _lower(ctx, *xs, callback, ordered, partitioned, manual):
     props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
              "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
              "has_side_effect": "true"}
+    # layouts: XLA's partitioner of these calls requires them (row-major, as jax's)
+    props["operand_layouts"] = "[" + ", ".join(
+        _layout(0 if t == TOKEN else a.ndim) for t, a in
+        zip(in_types, [None] * (len(in_types) - len(xs)) + list(ctx.in_avals))) + "]"
+    props["result_layouts"] = "[" + ", ".join(_layout(0) for _ in out_types) + "]"
     attrs = {"sdy.sharding": sharding}
     res = ctx.op("stablehlo.custom_call", ins, in_types, out_types, props, sharding=False,
                  attrs=attrs)
     if ordered:
         tokens[id(ctx.lines)] = (ctx.lines, res[0])   # the list kept: ids stay unique
     return []
+
+
+def _layout(rank) -> str:
+    if not rank:
+        return "dense<> : tensor<0xindex>"
+    return f"dense<{list(range(rank - 1, -1, -1))}> : tensor<{rank}xindex>"
 
 
 debug_callback_p = Primitive("debug_callback", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,

@@ -35,4 +35,8 @@ def _host(cb):
         cpu = jax.local_devices(backend="cpu")[0]
         cb(*jax.device_put(arrays, cpu))
         return ()
-    return call
+
+    def call_ordered(token, *arrays):
+        call(*arrays)
+        return (token,)
+    return call_ordered if cb.ordered else call

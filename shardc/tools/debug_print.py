@@ -57,7 +57,8 @@ def _emit(fn, args, kwargs, ordered, partitioned, name):
         raise ShardcError(f"{name} inside a shard_map over only some mesh axes "
                           f"({', '.join(manual.axes)}) is not supported yet; make the "
                           "shard_map manual over every axis")
-    debug_callback_p.bind(*vals, callback=HostCallback(flat, name), ordered=bool(ordered),
+    debug_callback_p.bind(*vals, callback=HostCallback(flat, name, bool(ordered)),
+                          ordered=bool(ordered),
                           partitioned=bool(partitioned), manual=manual is not None)
 
 
