@@ -173,9 +173,10 @@ def compile(text: str, devices) -> object:
         if callbacks:   # jaxlib takes host callbacks only with an MLIR module
             mlir = _mlir()
             with mlir.make_ir_context():
-                return client.compile_and_load(mlir.ir.Module.parse(text),
-                                               xc.DeviceList(devices), compile_options(devices),
-                                               host_callbacks=callbacks)
+                exe = client.compile_and_load(mlir.ir.Module.parse(text),
+                                              xc.DeviceList(devices), compile_options(devices),
+                                              host_callbacks=callbacks)
+            return WithCallbacks(exe, callbacks)
         return client.compile_and_load(text, xc.DeviceList(devices),
                                        compile_options(devices))
     except Exception as e:  # XLA errors carry MLIR dumps; keep the first line
@@ -183,6 +184,18 @@ def compile(text: str, devices) -> object:
         raise ShardcError(f"XLA could not compile the lowered program: {first}. This is a "
                           "shardc bug; please report it with the IR (`.trace(...).ir`).",
                           loc=_no_loc()) from None
+
+
+class WithCallbacks:
+    """A loaded executable with host callbacks (debug.print/callback), which it keeps
+    alive; runs through _CallbackExecutable."""
+    __slots__ = ("exe", "callbacks")
+
+    def __init__(self, exe, callbacks):
+        self.exe, self.callbacks = exe, callbacks
+
+    def __getattr__(self, name):
+        return getattr(self.exe, name)
 
 
 def _no_loc():
@@ -201,7 +214,10 @@ class Executable:
 
     def __new__(cls, *args, **kwargs):
         devices = args[4] if len(args) > 4 else kwargs.get("devices")
-        if cls is Executable and devices and devices[0].platform == "cpu":
+        if cls is Executable and isinstance(args[0] if args else kwargs.get("exe"),
+                                            WithCallbacks):
+            cls = _CallbackExecutable
+        elif cls is Executable and devices and devices[0].platform == "cpu":
             if spans_processes(devices):
                 cls = _CpuMultiProcessExecutable   # only multi-process CPU runs pay for it
             elif _needs_serial(args[0] if args else kwargs["exe"], devices):
@@ -255,6 +271,22 @@ class _CpuMultiProcessExecutable(Executable):
         outs = Executable.__call__(self, arrays)
         for o in outs:
             o.block_until_ready()
+        return outs
+
+
+class _CallbackExecutable(Executable):
+    """A program with host callbacks: each run completes, its callbacks included,
+    before the call returns (so what debug.print writes is written by then, and in the
+    order of the calls; jax waits at its effects barrier instead)."""
+    __slots__ = ()
+
+    def __call__(self, arrays):
+        results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
+        token = results.consume_token()
+        for i in self.donated:
+            arrays[i].delete()      # see Executable.__call__
+        outs = results.consume_with_handlers(self.handlers)
+        token.block_until_ready()
         return outs
 
 
