@@ -1,8 +1,6 @@
-"""Seeing shardings (inspect inside jit, draw which devices hold which tile), and
-debug.print / debug.callback (shardc.tools.debug_print)."""
+"""Seeing shardings: inspect inside jit, and draw which devices hold which tile."""
 from __future__ import annotations
 
-import builtins
 import itertools
 
 import jax
@@ -109,7 +107,7 @@ def sharding_summary(shape, sharding) -> str:
 def visualize_sharding(shape, sharding, *, file=None):
     """Print which devices hold which tile (any rank; no extra package needed);
     `sharding_diagram` returns the same text."""
-    builtins.print(sharding_diagram(shape, sharding), file=file)
+    print(sharding_diagram(shape, sharding), file=file)
 
 
 def visualize_array_sharding(arr, **kwargs):
@@ -117,7 +115,6 @@ def visualize_array_sharding(arr, **kwargs):
 
 
 _ = (jax, np)
-from .debug_print import callback, print  # noqa: E402,F401,A001
 
 
 # ---------------------------------------------------------------- notebooks
