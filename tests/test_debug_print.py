@@ -243,3 +243,21 @@ def test_the_op_prints_parses_and_survives_passes():
     passes.propagate(p)
     with pytest.raises(shardc.ShardcError, match="parsed from IR text"):
         lower(p)
+
+
+def test_compiled_program_keeps_its_callback_and_saved_text_is_refused(capsys):
+    import gc
+    from shardc.runtime import backend
+
+    def make():
+        return shardc.jit(lambda x: (shardc.debug.print("kept {}", x), x + 1)[1]).lower(
+            jnp.arange(2.0)).compile()
+    compiled = make()
+    gc.collect()
+    compiled(jnp.arange(2.0))
+    assert lines(capsys) == ["kept [0. 1.]"]
+    text = shardc.jit(lambda x: (shardc.debug.print("gone {}", x), x)[1]).lower(
+        jnp.arange(2.0)).text
+    text = re.sub(r"index = \d+ : ui64", "index = 999999999 : ui64", text)   # a freed one
+    with pytest.raises(shardc.ShardcError, match="no longer exists"):
+        backend.compile(text, jax.devices()[:1])

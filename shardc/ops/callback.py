@@ -13,15 +13,17 @@ shard with `partitioned=True`; inside a shard_map body on every device (its bloc
 from __future__ import annotations
 
 import itertools
+import weakref
 
 from ..errors import ShardcError
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 
-# id -> HostCallback: the runtime looks up the callbacks a lowered program names here.
-# Entries stay (a compiled program may outlive its trace); they are small closures.
-CALLBACKS: dict = {}
+# id -> HostCallback: the runtime looks up the callbacks a lowered program names here
+# when it compiles it. Weak: the traced program's op holds its callback until then, the
+# compiled program after.
+CALLBACKS = weakref.WeakValueDictionary()
 _ids = itertools.count()
 
 TOKEN = "!stablehlo.token"

@@ -9,6 +9,7 @@ import re
 
 import jax
 
+from ..errors import ShardcError
 from ..ops.callback import CALLBACKS
 
 _INDEX = re.compile(r'(backend_config = \{index = )(\d+)( : ui64\}, '
@@ -25,7 +26,15 @@ def host_callbacks(text: str):
         k = order.setdefault(int(m.group(2)), len(order))
         return f"{m.group(1)}{k}{m.group(3)}"
     text = _INDEX.sub(renumber, text)
-    return text, [_host(CALLBACKS[i]) for i in order]
+    hosts = []
+    for i in order:
+        cb = CALLBACKS.get(i)
+        if cb is None:
+            raise ShardcError("this lowered program calls a Python function (debug.print or "
+                              "debug.callback) that no longer exists: compile it from its "
+                              "trace (`.lower().compile()`), not from saved text")
+        hosts.append(_host(cb))
+    return text, hosts
 
 
 def _host(cb):
