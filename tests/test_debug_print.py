@@ -124,6 +124,37 @@ def test_ordered_prints_in_program_order(capsys):
     assert callable(x)
 
 
+def test_ordered_keeps_program_order_across_regions(capsys):
+    def make(lib):
+        def f(x):
+            lib.debug.print("A {}", x, ordered=True)
+
+            def body(c, a):
+                lib.debug.print("in {}", a, ordered=True)
+                return c * a, None
+            c, _ = lib.lax.scan(body, 1.0, x)
+            lib.debug.print("B {}", c, ordered=True)
+            y = lib.lax.cond(c > 0, lambda v: (lib.debug.print("T", ordered=True), v)[1],
+                             lambda v: v, c)
+            lib.debug.print("C {}", x * 2, ordered=True)
+            return y
+        return f
+    for _ in range(3):      # unordered, C ran before the cond's T on some runs
+        want, got = both(capsys, make, jnp.arange(1.0, 4.0))
+        assert got == want == ["A [1. 2. 3.]", "in 1.0", "in 2.0", "in 3.0", "B 6.0", "T",
+                               "C [2. 4. 6.]"]
+    want, got = both(capsys, lambda lib: lib.grad(make(lib)), jnp.arange(1.0, 4.0))
+    assert got == want and got[-1] == "C [2. 4. 6.]"
+
+
+def test_ordered_under_vmap_prints_each_call_for_every_example_in_turn(capsys):
+    def make(lib):
+        return lib.vmap(lambda a: (lib.debug.print("v1 {}", a, ordered=True),
+                                   lib.debug.print("v2 {}", a, ordered=True)))
+    want, got = both(capsys, make, jnp.arange(3.0))
+    assert got == want == ["v1 0.0", "v1 1.0", "v1 2.0", "v2 0.0", "v2 1.0", "v2 2.0"]
+
+
 def test_ordered_on_several_devices_is_refused_as_jax(mesh8):
     x = jax.device_put(jnp.arange(16.0), NamedSharding(mesh8, P("x")))
 

@@ -1,7 +1,10 @@
 """debug_callback: call a Python function on the host with an op's runtime values.
 
-The op has no results (an ordered one threads a token through its region, as jax's
-ordered effect does); it is EFFECTFUL, so dead-code elimination keeps it. It lowers to
+The op is EFFECTFUL, so dead-code elimination keeps it. An unordered one has no
+results. An ordered one returns a bool[] "token" and takes the previous ordered call's
+token (and the results of the region ops with ordered calls since) as extra operands
+after the user's values: the data dependencies keep them in program order, in and
+across regions, as the token jax threads through its program does. It lowers to
 the custom call jaxlib's CPU client runs host callbacks with
 (`xla_ffi[_partitioned]_python_cpu_callback`); its `index` names an entry of CALLBACKS,
 which the runtime turns into the executable's host-callback list when it compiles.
@@ -16,7 +19,9 @@ import itertools
 import weakref
 
 from ..errors import ShardcError
+from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
+from ..ir.program import Aval
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 
@@ -26,26 +31,27 @@ from ..trace.core import Primitive
 CALLBACKS = weakref.WeakValueDictionary()
 _ids = itertools.count()
 
-TOKEN = "!stablehlo.token"
-
-
 class HostCallback:
     """The `callback` param: the user's flat function, with the id its lowering names
     (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
     text cannot hold a function)."""
-    __slots__ = ("fn", "id", "name", "ordered", "__weakref__")
+    __slots__ = ("fn", "id", "name", "ordered", "nargs", "__weakref__")
 
-    def __init__(self, fn, name, ordered=False):
+    def __init__(self, fn, name, nargs, ordered=False):
         self.fn, self.id, self.name = fn, next(_ids), name
-        self.ordered = ordered      # the host gets a token first and returns it
+        self.nargs = nargs          # the user's values; operands past them are ordering deps
+        self.ordered = ordered      # returns the token
         CALLBACKS[self.id] = self
 
     def __call__(self, *args):
         return self.fn(*args)
 
 
+TOKEN_AVAL = Aval((), dtypes.bool_)
+
+
 def _shape(*avals, callback, ordered, partitioned, manual):
-    return []
+    return [TOKEN_AVAL] if ordered else []
 
 
 def _lower(ctx, *xs, callback, ordered, partitioned, manual):
@@ -62,19 +68,10 @@ def _lower(ctx, *xs, callback, ordered, partitioned, manual):
                           f"supported for more than 1 device (the program runs on "
                           f"{ctx.mesh.size}), as in jax; drop ordered=True", op.loc)
     low = ctx.lowering
-    low.next_channel()      # each op its own text (no template): its index and token differ
+    low.next_channel()      # each op its own text (no template): its index differs
     where = "_partitioned" if partitioned and not manual else ""
-    ins, in_types = list(xs), [low.types.get(x) or tensor_type(a)
-                               for x, a in zip(xs, ctx.in_avals)]
-    out_types = []
-    if ordered:
-        tokens = low.__dict__.setdefault("debug_tokens", {})
-        prev = tokens.get(id(ctx.lines))
-        if prev is None:
-            (tok,) = ctx.op("stablehlo.after_all", [], [], [TOKEN], sharding=False)
-        else:
-            tok = prev[1]
-        ins, in_types, out_types = [tok, *ins], [TOKEN, *in_types], [TOKEN]
+    in_types = [low.types.get(x) or tensor_type(a) for x, a in zip(xs, ctx.in_avals)]
+    out_types = [tensor_type(a) for a in ctx.out_avals]
     # jax's: a maximal sharding on device 0 outside shard_map (partitioned ones run
     # per shard all the same), replicated over no axes inside one (every device)
     mesh = "mesh<[]>" if manual else "mesh<[], device_ids=[0]>"
@@ -82,18 +79,12 @@ def _lower(ctx, *xs, callback, ordered, partitioned, manual):
     sharding = "#sdy.sharding_per_value<[" + ", ".join([f"<{mesh}, []>"] * n) + "]>"
     props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
              "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
-             "has_side_effect": "true"}
-    # layouts: XLA's partitioner of these calls requires them (row-major, as jax's)
-    props["operand_layouts"] = "[" + ", ".join(
-        _layout(0 if t == TOKEN else a.ndim) for t, a in
-        zip(in_types, [None] * (len(in_types) - len(xs)) + list(ctx.in_avals))) + "]"
-    props["result_layouts"] = "[" + ", ".join(_layout(0) for _ in out_types) + "]"
-    attrs = {"sdy.sharding": sharding}
-    res = ctx.op("stablehlo.custom_call", ins, in_types, out_types, props, sharding=False,
-                 attrs=attrs)
-    if ordered:
-        tokens[id(ctx.lines)] = (ctx.lines, res[0])   # the list kept: ids stay unique
-    return []
+             "has_side_effect": "true",
+             # XLA's partitioner of these calls requires layouts (row-major, as jax's)
+             "operand_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.in_avals) + "]",
+             "result_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.out_avals) + "]"}
+    return ctx.op("stablehlo.custom_call", list(xs), in_types, out_types, props,
+                  sharding=False, attrs={"sdy.sharding": sharding})
 
 
 def _layout(rank) -> str:
@@ -109,19 +100,26 @@ debug_callback_p = Primitive("debug_callback", shape_rule=_shape, sharding_rule=
 debug_callback_p.vjp = nondiff
 
 
-def _batch(ctx, args, batched, **params):
-    """vmap: one call per example, each with that example's values (jax unrolls too)."""
+def _batch(ctx, args, batched, *, callback, **params):
+    """vmap: one call per example, each with that example's values (jax unrolls too);
+    ordering operands pass as they are."""
     from . import lax as L
+    n = callback.nargs
+    if not any(batched[:n]):
+        outs = debug_callback_p.bind(*args, callback=callback, **params)
+        return outs, [False] * len(outs)
+    token = []
     for i in range(ctx.size):
         xs = []
-        for x, b in zip(args, batched):
+        for x, b in zip(args[:n], batched):
             if b:
                 a = L.aval(x)
                 x = L.reshape(L.slice(x, (i,) + (0,) * (a.ndim - 1), (i + 1, *a.shape[1:])),
                               a.shape[1:])
             xs.append(x)
-        debug_callback_p.bind(*xs, **params)
-    return [], []
+        deps = list(args[n:]) if not token else token      # chained, in example order
+        token = debug_callback_p.bind(*xs, *deps, callback=callback, **params)
+    return token, [False] * len(token)
 
 
 debug_callback_p.batch = _batch

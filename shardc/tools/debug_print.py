@@ -57,9 +57,41 @@ def _emit(fn, args, kwargs, ordered, partitioned, name):
         raise ShardcError(f"{name} inside a shard_map over only some mesh axes "
                           f"({', '.join(manual.axes)}) is not supported yet; make the "
                           "shard_map manual over every axis")
-    debug_callback_p.bind(*vals, callback=HostCallback(flat, name, bool(ordered)),
-                          ordered=bool(ordered),
-                          partitioned=bool(partitioned), manual=manual is not None)
+    deps = _ordering_deps(b) if ordered else []
+    debug_callback_p.bind(*vals, *deps, callback=HostCallback(flat, name, len(vals),
+                                                             bool(ordered)),
+                          ordered=bool(ordered), partitioned=bool(partitioned),
+                          manual=manual is not None)
+
+
+def _is_ordered_call(op) -> bool:
+    return op.prim is debug_callback_p and op.params["ordered"]
+
+
+def _has_ordered_call(op) -> bool:
+    return any(_is_ordered_call(o) or o.regions and _has_ordered_call(o)
+               for r in op.regions for o in r.ops)
+
+
+def _ordering_deps(b) -> list:
+    """What an ordered call in builder `b` must come after: the last ordered call's
+    token and a result of each region op with ordered calls since (a region op's
+    results are ready when its whole region has run), in `b` or, before `b`'s first
+    ordered call, in the builders around it (captured: the region op then takes them
+    as operands, so its body starts after them)."""
+    while b is not None:
+        deps = []
+        for op in reversed(b.program.ops):
+            if _is_ordered_call(op):
+                deps.append(core.Tracer(b, op.outputs[0]))
+                return deps[::-1]
+            if op.regions and op.outputs and _has_ordered_call(op):
+                v = min(op.outputs, key=lambda v: v.aval.size)
+                deps.append(core.Tracer(b, v))
+        if deps:
+            return deps[::-1]
+        b = b.parent
+    return []
 
 
 def callback(callback=None, *args, ordered: bool = False, partitioned: bool = False,
