@@ -31,6 +31,7 @@ from ..trace.core import Primitive
 CALLBACKS = weakref.WeakValueDictionary()
 _ids = itertools.count()
 
+
 class HostCallback:
     """The `callback` param: the user's flat function, with the id its lowering names
     (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
