@@ -292,3 +292,14 @@ def test_compiled_program_keeps_its_callback_and_saved_text_is_refused(capsys):
     text = re.sub(r"index = \d+ : ui64", "index = 999999999 : ui64", text)   # a freed one
     with pytest.raises(shardc.ShardcError, match="no longer exists"):
         backend.compile(text, jax.devices()[:1])
+
+
+def test_print_in_a_partly_manual_shard_map_is_a_clear_error(mesh2x4):
+    # jax gathers over the automatic axes and prints once per manual index, with a nested
+    # shard_map, which shardc does not support yet
+    x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh2x4, P("x")))
+    f = shardc.shard_map(lambda a: (shardc.debug.print("pa {}", a), a)[1], mesh=mesh2x4,
+                         in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    with pytest.raises(shardc.ShardcError, match=r"test_debug_print.py:\d+: debug.print inside "
+                       "a shard_map over only some mesh axes"):
+        shardc.jit(f)(x)
