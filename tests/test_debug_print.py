@@ -234,8 +234,6 @@ def test_print_in_scan_while_and_cond_bodies(capsys):
         assert got == want and len(got) == 6, (got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="dce drops a region op whose results are unused "
-                   "even when its region holds an effect (shardc/propagate/passes.py)")
 def test_print_in_a_cond_whose_results_are_unused(capsys):
     def make(lib):
         def f(x):

@@ -11,7 +11,7 @@ SSA form: propagation changes nothing else).
 from __future__ import annotations
 
 from . import axes as ax
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit, Op, Program, Value
 from .engine import Source
 from .engine import assign
@@ -24,7 +24,7 @@ def dce(p: Program) -> None:
     live = set(p.outputs)        # values (and literals) hash by identity
     kept = []
     for op in reversed(p.ops):
-        if not op.prim.effectful:
+        if not op.prim.effectful and not (op.regions and _has_effect(op)):
             for v in op.outputs:
                 if v in live:
                     break
@@ -38,6 +38,12 @@ def dce(p: Program) -> None:
             dce(r)
     kept.reverse()
     p.ops = kept
+
+
+def _has_effect(op) -> bool:
+    """An op with regions is kept when an op inside is effectful (debug.print in a cond)."""
+    return any(o.prim.effectful and not o.prim.traits & Trait.SHARDING_GROUP or
+               o.regions and _has_effect(o) for r in op.regions for o in r.ops)
 
 
 def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
