@@ -22,6 +22,8 @@ from .api.jit import jit  # noqa: E402
 from .api.lax import with_sharding_constraint  # noqa: E402
 from .runtime.meshes import make_mesh, set_mesh  # noqa: E402
 from .api.device import device_put  # noqa: E402
+from .api.explicit import reshard, typeof  # noqa: E402
+from jax.sharding import AxisType  # noqa: E402
 from .api.shard_map import shard_map  # noqa: E402
 from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
@@ -34,7 +36,6 @@ from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, 
                              jacrev, linearize)
 from . import distributed  # noqa: E402
 from . import sharding  # noqa: E402  (jax.sharding's API)
-from .api.explicit import reshard  # noqa: E402
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,
     make_array_from_callback, make_array_from_process_local_data,
@@ -46,7 +47,7 @@ __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug"
            "device_put", "jit", "lax", "make_mesh", "nn", "numpy", "pmap", "set_mesh",
            "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap", "xmap",
            "shard_alike", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
-           "with_sharding_constraint", "sharding", "reshard"]
+           "with_sharding_constraint", "sharding"]
 __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "host_local_array_to_global_array", "local_device_count", "local_devices",
             "make_array_from_callback", "make_array_from_process_local_data",
@@ -54,4 +55,5 @@ __all__ += ["devices", "distributed", "global_array_to_host_local_array",
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian"]
+__all__ += ["AxisType", "reshard", "typeof"]
 __version__ = "0.1.0"

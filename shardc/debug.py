@@ -1,2 +1,4 @@
-"""shardc.debug: seeing shardings (implemented in shardc.tools.debug)."""
+"""shardc.debug: seeing shardings (shardc.tools.debug), print and callback
+(shardc.tools.debug_print)."""
 from .tools.debug import *  # noqa: F401,F403
+from .tools.debug_print import callback, print  # noqa: F401,A004

@@ -122,6 +122,11 @@ class ShardcTypeError(ShardcError, TypeError):
     """An operand of the wrong type (where jax raises TypeError)."""
 
 
+class ShardingTypeError(ShardcError, TypeError):
+    """Explicit sharding mode: operands whose types' shardings do not fit the op
+    (where jax raises core.ShardingTypeError)."""
+
+
 class TracerError(ShardcError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -328,3 +328,19 @@ def test_creation_device_and_out_sharding_inside_jit(mesh8):
     for mod in (snp, jnp):
         with pytest.raises(ValueError, match="Only one of `device` or `out_sharding`"):
             mod.zeros(8, device=s, out_sharding=s)
+
+
+def test_shard_map_infers_in_specs_inside_jit_from_types():
+    """Inside a trace the spec is read off the value's type (shardc.typeof), as jax's."""
+    mesh = explicit_mesh()
+    x = jax.device_put(X, NamedSharding(mesh, P("x", "y")))
+
+    def f(L, sm, rs):
+        def g(a):
+            a = rs(a * 2, P("x", None))
+            return sm(lambda b: L.psum(b, "x"), out_specs=P(None, None))(a)
+        return g
+    with jax.set_mesh(mesh):
+        ref = jax.jit(f(jax.lax, jax.shard_map, jax.sharding.reshard))(x)
+        ours = shardc.jit(f(shardc.lax, shardc.shard_map, shardc.reshard))(x)
+    np.testing.assert_array_equal(ours, ref)

@@ -44,14 +44,25 @@ def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro
         raise ShardcTypeError(f"{intro}: {what_a} and {what_b} must have the same pytree "
                               f"structure, got {tree_a} and {tree_b}.")
     bad = [(p, a, b) for p, a, b in zip(_paths(example), avals_a, avals_b)
-           if not same_type(a, b)]
+           if not same_type(a, b) or not _same_sharding(a, b)]
     if bad:
         lines = []
         for p, a, b in bad:
+            if same_type(a, b):     # explicit mode: shardings are part of the types
+                lines.append(f"  * {what_a}{p} has type {a} but {what_b}{p} has type {b}, "
+                             "so the shardings do not match; reshard one of them "
+                             "(shardc.reshard(x, P(...)))")
+                continue
             why = "shapes" if a.shape != b.shape else "dtypes"
             lines.append(f"  * {what_a}{p} has type {_aval_str(a)} but {what_b}{p} has type "
                          f"{_aval_str(b)}, so the {why} do not match")
         raise ShardcTypeError(f"{intro}, but they differ:\n" + "\n".join(lines))
+
+
+def _same_sharding(a, b):
+    """Explicit mode: equal type shardings (an untyped side, e.g. a literal, fits any)."""
+    return a.ts is None or b.ts is None or (a.ts.dims == b.ts.dims and
+                                             a.ts.unreduced == b.ts.unreduced)
 
 
 def _avals(leaves):

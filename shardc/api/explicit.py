@@ -1,14 +1,20 @@
-"""Explicit sharding's API: reshard and the `out_sharding=` of ops (jax.sharding.reshard).
+"""Explicit sharding's API (jax.sharding's): typeof, reshard, `out_sharding=`, auto_axes
+and explicit_axes.
 
-`reshard(x, spec)` gives `x` a new sharding: inside a trace it is a sharding constraint
-that also sets the value's type on explicit mesh axes; outside one it moves the arrays.
+On a mesh with Explicit axes a value's type carries its sharding on them (trace/types.py
+computes it op by op). `reshard(x, spec)` gives `x` a new sharding -- inside a trace a
+sharding constraint that also sets the value's type; outside one it moves the arrays.
+`auto_axes` / `explicit_axes` trace part of a function with some axes' type changed.
 """
 from __future__ import annotations
 
-import jax
-from jax.sharding import NamedSharding, PartitionSpec
+import functools
 
-from ..errors import api_boundary
+import jax
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+from ..errors import ShardcError, api_boundary
+from ..trace import core, types
 
 _tree = jax.tree_util
 
@@ -19,18 +25,211 @@ def apply_out_sharding(x, out_sharding, what="out_sharding"):
     if out_sharding is None:
         return x
     from .lax import _constraint_leaf
-    return _constraint_leaf(x, out_sharding)
+    return _constraint_leaf(x, out_sharding, reshard=True)
+
+
+class out_sharding_of:
+    """`with out_sharding_of(s): y = op(...)` then `apply_out_sharding(y, s)`: while the
+    op is traced, a result type that would be ambiguous is left for `s` to set."""
+
+    def __init__(self, out_sharding):
+        self.cm = types.lenient() if out_sharding is not None else None
+
+    def __enter__(self):
+        if self.cm is not None:
+            self.cm.__enter__()
+
+    def __exit__(self, *exc):
+        if self.cm is not None:
+            self.cm.__exit__(*exc)
 
 
 @api_boundary
 def reshard(xs, out_shardings):
-    """Reshard each leaf of `xs` to the matching (prefix) leaf of `out_shardings`."""
+    """Reshard each leaf of `xs` to the matching (prefix) leaf of `out_shardings`
+    (jax.sharding.reshard): its type's sharding becomes that one."""
     from .jit import _broadcast_prefix
     leaves, tree = _tree.tree_flatten(xs)
     flat = _broadcast_prefix(out_shardings, xs, "reshard")
-    out = [x if s is None else apply_out_sharding(x, s, "reshard")
-           for x, s in zip(leaves, flat)]
+    out = []
+    for x, s in zip(leaves, flat):
+        if s is None:
+            raise ShardcError("reshard needs a sharding for every value (a NamedSharding or "
+                              "a PartitionSpec under set_mesh); got None")
+        out.append(apply_out_sharding(x, s, "reshard"))
     return _tree.tree_unflatten(tree, out)
 
 
-__all__ = ["apply_out_sharding", "reshard", "NamedSharding", "PartitionSpec"]
+def _axis_types(b):
+    """(jax Mesh or None, {axis: AxisType}) where `b` traces now."""
+    slot = b.meshes
+    mesh = slot.info.mesh if slot is not None else None
+    if mesh is None:
+        return None, {}
+    explicit = types.explicit_axes_of(b)
+    manual = set()
+    bb = b
+    while bb is not None:
+        if bb.manual is not None:
+            manual |= set(bb.manual.manual)
+        bb = bb.parent
+    kinds = {}
+    for n in mesh.axis_names:
+        kinds[n] = AxisType.Manual if n in manual else \
+            AxisType.Explicit if n in explicit else AxisType.Auto
+    return mesh, kinds
+
+
+def abstract_mesh_now():
+    """The abstract mesh of the innermost trace, with its axis types as they are there
+    (auto_axes, explicit_axes and shard_map change them); None outside traces."""
+    b = core.current_builder()
+    if b is None:
+        return None
+    mesh, kinds = _axis_types(b)
+    if mesh is None:
+        return jax.sharding.AbstractMesh((), ())
+    return jax.sharding.AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names),
+                                     axis_types=tuple(kinds[n] for n in mesh.axis_names))
+
+
+def _spec(ts, rank):
+    if ts is None:
+        return PartitionSpec(*([None] * rank))
+    return PartitionSpec(*[None if not d else d[0] if len(d) == 1 else tuple(d)
+                           for d in ts.dims], unreduced=frozenset(ts.unreduced),
+                         reduced=frozenset(ts.reduced))
+
+
+def typeof(x):
+    """The type of `x` as jax.typeof gives it: shape, dtype, weak type and, on Explicit
+    mesh axes, its sharding (`f32[8@X,16]`); `.sharding` is a NamedSharding."""
+    if not core.is_tracer(x):
+        return jax.typeof(x)
+    b = core.current_builder() or x.builder
+    aval = x.aval
+    am = abstract_mesh_now()
+    ts = aval.ts
+    if ts is not None:
+        explicit = types.explicit_axes_of(b)
+        ts = types.restrict(ts, explicit, aval.ndim)
+    sharding = NamedSharding(am, _spec(ts, aval.ndim))
+    return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak,
+                                sharding=sharding)
+
+
+def _mesh_axes(axes, what):
+    b = core.current_builder()
+    mesh = b.meshes.info.mesh if b is not None and b.meshes is not None else None
+    if mesh is None:
+        from ..runtime.meshes import current_mesh
+        mesh = current_mesh()
+    if mesh is None:
+        raise ShardcError(f"{what} needs a mesh: use shardc.set_mesh(mesh) (or pass "
+                          "arrays sharded on one)")
+    if axes is None:
+        return tuple(mesh.axis_names)
+    axes = (axes,) if isinstance(axes, str) else tuple(axes)
+    bad = [a for a in axes if a not in mesh.axis_names]
+    if bad:
+        raise ShardcError(f"{what}: {bad} are not axes of the mesh {mesh.axis_names}")
+    return axes
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """`f` traced with mesh `axes` (default: all) Auto: their shardings leave the types,
+    and the compiler chooses them; its results get `out_sharding` (jax's auto_axes)."""
+    if f is None:
+        return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(f)
+    @api_boundary
+    def call(*args, **kwargs):
+        out_sh = out_sharding
+        if out_sh is None:
+            if "out_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'out_sharding'")
+            out_sh = kwargs.pop("out_sharding")
+        names = _mesh_axes(axes, "auto_axes")
+
+        def run(args, kwargs):
+            with types.axis_mode("auto", names):
+                out = f(*args, **kwargs)
+            return reshard(out, out_sh)
+        return _call_traced(run, args, kwargs)
+    return call
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """`f` traced with mesh `axes` (default: all) Explicit, its arguments resharded to
+    `in_sharding` first (jax's explicit_axes); results leave with their shardings."""
+    if f is None:
+        return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(f)
+    @api_boundary
+    def call(*args, **kwargs):
+        in_sh = in_sharding
+        if in_sh is None:
+            if "in_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'in_sharding'")
+            in_sh = kwargs.pop("in_sharding")
+        names = _mesh_axes(axes, "explicit_axes")
+
+        def run(args, kwargs):
+            with types.axis_mode("explicit", names):
+                xs = reshard(args, in_sh)
+                out = f(*xs, **kwargs)
+                leaves, tree = _tree.tree_flatten(out)
+                specs = [typeof(o).sharding.spec if core.is_tracer(o) else None
+                         for o in leaves]
+            pinned = [o if s is None else reshard(o, NamedSharding(_mesh_of(), s))
+                      for o, s in zip(leaves, specs)]
+            return _tree.tree_unflatten(tree, pinned)
+        return _call_traced(run, args, kwargs)
+    return call
+
+
+def _mesh_of():
+    b = core.current_builder()
+    return b.meshes.info.mesh
+
+
+def _call_traced(run, args, kwargs):
+    """`run(args, kwargs)` in a trace: outside one, under shardc.jit (as jax runs it)."""
+    if core.current_builder() is not None:
+        return run(args, kwargs)
+    from .jit import jit
+    return jit(run)(args, kwargs)
+
+
+__all__ = ["apply_out_sharding", "auto_axes", "explicit_axes", "reshard", "typeof",
+           "out_sharding_of", "abstract_mesh_now"]
+
+
+def takes_out_sharding(fn):
+    """`fn` with jax's keyword `out_sharding=`: the result's sharding (and, in explicit
+    mode, its type); while `fn` traces, a result type that would be ambiguous is left
+    for it to set."""
+    import inspect
+
+    @functools.wraps(fn)
+    def wrapped(*args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return fn(*args, **kwargs)
+        with out_sharding_of(out_sharding):
+            out = fn(*args, **kwargs)
+        return apply_out_sharding(out, out_sharding)
+    try:
+        sig = inspect.signature(fn)
+        if "out_sharding" not in sig.parameters:
+            params = list(sig.parameters.values())
+            extra = inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY,
+                                      default=None)
+            at = next((i for i, p in enumerate(params)
+                       if p.kind is inspect.Parameter.VAR_KEYWORD), len(params))
+            params.insert(at, extra)
+            wrapped.__signature__ = sig.replace(parameters=params)
+    except (TypeError, ValueError):
+        pass
+    return wrapped

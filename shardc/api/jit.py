@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ..trace import core
+from ..trace import core, types
 from ..ir import dtypes
 from ..runtime import backend as runtime
 from .argcheck import check_static, summary
@@ -331,6 +331,10 @@ class Jitted:
             return leaves
 
         avals = [s.aval for s in specs]
+        explicit = mesh.shape.explicit
+        if explicit:    # explicit mode: the arguments' types carry their shardings
+            avals = [types.typed(a, types.restrict(s.sharding, explicit, a.ndim))
+                     for a, s in zip(avals, specs)]
         slot = MeshSlot(mesh)
         b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot)
         mesh = slot.info

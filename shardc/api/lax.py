@@ -13,6 +13,7 @@ from ..ops import linalg as _dot_ops
 from ..ops import reduce as red
 from ..ops import shape as shp
 from ..ops.special import sharding_constraint_p
+from .explicit import takes_out_sharding
 from ..ir.sharding import from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
@@ -22,7 +23,7 @@ from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, p
 _tree = jax.tree_util
 
 
-def _constraint_leaf(x, s):
+def _constraint_leaf(x, s, reshard=False):
     from ..runtime.meshes import as_jax_sharding
     if not core.is_tracer(x):
         if isinstance(s, PartitionSpec):
@@ -44,7 +45,7 @@ def _constraint_leaf(x, s):
         raise ShardcError(f"with_sharding_constraint needs a NamedSharding or PartitionSpec, "
                           f"got {type(s).__name__}")
     sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
-    out = sharding_constraint_p.bind(x, sharding=sh)
+    out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
 
@@ -62,6 +63,7 @@ def with_sharding_constraint(x, shardings):
     return _tree.tree_unflatten(tree, out)
 
 
+@takes_out_sharding
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     extra = {} if preferred_element_type is None else \
@@ -103,6 +105,7 @@ def iota(dtype, size):
     return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=(size,), dimension=0)
 
 
+@takes_out_sharding
 def broadcasted_iota(dtype, shape, dimension):
     return shp.iota_p.bind(dtype=canonical_dtype(dtype), shape=tuple(shape),
                            dimension=dimension)

@@ -9,9 +9,9 @@ from . import dtypes
 from .primitive import PRIMITIVES
 from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
-from .sharding import MeshShape, parse_sharding
+from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 
-_TYPE = r"~?[a-z][a-z0-9]*\[[\d,]*\]"
+_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\](?:\{[UR]:[\w, :R]+\})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 
@@ -42,19 +42,28 @@ def _malformed(e, lineno, raw):
 
 def parse_type(text: str) -> Aval:
     text = text.strip()
+    text, unreduced, reduced = parse_unreduced(text)
     weak = text.startswith("~")
     text = text.lstrip("~")
     name, sep, dims = text.partition("[")
     if not sep or not text.endswith("]"):
         raise ValueError(f"bad type {text!r}: expected e.g. f32[4,8]")
-    shape = tuple(int(d) for d in dims[:-1].split(",") if d)
+    shape, ts = [], []
+    for d in re.findall(r"\d+(?:@\([\w,]+\)|@\w+)?", dims[:-1]):
+        n, _, axes = d.partition("@")
+        shape.append(int(n))
+        ts.append(tuple(a for a in axes.strip("()").split(",") if a))
+    shape = tuple(shape)
+    if len(shape) != len([d for d in dims[:-1].split(",") if d]) and "(" not in dims:
+        raise ValueError(f"bad type {text!r}: expected e.g. f32[4,8] or f32[4@x,8]")
     if any(d < 0 for d in shape):
         raise ValueError(f"bad type {text!r}: negative dimension")
     try:
         dtype = dtypes.from_short_name(name)
     except KeyError:
         raise ValueError(f"unknown element type {name!r} in {text!r}") from None
-    return Aval(shape, dtype, weak)
+    typed = "@" in dims or unreduced or reduced
+    return Aval(shape, dtype, weak, Sharding(ts, None, unreduced, reduced) if typed else None)
 
 
 def _split_top(s: str, sep=","):
@@ -134,8 +143,16 @@ def parse_value(s: str):
             return None
         if s.startswith("<callback "):
             return _callback(s[len("<callback "):-1].strip())
-        return MeshShape(tuple((k.strip(), int(v)) for k, v in
-                               (x.split("=") for x in _split_top(s[1:-1]))))
+        axes, explicit = [], []
+        for k, v in (x.split("=") for x in _split_top(s[1:-1])):
+            size, _, kind = v.strip().partition(" ")
+            axes.append((k.strip(), int(size)))
+            if kind.strip() == "explicit":
+                explicit.append(k.strip())
+            elif kind.strip():
+                raise ValueError(f"bad mesh axis {k}={v}: expected name=size or "
+                                 "name=size explicit")
+        return MeshShape(tuple(axes), explicit)
     if s[0] in "'\"":
         return s[1:-1]
     words = {"True": True, "False": False, "None": None, "true": True, "false": False,

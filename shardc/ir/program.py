@@ -19,25 +19,31 @@ import numpy as np
 
 from . import dtypes
 from ..errors import UNKNOWN, Loc
-from .sharding import MeshShape, Sharding
+from .sharding import MeshShape, Sharding, unreduced_text
+
+
+_KEEP = object()
 
 
 class Aval:
-    """Shape, dtype and weak-typedness of an array (JAX's ShapedArray).
+    """Shape, dtype and weak-typedness of an array (JAX's ShapedArray), and in explicit
+    sharding mode its sharding on the mesh's explicit axes (`ts`, a closed Sharding
+    naming only explicit axes; None outside explicit mode and for rank-0 values).
 
     Immutable and interned: equal avals are usually the same object, so the dicts
     keyed by them (type strings, shape rules, sharding rules) find them by identity."""
-    __slots__ = ("shape", "dtype", "weak", "_hash")
+    __slots__ = ("shape", "dtype", "weak", "ts", "_hash")
 
-    def __new__(cls, shape, dtype, weak=False):
+    def __new__(cls, shape, dtype, weak=False, ts=None):
         shape = tuple(shape)
-        key = (shape, dtype, weak)
+        key = (shape, dtype, weak, ts)
         a = _AVALS.get(key)
         if a is None:
             a = object.__new__(cls)
             a.shape = shape
             a.dtype = dtype
             a.weak = weak
+            a.ts = ts
             a._hash = hash(key)
             if len(_AVALS) >= 65536:
                 _AVALS.clear()
@@ -45,7 +51,7 @@ class Aval:
         return a
 
     def __reduce__(self):
-        return Aval, (self.shape, self.dtype, self.weak)
+        return Aval, (self.shape, self.dtype, self.weak, self.ts)
 
     @property
     def ndim(self):
@@ -58,26 +64,48 @@ class Aval:
             n *= d
         return n
 
-    def update(self, shape=None, dtype=None, weak=None):
+    def update(self, shape=None, dtype=None, weak=None, ts=_KEEP):
+        """A changed copy; a new shape drops the type's sharding unless `ts` is given."""
+        if ts is _KEEP:
+            ts = self.ts if shape is None or tuple(shape) == self.shape else None
         return Aval(self.shape if shape is None else shape,
                     self.dtype if dtype is None else dtype,
-                    self.weak if weak is None else weak)
+                    self.weak if weak is None else weak, ts)
 
     def strong(self):
-        return self if not self.weak else Aval(self.shape, self.dtype, False)
+        return self if not self.weak else Aval(self.shape, self.dtype, False, self.ts)
+
+    def bare(self):
+        """Without the explicit-mode sharding (what shape rules see)."""
+        return self if self.ts is None else Aval(self.shape, self.dtype, self.weak)
 
     def __eq__(self, o):
         return (type(o) is Aval and self._hash == o._hash and self.shape == o.shape
-                and self.dtype == o.dtype and self.weak == o.weak)
+                and self.dtype == o.dtype and self.weak == o.weak and self.ts == o.ts)
 
     def __hash__(self):
         return self._hash
 
     def __str__(self):
-        return ("~" if self.weak else "") + \
-            f"{dtypes.short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        ts = self.ts
+        if ts is None:
+            dims = ",".join(map(str, self.shape))
+        else:   # jax's form: f32[8@x,16], f32[8@(x,y)]
+            dims = ",".join(str(n) + _at(axes) for n, axes in zip(self.shape, ts.dims))
+            if ts.unreduced or ts.reduced:
+                return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}" \
+                    f"[{dims}]{unreduced_text(ts.unreduced, ts.reduced)}"
+        return ("~" if self.weak else "") + f"{dtypes.short_name(self.dtype)}[{dims}]"
 
     __repr__ = __str__
+
+
+def _at(axes):
+    if not axes:
+        return ""
+    if len(axes) == 1:
+        return f"@{axes[0]}"
+    return "@(" + ",".join(map(str, axes)) + ")"
 
 
 _AVALS: dict = {}

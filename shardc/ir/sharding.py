@@ -30,19 +30,23 @@ def axis_name(a) -> str:
 
 
 class MeshShape:
-    """The IR's view of a mesh: axis names and sizes, no devices."""
-    __slots__ = ("axes", "sizes", "names", "size")
+    """The IR's view of a mesh: axis names and sizes, no devices, and which axes are
+    Explicit (jax's AxisType.Explicit: shardings on them are part of values' types).
+    Text form: `<data=2, model=4>`, `<X=2 explicit, Y=4>`."""
+    __slots__ = ("axes", "sizes", "names", "size", "explicit")
 
-    def __init__(self, axes):
+    def __init__(self, axes, explicit=()):
         self.axes = tuple((str(n), int(s)) for n, s in axes)   # ((name, size), ...)
         self.sizes = dict(self.axes)
         self.names = tuple(n for n, _ in self.axes)
+        self.explicit = frozenset(explicit)
         self.size = 1
         for _, s in self.axes:
             self.size *= s
 
     def __eq__(self, other):
-        return isinstance(other, MeshShape) and self.axes == other.axes
+        return isinstance(other, MeshShape) and self.axes == other.axes and \
+            self.explicit == other.explicit
 
     def __hash__(self):
         return hash(self.axes)
@@ -54,22 +58,35 @@ class MeshShape:
         return self.sizes[a] if type(a) is str else a.size
 
     def __str__(self):
-        return "<" + ", ".join(f"{n}={s}" for n, s in self.axes) + ">"
+        return "<" + ", ".join(f"{n}={s}" + (" explicit" if n in self.explicit else "")
+                               for n, s in self.axes) + ">"
 
     @staticmethod
     def of(mesh) -> "MeshShape":
-        """From a jax Mesh (or AbstractMesh)."""
-        return MeshShape(tuple(zip(mesh.axis_names, mesh.axis_sizes)))
+        """From a jax Mesh (or AbstractMesh), with its Explicit axes."""
+        types = getattr(mesh, "axis_types", None) or ()
+        explicit = [n for n, t in zip(mesh.axis_names, types) if _is_explicit(t)]
+        return MeshShape(tuple(zip(mesh.axis_names, mesh.axis_sizes)), explicit)
+
+
+def _is_explicit(t) -> bool:
+    return getattr(t, "name", str(t)) == "Explicit"
 
 
 class Sharding:
     """How one tensor is split: per dim, a tuple of mesh axes (major first); immutable."""
-    __slots__ = ("dims", "open", "_hash")
+    __slots__ = ("dims", "open", "unreduced", "reduced", "_hash")
 
-    def __init__(self, dims, open=None):
+    def __init__(self, dims, open=None, unreduced=(), reduced=()):
         self.dims = tuple(tuple(d) for d in dims)
         self.open = tuple(open) if open is not None and any(open) else None
-        self._hash = hash((self.dims, self.open))
+        # mesh axes over which the value is a partial sum (jax's P(unreduced=...)):
+        # each device group holds a summand, the value is their sum
+        self.unreduced = tuple(sorted(unreduced)) if unreduced else ()
+        # axes over which a replicated value's cotangent is a partial sum (jax's
+        # P(reduced=...)): replicated here; gradients leave it unreduced
+        self.reduced = tuple(sorted(reduced)) if reduced else ()
+        self._hash = hash((self.dims, self.open, self.unreduced, self.reduced))
 
     @staticmethod
     def replicated(rank: int) -> "Sharding":
@@ -86,7 +103,8 @@ class Sharding:
         return [a for d in self.dims for a in d]
 
     def closed(self) -> "Sharding":
-        return self if self.open is None else Sharding(self.dims)
+        return self if self.open is None else Sharding(self.dims, None, self.unreduced,
+                                                        self.reduced)
 
     def shards(self, mesh: MeshShape, dim: int) -> int:
         n = 1
@@ -96,7 +114,8 @@ class Sharding:
 
     def __eq__(self, other):
         return (isinstance(other, Sharding) and self._hash == other._hash
-                and self.dims == other.dims and self.open == other.open)
+                and self.dims == other.dims and self.open == other.open
+                and self.unreduced == other.unreduced and self.reduced == other.reduced)
 
     def __hash__(self):
         return self._hash
@@ -111,7 +130,7 @@ class Sharding:
             if self.open and self.open[i]:
                 items.append("?")
             parts.append("{" + ", ".join(items) + "}")
-        return "[" + ", ".join(parts) + "]"
+        return "[" + ", ".join(parts) + "]" + unreduced_text(self.unreduced, self.reduced)
 
     def to_spec(self):
         """As a PartitionSpec (sub-axes dropped from the first one on, as Shardy exports)."""
@@ -126,7 +145,30 @@ class Sharding:
             out.append(None if not full else full[0] if len(full) == 1 else tuple(full))
         while out and out[-1] is None:
             out.pop()
+        if self.unreduced or self.reduced:
+            return PartitionSpec(*out, unreduced=frozenset(self.unreduced),
+                                 reduced=frozenset(self.reduced))
         return PartitionSpec(*out)
+
+
+def unreduced_text(unreduced, reduced=()) -> str:
+    """jax's suffix for partial sums and reduced axes: f32[8]{U:X}, [{}]{U:X,Y, R:Z}."""
+    parts = ([f"U:{','.join(unreduced)}"] if unreduced else []) + \
+        ([f"R:{','.join(reduced)}"] if reduced else [])
+    return "{" + ", ".join(parts) + "}" if parts else ""
+
+
+def parse_unreduced(text):
+    """(text before the suffix, unreduced axes, reduced axes) of a type or sharding."""
+    if not text.endswith("}") or ("{U:" not in text and "{R:" not in text):
+        return text, (), ()
+    i = max(text.rfind("{U:"), text.rfind("{R:"))
+    head, body = text[:i], text[i + 1:-1]
+    got = {"U": (), "R": ()}
+    for part in body.split(", "):
+        k, _, axes = part.partition(":")
+        got[k.strip()] = tuple(a.strip() for a in axes.split(",") if a.strip())
+    return head, got["U"], got["R"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -141,6 +183,7 @@ _SUB_RE = re.compile(r"^(\w+):\((\d+)\)(\d+)$")
 def parse_sharding(text: str) -> Sharding:
     """Inverse of str(Sharding)."""
     text = text.strip()
+    text, unreduced, reduced = parse_unreduced(text)
     if not (text.startswith("[") and text.endswith("]")):
         raise ValueError(f"bad sharding {text!r}")
     dims, opens = [], []
@@ -159,13 +202,13 @@ def parse_sharding(text: str) -> Sharding:
                 raise ValueError(f"bad mesh axis {item!r} in sharding {text!r}")
         dims.append(tuple(axes))
         opens.append(is_open)
-    return Sharding(dims, opens)
+    return Sharding(dims, opens, unreduced, reduced)
 
 
 def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Sharding:
     """A PartitionSpec for a rank-`rank` value, checked against the mesh."""
     from jax.sharding import PartitionSpec
-    entries = tuple(spec) if spec is not None else ()
+    entries = tuple(getattr(spec, "partitions", spec)) if spec is not None else ()
     if len(entries) > rank:
         raise ShardcError(
             f"{what}: PartitionSpec {spec} has {len(entries)} entries but the value has "
@@ -191,4 +234,11 @@ def from_spec(spec, rank: int, mesh: MeshShape, what: str = "sharding") -> Shard
         opens.append(False)
     dims += [()] * (rank - len(dims))
     opens += [False] * (rank - len(opens))
-    return Sharding(dims, opens)
+    unreduced = tuple(getattr(spec, "unreduced", None) or ())
+    reduced = tuple(getattr(spec, "reduced", None) or ())
+    for a in unreduced + reduced:
+        if a not in mesh.sizes or a in seen:
+            raise ShardcError(
+                f"{what}: unreduced axis {a!r} in {spec} must be a mesh axis that no "
+                f"dimension uses; the mesh has axes {list(mesh.names)}")
+    return Sharding(dims, opens, unreduced, reduced)

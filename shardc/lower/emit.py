@@ -45,7 +45,10 @@ def dim_text(d, open_=False) -> str:
 
 def sharding_body(sh: Sharding) -> str:
     opens = sh.open or (False,) * sh.rank
-    return f"{MESH}, [" + ", ".join(dim_text(d, o) for d, o in zip(sh.dims, opens)) + "]"
+    body = f"{MESH}, [" + ", ".join(dim_text(d, o) for d, o in zip(sh.dims, opens)) + "]"
+    if sh.unreduced:
+        body += ", unreduced={" + ", ".join(f'"{a}"' for a in sh.unreduced) + "}"
+    return body
 
 
 def sharding_attr(sh: Sharding) -> str:
@@ -279,6 +282,9 @@ class Lowering:
             res = rule(ctx, *operands, **op.params)
             if isinstance(res, str):
                 res = [res]
+            if op.outputs and op.outputs[0].aval.ts is not None and \
+                    op.prim.source_of is None and not self.sources_only:
+                res = _pin_types(ctx, op, res)
             for v, r in zip(op.outputs, res):
                 names[id(v)] = r
                 types.setdefault(r, tensor_type(v.aval))
@@ -333,6 +339,21 @@ class Lowering:
 
 _NAME = re.compile(r"%(?:arg)?\d+")
 _NO_TEMPLATE = object()
+
+
+def _pin_types(ctx, op, res):
+    """Explicit mode: a sharding constraint on each typed result, as jax lowers types
+    (XLA re-propagates shardings inside a function; only constraints hold)."""
+    out = []
+    for v, r in zip(op.outputs, res):
+        if v.aval.ts is None or v.sharding is None or not v.aval.shape:
+            out.append(r)
+            continue
+        t = tensor_type(v.aval)
+        (r,) = ctx.op("sdy.sharding_constraint", [r], [t], [t],
+                      {"sharding": sharding_attr(v.sharding)}, sharding=False)
+        out.append(r)
+    return out
 
 
 def _lit_key(x):

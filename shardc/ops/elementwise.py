@@ -108,6 +108,8 @@ is_finite_p = elementwise("is_finite", "stablehlo.is_finite", "float", 1,
 # binary
 add_p = elementwise("add", "stablehlo.add", "numeric", 2)
 sub_p = elementwise("sub", "stablehlo.subtract", "numeric", 2)
+# explicit mode: sums and differences of partial sums stay partial sums (trace/types.py)
+add_p.type_linear = sub_p.type_linear = neg_p.type_linear = True
 mul_p = elementwise("mul", "stablehlo.multiply", "numeric", 2)
 div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)

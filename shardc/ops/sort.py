@@ -115,6 +115,7 @@ def _lower_sort(ctx, *xs, dimension, is_stable, num_keys):
 
 sort_p = Primitive("sort", shape_rule=_sort_shape, sharding_rule=_sort_rule, lower=_lower_sort,
                    prop_kind=PropKind.NONE, multiple_results=True)
+sort_p.type_whole = "error"     # explicit mode: jax rejects sorting a sharded dim
 
 
 # ---------------------------------------------------------------- top_k

@@ -27,14 +27,14 @@ constant_p = Primitive("constant", shape_rule=_const_shape, sharding_rule=no_rul
 
 # with_sharding_constraint: the result's sharding is fixed to `sharding` (open dims, `?`,
 # are left to propagation); propagation treats it as a source.
-def _constraint_shape(x, *, sharding):
+def _constraint_shape(x, *, sharding, reshard=False):
     if sharding.rank != x.ndim:
         raise ShardcError(f"with_sharding_constraint: sharding {sharding} has rank "
                           f"{sharding.rank} but the array is {x}")
     return x
 
 
-def _lower_constraint(ctx, x, *, sharding):
+def _lower_constraint(ctx, x, *, sharding, reshard=False):
     t = tensor_type(ctx.out_avals[0])
     sh = sharding if ctx.lowering.sources_only else ctx.out_shardings[0]
     (r,) = ctx.op("sdy.sharding_constraint", [x], [t], [t],
@@ -44,13 +44,21 @@ def _lower_constraint(ctx, x, *, sharding):
 
 def _constraint_source(op):
     from ..propagate.engine import Source
-    return Source("constraint", "with_sharding_constraint", op.loc)
+    return Source("constraint", "reshard" if op.params.get("reshard") else
+                  "with_sharding_constraint", op.loc)
+
+
+def _constraint_type(in_avals, out_avals, mesh, explicit, *, sharding, reshard=False):
+    """Explicit mode: the constrained value's type is the constraint on explicit axes."""
+    from ..trace.types import restrict
+    return [restrict(sharding, explicit, out_avals[0].ndim)]
 
 
 sharding_constraint_p = Primitive("sharding_constraint", shape_rule=_constraint_shape,
                                   sharding_rule=pointwise, lower=_lower_constraint,
                                   prop_kind=PropKind.ELEMENTWISE, traits=Trait.SHARDED_RESULTS)
 sharding_constraint_p.source_of = _constraint_source
+sharding_constraint_p.type_rule = _constraint_type
 sharding_constraint_p.operand_constraints = \
     lambda op: [(op.inputs[0], op.outputs[0].sharding, None)]
 
@@ -85,9 +93,14 @@ def _vjps():
     from ..ir.primitive import nondiff
     constant_p.vjp = nondiff
 
-    def constraint_vjp(ctx, cts, x, *, sharding):
-        """The cotangent keeps the constraint."""
-        out = sharding_constraint_p.bind(cts[0], sharding=sharding)
+    def constraint_vjp(ctx, cts, x, *, sharding, **kw):
+        """The cotangent keeps the constraint; a reshard's in explicit mode goes back to
+        its operand's type instead (which backward() gives each cotangent), as jax's
+        transpose of reshard: a reduced value's partial-sum cotangent is reduce-scattered
+        straight to the operand's sharding."""
+        if kw.get("reshard") and ctx.op.inputs[0].aval.ts is not None:
+            return [cts[0]]
+        out = sharding_constraint_p.bind(cts[0], sharding=sharding, **kw)
         out.value.sharding = sharding
         return [out]
     sharding_constraint_p.vjp = constraint_vjp
@@ -117,7 +130,7 @@ def _batch_rules():
     from ..ir.sharding import Sharding
     from .batching import no_operands
 
-    def constraint_batch(ctx, args, batched, *, sharding):
+    def constraint_batch(ctx, args, batched, *, sharding, **kw):
         lead = tuple(ctx.spmd_axis_name or ())
         used = set(sharding.axes())
         if used & set(lead):
@@ -126,7 +139,7 @@ def _batch_rules():
                               "function; a mesh axis can shard only one dim")
         opened = None if sharding.open is None else (False, *sharding.open)
         sh = Sharding((lead, *sharding.dims), opened)
-        out = sharding_constraint_p.bind(args[0], sharding=sh)
+        out = sharding_constraint_p.bind(args[0], sharding=sh, **kw)
         out.value.sharding = sh
         return out, True
     sharding_constraint_p.batch = constraint_batch

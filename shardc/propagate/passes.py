@@ -11,7 +11,7 @@ SSA form: propagation changes nothing else).
 from __future__ import annotations
 
 from . import axes as ax
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit, Op, Program, Value
 from .engine import Source
 from .engine import assign
@@ -24,7 +24,7 @@ def dce(p: Program) -> None:
     live = set(p.outputs)        # values (and literals) hash by identity
     kept = []
     for op in reversed(p.ops):
-        if not op.prim.effectful:
+        if not op.prim.effectful and not (op.regions and _has_effect(op)):
             for v in op.outputs:
                 if v in live:
                     break
@@ -38,6 +38,12 @@ def dce(p: Program) -> None:
             dce(r)
     kept.reverse()
     p.ops = kept
+
+
+def _has_effect(op) -> bool:
+    """An op with regions is kept when an op inside is effectful (debug.print in a cond)."""
+    return any(o.prim.effectful and not o.prim.traits & Trait.SHARDING_GROUP or
+               o.regions and _has_effect(o) for r in op.regions for o in r.ops)
 
 
 def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
@@ -161,8 +167,34 @@ def prepare(p: Program) -> Program:
                 v.sharding = _drop_size_one_axes(v.sharding, mesh)
                 sources[v] = src(op)
     apply_constraints(p, sources)
+    _type_sources(p, sources)
+    unreduced = {v: v.sharding.unreduced for op in p.walk() for v in op.outputs
+                 if v.sharding is not None and v.sharding.unreduced}
+    if unreduced:
+        p.meta["unreduced"] = unreduced
     verify(p)
     return p
+
+
+def _type_sources(p: Program, sources: dict) -> None:
+    """Explicit mode: a value's type fixes its sharding on the explicit axes (closed
+    when every mesh axis is Explicit; open, so Auto axes may still shard it, when some
+    are Auto -- as jax lowers types to sharding constraints)."""
+    mesh = p.mesh
+    for v in p.inputs:
+        src = sources.get(v)
+        if v.aval.ts is not None and any(v.aval.ts.dims) and src is not None and \
+                src.kind == "arg" and v.sharding is not None and \
+                all(axis_name(a) in mesh.explicit for a in v.sharding.axes()):
+            src.label = f"the type of {src.label}"
+    for op in p.walk():
+        for v in op.outputs:
+            ts = v.aval.ts
+            if ts is None or v.sharding is not None:
+                continue
+            mixed = mesh is not None and len(mesh.explicit) < len(mesh.names)
+            v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
+            sources[v] = Source("type", f"the type {v.aval}", op.loc)
 
 
 def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
@@ -209,6 +241,10 @@ def propagate_assignment(p: Program):
     p.meta["fixed_out"] = [s is not None for s in p.out_shardings]   # before apply()
     a.out_shardings = export_out_shardings(p, a.out_shardings)
     a.apply(p)
+    # partial sums (unreduced axes) are no dims: propagation keeps them where set
+    for v, axes in p.meta.get("unreduced", {}).items():
+        if v.sharding is not None:
+            v.sharding = Sharding(v.sharding.dims, v.sharding.open, axes)
     # propagation only assigns shardings: check them (and SSA form); the types were
     # verified after prepare()
     verify(p, propagated=True, types=False)

@@ -156,12 +156,21 @@ def compile(text: str, devices) -> object:
 
     A program over the devices of several processes is first checked to be the same
     on all of them (shardc.distributed.check_same_program)."""
+    from .callback import host_callbacks
     devices = tuple(devices)
     client = devices[0].client
+    text, callbacks = host_callbacks(text)     # debug.print/callback's
     if spans_processes(devices):
         from .distributed import check_same_program
         check_same_program(text, devices)
     try:
+        if callbacks:   # jaxlib takes host callbacks only with an MLIR module
+            mlir = _mlir()
+            with mlir.make_ir_context():
+                exe = client.compile_and_load(mlir.ir.Module.parse(text),
+                                              xc.DeviceList(devices), compile_options(devices),
+                                              host_callbacks=callbacks)
+            return WithCallbacks(exe, callbacks)
         return client.compile_and_load(text, xc.DeviceList(devices),
                                        compile_options(devices))
     except Exception as e:  # XLA errors carry MLIR dumps; keep the first line
@@ -169,6 +178,18 @@ def compile(text: str, devices) -> object:
         raise ShardcError(f"XLA could not compile the lowered program: {first}. This is a "
                           "shardc bug; please report it with the IR (`.trace(...).ir`).",
                           loc=_no_loc()) from None
+
+
+class WithCallbacks:
+    """A loaded executable with host callbacks (debug.print/callback), which it keeps
+    alive; runs through _CallbackExecutable."""
+    __slots__ = ("exe", "callbacks")
+
+    def __init__(self, exe, callbacks):
+        self.exe, self.callbacks = exe, callbacks
+
+    def __getattr__(self, name):
+        return getattr(self.exe, name)
 
 
 def _no_loc():
@@ -187,7 +208,10 @@ class Executable:
 
     def __new__(cls, *args, **kwargs):
         devices = args[4] if len(args) > 4 else kwargs.get("devices")
-        if cls is Executable and devices and devices[0].platform == "cpu":
+        if cls is Executable and isinstance(args[0] if args else kwargs.get("exe"),
+                                            WithCallbacks):
+            cls = _CallbackExecutable
+        elif cls is Executable and devices and devices[0].platform == "cpu":
             if spans_processes(devices):
                 cls = _CpuMultiProcessExecutable   # only multi-process CPU runs pay for it
             elif _needs_serial(args[0] if args else kwargs["exe"], devices):
@@ -241,6 +265,22 @@ class _CpuMultiProcessExecutable(Executable):
         outs = Executable.__call__(self, arrays)
         for o in outs:
             o.block_until_ready()
+        return outs
+
+
+class _CallbackExecutable(Executable):
+    """A program with host callbacks: each run completes, its callbacks included,
+    before the call returns (so what debug.print writes is written by then, and in the
+    order of the calls; jax waits at its effects barrier instead)."""
+    __slots__ = ()
+
+    def __call__(self, arrays):
+        results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
+        token = results.consume_token()
+        for i in self.donated:
+            arrays[i].delete()      # see Executable.__call__
+        outs = results.consume_with_handlers(self.handlers)
+        token.block_until_ready()
         return outs
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..trace import core
+from ..trace import core, types
 from ..propagate import passes
 from . import backend as runtime
 from ..errors import UNKNOWN, user_loc
@@ -156,11 +156,18 @@ def _run(prim, args, params):
 
 def _build(prim, params, specs, mesh: MeshInfo, committed):
     p = Program(prim.name, mesh=mesh.shape)
+    explicit = mesh.shape.explicit
     for aval, sh in specs:
+        if explicit:        # explicit mode: the arrays' types carry their shardings
+            aval = types.typed(aval, types.restrict(sh, explicit, aval.ndim))
         p.inputs.append(Value(aval, sh, name=f"x{len(p.inputs)}"))
-    out_avals = core.abstract_eval(prim, [v.aval for v in p.inputs], params, user_loc())
+    loc = user_loc()
+    out_avals = core.abstract_eval(prim, [v.aval.bare() for v in p.inputs], params, loc)
     multiple = prim.multiple_results
-    outs = [Value(a) for a in (out_avals if multiple else [out_avals])]
+    out_avals = list(out_avals) if multiple else [out_avals]
+    if explicit:
+        out_avals = types.infer(prim, p.inputs, out_avals, params, mesh.shape, explicit, loc)
+    outs = [Value(a) for a in out_avals]
     p.ops.append(Op(prim, list(p.inputs), outs, params, UNKNOWN))
     p.outputs = list(outs)
     p.out_shardings = [None] * len(outs)

@@ -18,6 +18,7 @@ from ..ir import primitive as _primitive
 from ..ir.primitive import (PRIMITIVES, Primitive, _shape_sig,  # noqa: F401
                             abstract_eval, set_binder)
 from ..ir.program import Aval, Lit, Op, Program, Value
+from . import types as _types
 
 # ---------------------------------------------------------------- tracing
 
@@ -127,7 +128,11 @@ class Builder:
 
     def add(self, prim, in_vals, params, out_avals, loc, regions=()):
         outs = [Value(a) for a in out_avals]
-        self.program.ops.append(Op(prim, in_vals, outs, params, loc, regions))
+        op = Op(prim, in_vals, outs, params, loc, regions)
+        self.program.ops.append(op)
+        explicit = _types.explicit_axes_of(self)
+        if explicit:
+            _type_added(self, op, explicit, loc)
         return outs
 
 
@@ -196,11 +201,37 @@ def set_eager(fn):
     _eager[0] = fn
 
 
+def _type_added(b, op, explicit, loc):
+    """Explicit mode: the types of an op added whole (constants, region ops)."""
+    mesh = b.meshes.info.shape
+    if op.regions:
+        ts = _types.of_region_op(op, mesh, explicit)
+        if ts is None:
+            return
+        for v, t in zip(op.outputs, ts):
+            v.aval = _types.typed(v.aval, t)
+        return
+    avals = _types.infer(op.prim, op.inputs, [v.aval.bare() for v in op.outputs],
+                         op.params, mesh, explicit, loc)
+    for v, a in zip(op.outputs, avals):
+        v.aval = a
+
+
 def _bind_traced(b: Builder, prim, args, params):
     loc = user_loc(3)       # above this frame and bind()'s, both internal
     in_vals = [a.value if type(a) is Tracer and a.builder is b else b.to_value(a)
                for a in args]
-    out_avals, sig = _shape_sig(prim, [v.aval for v in in_vals], params, loc)
+    explicit = _types.explicit_axes_of(b)
+    if explicit:
+        out_avals, sig = _shape_sig(prim, [v.aval.bare() for v in in_vals], params, loc)
+        outs = _types.infer(prim, in_vals, out_avals if prim.multiple_results
+                            else [out_avals], params, b.meshes.info.shape, explicit, loc)
+        out_avals = outs if prim.multiple_results else outs[0]
+        sig = None      # the op's types now include shardings its signature lacks
+    else:
+        out_avals, sig = _shape_sig(prim, [v.aval for v in in_vals], params, loc)
+        if not prim.multiple_results and out_avals.ts is not None:
+            out_avals = out_avals.bare()    # a typed operand outside explicit mode
     if prim.multiple_results:
         outs = b.add(prim, in_vals, params, out_avals, loc)
         b.program.ops[-1].sig = sig

@@ -13,12 +13,13 @@ import functools
 import jax
 import numpy as np
 
-from ..trace import core
+from ..trace import core, types
 from ..ir import dtypes
 from ..ir.primitive import nondiff  # noqa: F401  (re-exported)
 from ..trace.core import Primitive, Tracer
 from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Lit
+from ..ir.sharding import Sharding
 from ..ops import lax as L
 
 _tree = jax.tree_util
@@ -104,11 +105,15 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None)
     on what is differentiated outside (default: all); only ops reading them count."""
     ct: dict = {}
     mc = builder.manual
+    explicit = types.explicit_axes_of(builder)
 
     def add(v, c):
         if c is None or isinstance(v, Lit) or not _is_float(v.aval):
             return
         c = _fit(c, v.aval)
+        if explicit and v.aval.ts is not None and type(c) is Tracer and \
+                c.value.aval.ts != v.aval.ts:
+            c = _retype(c, v.aval.ts, builder)
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))
@@ -137,10 +142,27 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None)
         ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level,
                      [type(v) is not Lit and id(v) in active for v in op.inputs])
         ins = [_as_tracer(builder, v) for v in op.inputs]
-        in_cts = rule(ctx, cts, *ins, **op.params)
+        if explicit:    # cotangents get their primals' types (as jax's out_sharding=)
+            with types.lenient():
+                in_cts = rule(ctx, cts, *ins, **op.params)
+        else:
+            in_cts = rule(ctx, cts, *ins, **op.params)
         for v, c in zip(op.inputs, in_cts):
             add(v, c)
     return [ct.get(id(w)) for w in wrt_vals]
+
+
+def _retype(c, ts, builder):
+    """Explicit mode: cotangent `c` resharded to its primal's type `ts` (open dims on a
+    mesh with Auto axes, which the compiler still chooses)."""
+    from ..ops.special import sharding_constraint_p
+    mesh = builder.meshes.info.shape
+    opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
+    # the cotangent of a value reduced over axes is a partial sum over them (jax's)
+    sh = Sharding(ts.dims, opens, ts.unreduced + ts.reduced)
+    out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
+    out.value.sharding = sh
+    return out
 
 
 def _unvary(mc, v, c):

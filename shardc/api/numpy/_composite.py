@@ -9,6 +9,7 @@ from ...trace import core
 from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops.common import check_axis
+from ..explicit import takes_out_sharding
 from ._creation import iota
 from ._indexing import getitem
 from ._reductions import all as _all
@@ -147,6 +148,7 @@ def tile(A, reps):
     return reshape(out, tuple(r * n for r, n in zip(reps, s)))
 
 
+@takes_out_sharding
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     """Each element repeated `repeats` times along `axis` (flattened if None)."""
     check_arraylike("repeat", a)

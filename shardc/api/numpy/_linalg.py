@@ -6,6 +6,7 @@ from ...ir import dtypes
 from ...errors import ShardcError
 from ...ir.program import Aval, Lit
 from ...ops import linalg
+from ..explicit import takes_out_sharding
 from ...ops import reduce as red
 from ...ops.common import check_axis
 from ._shapes import expand_dims, reshape, squeeze, transpose
@@ -27,6 +28,7 @@ def _pref(out, preferred_element_type):
     return convert(out, canonical_dtype(preferred_element_type))
 
 
+@takes_out_sharding
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """jnp.dot: sum over the last axis of a and the second-to-last of b."""
     if preferred_element_type is not None:
@@ -48,6 +50,7 @@ def _check_contract(name, a, b, contract):
                               f"({aval(b).shape[y]})")
 
 
+@takes_out_sharding
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """jnp.matmul: batch dims broadcast; size-1 batch dims are squeezed, as jax does."""
     if preferred_element_type is not None:
@@ -118,6 +121,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     return out
 
 
+@takes_out_sharding
 def vdot(a, b, *, precision=None, preferred_element_type=None):
     """The dot product of the flattened arrays, the first conjugated (as jnp.vdot)."""
     from ...ir import dtypes
@@ -128,6 +132,7 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
                preferred_element_type=preferred_element_type)
 
 
+@takes_out_sharding
 def inner(a, b, *, precision=None, preferred_element_type=None):
     if preferred_element_type is not None:
         return _pref(inner(a, b), preferred_element_type)
@@ -144,6 +149,7 @@ def outer(a, b, out=None):
     return multiply(expand_dims(a, 1), expand_dims(b, 0))
 
 
+@takes_out_sharding
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     if preferred_element_type is not None:
         return _pref(tensordot(a, b, axes), preferred_element_type)
@@ -230,6 +236,7 @@ def _einsum_dot(x, y, contracting, batch, pref):
     return linalg.dot_general_p.bind(x, y, contracting=contracting, batch=batch, **extra)
 
 
+@takes_out_sharding
 def einsum(subscripts, *operands, optimize=None, precision=None,
            preferred_element_type=None):
     """Einstein summation by pairwise dot_generals, left to right, with jax's dtypes:

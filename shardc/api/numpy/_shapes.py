@@ -8,6 +8,7 @@ import numpy as np
 from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import shape as shp
+from ..explicit import takes_out_sharding
 from ...ops.common import check_axis, norm_axes
 from ._util import aval, broadcast_shapes, check_arraylike, convert, promote_dtypes
 from ._util import broadcast_to as _broadcast_to
@@ -27,6 +28,7 @@ def operator_index(x):
 _index = __import__("operator").index
 
 
+@takes_out_sharding
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     check_arraylike("reshape", a)
     shape = newshape if shape is None else shape
@@ -50,6 +52,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     return shp.reshape_p.bind(a, shape=shape)
 
 
+@takes_out_sharding
 def ravel(a, order="C"):
     return reshape(a, (-1,), order)
 
@@ -125,6 +128,7 @@ def squeeze(a, axis=None):
     return shp.reshape_p.bind(a, shape=tuple(n for d, n in enumerate(x.shape) if d not in axes))
 
 
+@takes_out_sharding
 def broadcast_to(array, shape):
     check_arraylike("broadcast_to", array)
     if isinstance(shape, int):

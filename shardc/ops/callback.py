@@ -1,0 +1,126 @@
+"""debug_callback: call a Python function on the host with an op's runtime values.
+
+The op is EFFECTFUL, so dead-code elimination keeps it. An unordered one has no
+results. An ordered one returns a bool[] "token" and takes the previous ordered call's
+token (and the results of the region ops with ordered calls since) as extra operands
+after the user's values: the data dependencies keep them in program order, in and
+across regions, as the token jax threads through its program does. It lowers to
+the custom call jaxlib's CPU client runs host callbacks with
+(`xla_ffi[_partitioned]_python_cpu_callback`); its `index` names an entry of CALLBACKS,
+which the runtime turns into the executable's host-callback list when it compiles.
+
+Where it runs, as jax's: outside shard_map on device 0 only (a maximal sharding: the
+operands are gathered, so the callback sees whole values once), or on every device's
+shard with `partitioned=True`; inside a shard_map body on every device (its block).
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
+from ..ir.program import Aval
+from ..lower.emit import tensor_type
+from ..trace.core import Primitive
+
+# id -> HostCallback: the runtime looks up the callbacks a lowered program names here
+# when it compiles it. Weak: the traced program's op holds its callback until then, the
+# compiled program after.
+CALLBACKS = weakref.WeakValueDictionary()
+_ids = itertools.count()
+
+
+class HostCallback:
+    """The `callback` param: the user's flat function, with the id its lowering names
+    (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
+    text cannot hold a function)."""
+    __slots__ = ("fn", "id", "name", "ordered", "nargs", "__weakref__")
+
+    def __init__(self, fn, name, nargs, ordered=False):
+        self.fn, self.id, self.name = fn, next(_ids), name
+        self.nargs = nargs          # the user's values; operands past them are ordering deps
+        self.ordered = ordered      # returns the token
+        CALLBACKS[self.id] = self
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+TOKEN_AVAL = Aval((), dtypes.bool_)
+
+
+def _shape(*avals, callback, ordered, partitioned, manual):
+    return [TOKEN_AVAL] if ordered else []
+
+
+def _lower(ctx, *xs, callback, ordered, partitioned, manual):
+    op = ctx.ir_op
+    if not isinstance(callback, HostCallback):
+        raise ShardcError("debug_callback: this op has no Python function (it was parsed "
+                          "from IR text, which cannot hold one); it cannot be compiled",
+                          op.loc)
+    if ordered != callback.ordered:
+        raise ShardcError("internal: debug_callback's ordered= differs from its callback's",
+                          op.loc)
+    if ordered and ctx.mesh.size > 1:
+        raise ShardcError("debug.print/callback with ordered=True: ordered effects are not "
+                          f"supported for more than 1 device (the program runs on "
+                          f"{ctx.mesh.size}), as in jax; drop ordered=True", op.loc)
+    low = ctx.lowering
+    low.next_channel()      # each op its own text (no template): its index differs
+    where = "_partitioned" if partitioned and not manual else ""
+    in_types = [low.types.get(x) or tensor_type(a) for x, a in zip(xs, ctx.in_avals)]
+    out_types = [tensor_type(a) for a in ctx.out_avals]
+    # jax's: a maximal sharding on device 0 outside shard_map (partitioned ones run
+    # per shard all the same), replicated over no axes inside one (every device)
+    mesh = "mesh<[]>" if manual else "mesh<[], device_ids=[0]>"
+    n = max(1, len(out_types))
+    sharding = "#sdy.sharding_per_value<[" + ", ".join([f"<{mesh}, []>"] * n) + "]>"
+    props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
+             "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
+             "has_side_effect": "true",
+             # XLA's partitioner of these calls requires layouts (row-major, as jax's)
+             "operand_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.in_avals) + "]",
+             "result_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.out_avals) + "]"}
+    return ctx.op("stablehlo.custom_call", list(xs), in_types, out_types, props,
+                  sharding=False, attrs={"sdy.sharding": sharding})
+
+
+def _layout(rank) -> str:
+    if not rank:
+        return "dense<> : tensor<0xindex>"
+    return f"dense<{list(range(rank - 1, -1, -1))}> : tensor<{rank}xindex>"
+
+
+debug_callback_p = Primitive("debug_callback", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
+                             lower=_lower, prop_kind=PropKind.NONE, multiple_results=True,
+                             traits=Trait.EFFECTFUL)
+# an effect: no gradient flows through it (the forward pass still runs it, with primals)
+debug_callback_p.vjp = nondiff
+
+
+def _batch(ctx, args, batched, *, callback, **params):
+    """vmap: one call per example, each with that example's values (jax unrolls too);
+    ordering operands pass as they are."""
+    from . import lax as L
+    n = callback.nargs
+    if not any(batched[:n]):
+        outs = debug_callback_p.bind(*args, callback=callback, **params)
+        return outs, [False] * len(outs)
+    token = []
+    for i in range(ctx.size):
+        xs = []
+        for x, b in zip(args[:n], batched):
+            if b:
+                a = L.aval(x)
+                x = L.reshape(L.slice(x, (i,) + (0,) * (a.ndim - 1), (i + 1, *a.shape[1:])),
+                              a.shape[1:])
+            xs.append(x)
+        deps = list(args[n:]) if not token else token      # chained, in example order
+        token = debug_callback_p.bind(*xs, *deps, callback=callback, **params)
+    return token, [False] * len(token)
+
+
+debug_callback_p.batch = _batch

@@ -1,0 +1,175 @@
+"""debug.print and debug.callback: a Python function run on the host with values.
+
+Outside a trace they run now; traced (shardc.jit, shard_map, vmap, grad, control
+flow) they become a debug_callback op that runs with the runtime values each time the
+program does (shardc.ops.callback says where). As jax's, the function gets jax arrays
+on the host CPU; leaves of the arguments that are not arrays or scalars pass as they are.
+"""
+from __future__ import annotations
+
+import string
+import sys
+
+import jax
+import numpy as np
+
+from ..errors import ArgumentError, ShardcError
+from ..ops.callback import HostCallback, debug_callback_p
+from ..trace import core
+
+_tree = jax.tree_util
+
+
+def _is_dynamic(x) -> bool:
+    return core.is_tracer(x) or isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int,
+                                               float, complex))
+
+
+def _manual_ctx(b):
+    """The shard_map body (ManualCtx) the builder `b` traces in, if any."""
+    while b is not None:
+        if getattr(b, "manual", None) is not None:
+            return b.manual
+        b = b.parent
+    return None
+
+
+def _emit(fn, args, kwargs, ordered, partitioned, name):
+    leaves, tree = _tree.tree_flatten((args, kwargs))
+    dyn = [i for i, x in enumerate(leaves) if _is_dynamic(x)]
+    static = [None if i in set(dyn) else x for i, x in enumerate(leaves)]   # no tracers kept
+
+    def flat(*vals):
+        full = list(static)
+        for i, v in zip(dyn, vals):
+            full[i] = v
+        a, k = _tree.tree_unflatten(tree, full)
+        fn(*a, **k)
+
+    vals = [leaves[i] for i in dyn]
+    b = core.current_builder()
+    if b is None and not any(core.is_tracer(v) for v in vals):
+        cpu = jax.local_devices(backend="cpu")[0]
+        flat(*jax.device_put(vals, cpu))        # now, with host arrays (jax's impl)
+        return
+    manual = _manual_ctx(b)
+    if manual is not None and set(manual.axes) != {n for n, _ in manual.mesh.axes}:
+        raise ShardcError(f"{name} inside a shard_map over only some mesh axes "
+                          f"({', '.join(manual.axes)}) is not supported yet; make the "
+                          "shard_map manual over every axis")
+    deps = _ordering_deps(b) if ordered else []
+    debug_callback_p.bind(*vals, *deps, callback=HostCallback(flat, name, len(vals),
+                                                             bool(ordered)),
+                          ordered=bool(ordered), partitioned=bool(partitioned),
+                          manual=manual is not None)
+
+
+def _is_ordered_call(op) -> bool:
+    return op.prim is debug_callback_p and op.params["ordered"]
+
+
+def _has_ordered_call(op) -> bool:
+    return any(_is_ordered_call(o) or o.regions and _has_ordered_call(o)
+               for r in op.regions for o in r.ops)
+
+
+def _ordering_deps(b) -> list:
+    """What an ordered call in builder `b` must come after: the last ordered call's
+    token and a result of each region op with ordered calls since (a region op's
+    results are ready when its whole region has run), in `b` or, before `b`'s first
+    ordered call, in the builders around it (captured: the region op then takes them
+    as operands, so its body starts after them)."""
+    while b is not None:
+        deps = []
+        for op in reversed(b.program.ops):
+            if _is_ordered_call(op):
+                deps.append(core.Tracer(b, op.outputs[0]))
+                return deps[::-1]
+            if op.regions and op.outputs and _has_ordered_call(op):
+                v = min(op.outputs, key=lambda v: v.aval.size)
+                deps.append(core.Tracer(b, v))
+        if deps:
+            return deps[::-1]
+        b = b.parent
+    return []
+
+
+def callback(callback=None, *args, ordered: bool = False, partitioned: bool = False,
+             **kwargs):
+    """jax.debug.callback: call `callback(*args, **kwargs)` with the runtime values.
+
+    `ordered`: in program order with the other ordered callbacks (one device only, as
+    jax); `partitioned`: outside shard_map, once per device with its shard instead of
+    once with the whole value. Also `callback(ordered=...)(fn, *args)`."""
+    def _callback(fn, *c_args, **c_kwargs):
+        if not callable(fn):
+            raise TypeError("first argument to jax.debug.callback must be callable, but "
+                            f"got an object of type {type(fn)}")
+        _emit(fn, c_args, c_kwargs, ordered, partitioned,
+              f"debug.callback({getattr(fn, '__name__', type(fn).__name__)})")
+
+    if callback is not None:
+        _callback(callback, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_callback received unexpected arguments in the two-call form:"
+                        f" {args=} {kwargs=}")
+    return _callback
+
+
+class _FormatChecker(string.Formatter):
+    """Checks a format string against its arguments without formatting (jax's)."""
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused = [a for i, a in enumerate(args) if i not in used_args]
+        if unused:
+            raise ValueError(f"Unused positional arguments to `jax.debug.print`: {unused}")
+        unused = [k for k in kwargs if k not in used_args]
+        if unused:
+            raise ValueError(f"Unused keyword arguments to `jax.debug.print`: {unused}. You "
+                             "may be passing an f-string (i.e, `f\"{x}\"`) into "
+                             "`jax.debug.print` and instead should pass in a regular string.")
+
+
+_checker = _FormatChecker()
+
+
+def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # noqa: A001
+          skip_format_check: bool = False, **kwargs):
+    """jax.debug.print: `fmt.format(*args, **kwargs)` of the runtime values, on stdout.
+
+    Options as debug.callback's; `skip_format_check` skips checking `fmt` against the
+    arguments now. Also `print(ordered=...)(fmt, *args)`."""
+    def _debug_print(fmt, *c_args, **c_kwargs):
+        if not skip_format_check:
+            try:
+                _checker.format(fmt, *c_args, **c_kwargs)
+            except (ValueError, KeyError, IndexError, AttributeError, TypeError) as e:
+                msg = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+                raise ArgumentError(f"debug.print: the format string {fmt!r} does not fit "
+                                    f"its arguments: {msg}") from None
+        has_placeholders = False
+        if fmt:
+            _, field, *_ = next(iter(string.Formatter().parse(fmt)))
+            has_placeholders = field is not None
+        options = np.get_printoptions()
+
+        def show(*a, **k):
+            if has_placeholders:
+                with np.printoptions(**options):
+                    msg = fmt.format(*a, **k)
+            else:
+                msg = " ".join((fmt, *(str(x) for x in a)))
+            sys.stdout.write(msg + "\n")
+        _emit(show, c_args, c_kwargs, ordered, partitioned, "debug.print")
+
+    if fmt is not None:
+        _debug_print(fmt, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_print received unexpected arguments in the two-call form:"
+                        f" {args=} {kwargs=}")
+    return _debug_print

@@ -1,0 +1,286 @@
+"""Explicit sharding mode: each traced value's type carries its sharding on the mesh's
+Explicit axes (`Aval.ts`), computed at trace time as jax's sharding-in-types does.
+
+An op's result type comes from its factor rule -- the table propagation uses: every
+factor takes the axes its operands' dims give it (the "consensus": unsharded if none
+does, the common axes if they agree, an error if two differ); a reduction factor
+sharded on two operands is ambiguous (which result dim should hold the partial sums?),
+so it needs `out_sharding=`; a result dim gets its factors' axes, major first, and an
+axis may shard only one dim. Region ops (cond, scan, shard_map, ...) take their
+results' types from their bodies along their data-flow edges. A primitive may state its
+own rule as `prim.type_rule(in_avals, out_avals, mesh, explicit, **params) -> [Sharding |
+None]`, or tune the generic one: `prim.type_whole` ("drop", "keep" or "error": what a
+sharded dim the op needs whole does) and `prim.type_linear` (partial sums pass through).
+"""
+from __future__ import annotations
+
+import threading
+
+from ..errors import ShardingTypeError
+from ..ir.program import Lit
+from ..ir.rules import NEED_REPLICATION, REDUCTION
+from ..ir.sharding import Sharding
+
+EMPTY = frozenset()
+
+
+class _Modes(threading.local):
+    def __init__(self):
+        self.stack = []         # ("auto" | "explicit", axes) from auto_axes / explicit_axes
+        self.lenient = 0        # > 0: an out_sharding= will set the result's type
+
+
+_modes = _Modes()
+
+
+def explicit_axes_of(builder) -> frozenset:
+    """The mesh axes that are Explicit where `builder` traces now."""
+    slot = builder.meshes
+    mesh = slot.info.shape if slot is not None else None
+    stack = _modes.stack
+    if mesh is None or (not mesh.explicit and not stack):
+        return EMPTY
+    ex = mesh.explicit
+    for mode, axes in stack:
+        ex = ex - axes if mode == "auto" else ex | (axes & frozenset(mesh.names))
+    b = builder
+    while b is not None and ex:
+        if b.manual is not None:
+            ex = ex - frozenset(b.manual.axes)
+        b = b.parent
+    return ex
+
+
+class axis_mode:
+    """`with axis_mode("auto", axes):` traces with `axes` Auto (auto_axes), or with
+    "explicit" Explicit (explicit_axes)."""
+
+    def __init__(self, mode, axes):
+        self.entry = (mode, frozenset(axes))
+
+    def __enter__(self):
+        _modes.stack.append(self.entry)
+
+    def __exit__(self, *exc):
+        _modes.stack.pop()
+
+
+class lenient:
+    """Inside, results are left untyped (and so not pinned): the caller's
+    `out_sharding=` reshard gives the value its type next, and an ambiguous or
+    conflicting operand sharding is no error."""
+
+    def __enter__(self):
+        _modes.lenient += 1
+
+    def __exit__(self, *exc):
+        _modes.lenient -= 1
+
+
+def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
+    """`sh` on the explicit axes only (None: replicated)."""
+    if sh is None:
+        return replicated(rank)
+    return Sharding([tuple(a for a in d if type(a) is str and a in explicit)
+                     for d in sh.dims], None, [a for a in sh.unreduced if a in explicit],
+                    [a for a in sh.reduced if a in explicit])
+
+
+def replicated(rank):
+    return Sharding.replicated(rank) if rank else None
+
+
+def typed(aval, ts):
+    """`aval` with type sharding `ts` (rank-0 values carry none)."""
+    if not aval.shape and (ts is None or not (ts.unreduced or ts.reduced)):
+        ts = None
+    return aval if aval.ts == ts else aval.update(ts=ts)
+
+
+def operand_ts(v):
+    """An operand's type sharding (literals and untyped values: replicated)."""
+    if type(v) is Lit:
+        return None
+    return v.aval.ts
+
+
+def infer(prim, in_vals, out_avals, params, mesh, explicit, loc):
+    """The result avals of `prim` with their type shardings."""
+    if _modes.lenient > 0:
+        return list(out_avals)      # out_sharding= sets the type next
+    rule_fn = getattr(prim, "type_rule", None)
+    try:
+        if rule_fn is not None:
+            ts = rule_fn([v.aval for v in in_vals], out_avals, mesh, explicit, **params)
+        else:
+            ts = from_factors(prim, in_vals, out_avals, params, mesh, explicit)
+    except ShardingTypeError as e:
+        if e.loc != loc:
+            raise ShardingTypeError(e.message, loc) from None
+        raise
+    return [typed(a, t if t is not None else replicated(a.ndim))
+            for a, t in zip(out_avals, ts)]
+
+
+def _visible(ts, explicit):
+    """A type sharding as seen where only `explicit` axes are Explicit."""
+    if ts is None or all(a in explicit for d in ts.dims for a in d):
+        return ts
+    return restrict(ts, explicit, len(ts.dims))
+
+
+def _spec(ts, rank):
+    from jax.sharding import PartitionSpec
+    if ts is None:
+        return PartitionSpec(*([None] * rank))
+    return PartitionSpec(*[None if not d else d[0] if len(d) == 1 else tuple(d)
+                           for d in ts.dims])
+
+
+def _split(axes, factors, sizes, mesh, what):
+    """A dim's axes given to its factors, major first (jax's split of a reshape)."""
+    if len(factors) == 1:
+        return {factors[0]: tuple(axes)}
+    out = {f: [] for f in factors}
+    it = iter(axes)
+    a = next(it, None)
+    for f in factors:
+        left = sizes[f]
+        while left > 1 and a is not None:
+            n = mesh.sizes[a]
+            if left % n:
+                raise ShardingTypeError(
+                    f"{what}: mesh axis {a!r} (size {n}) does not evenly split a "
+                    f"dimension of size {left}; pass out_sharding= or reshard the operand")
+            out[f].append(a)
+            left //= n
+            a = next(it, None)
+    if a is not None:
+        raise ShardingTypeError(f"{what}: the operand's sharding {tuple(axes)} does not fit "
+                                "the result's dimensions; pass out_sharding= or reshard")
+    return {f: tuple(v) for f, v in out.items()}
+
+
+def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
+    """Result type shardings by the op's factor rule (see the module doc)."""
+    name = prim.name
+    in_avals = [v.aval.bare() for v in in_vals]
+    in_ts = [_visible(operand_ts(v), explicit) for v in in_vals]
+    if all(t is None for t in in_ts):
+        return [None] * len(out_avals)
+    rule_fn = prim.sharding_rule
+    rule = rule_fn(in_avals, list(out_avals), **params) if rule_fn is not None else None
+    if rule is None:
+        return [None] * len(out_avals)
+    # a dim the op needs whole (need_replication): its result dim is unsharded (the op
+    # gathers it), unless the op says "keep" (concatenate, as jax) or "error" (sort)
+    whole = getattr(prim, "type_whole", "drop")
+    nf = len(rule.sizes)
+    fax = [()] * nf
+    count = [0] * nf
+    specs = [_spec(t, a.ndim) for t, a in zip(in_ts, in_avals)]
+    for i, (mapping, ts) in enumerate(zip(rule.operands, in_ts)):
+        if ts is None:
+            continue
+        for d, factors in enumerate(mapping):
+            axes = ts.dims[d]
+            if not axes or not factors:
+                continue
+            for f, a in _split(axes, factors, rule.sizes, mesh, name).items():
+                if not a:
+                    continue
+                if rule.kinds[f] == NEED_REPLICATION and whole == "error":
+                    raise ShardingTypeError(
+                        f"{name}: operand {i} must be unsharded along dimension {d}, which "
+                        f"the op needs whole (e.g. the sorted dimension), but its type is "
+                        f"sharded {specs[i]}; reshard it first (shardc.reshard(x, P(...)))")
+                count[f] += 1
+                if not fax[f]:
+                    fax[f] = a
+                elif fax[f] != a:
+                    what = "contracting dimensions" if rule.kinds[f] == REDUCTION else \
+                        "dimensions"
+                    raise ShardingTypeError(
+                        f"{name}: its operands' {what} have incompatible shardings "
+                        f"{', '.join(map(str, specs))}; reshard one operand so they agree "
+                        "(shardc.reshard(x, P(...))) or pass out_sharding=")
+    for f in range(nf):
+        if rule.kinds[f] == REDUCTION and count[f] > 1:
+            raise ShardingTypeError(
+                f"{name}: contracting dimensions are sharded (operands "
+                f"{', '.join(map(str, specs))}) and it is ambiguous how the output should "
+                "be sharded. Specify the output sharding with out_sharding= (P(...), "
+                "possibly with unreduced=) or reshard an operand first")
+    outs = []
+    for mapping, aval in zip(rule.results, out_avals):
+        dims, used = [], set()
+        for d, factors in enumerate(mapping):
+            axes, gap = [], False
+            for f in factors:
+                kind = rule.kinds[f]
+                a = () if kind == REDUCTION or (kind == NEED_REPLICATION and
+                                                whole != "keep") else fax[f]
+                if a and gap:
+                    raise ShardingTypeError(
+                        f"{name}: the result's dimension {d} would be sharded on "
+                        f"{a} inside an unsharded part, which no layout holds; pass "
+                        "out_sharding= or reshard the operand")
+                axes += a
+                n = 1
+                for x in a:
+                    n *= mesh.sizes[x]
+                gap = gap or n < rule.sizes[f]
+            for x in axes:
+                if x in used:
+                    raise ShardingTypeError(
+                        f"{name}: mesh axis {x!r} would shard more than one dimension of "
+                        f"the result (operands {', '.join(map(str, specs))}); pass "
+                        "out_sharding= or reshard an operand")
+                used.add(x)
+            n = 1
+            for x in axes:
+                n *= mesh.sizes[x]
+            if aval.shape[d] % n:
+                raise ShardingTypeError(
+                    f"{name}: the result's dimension {d} (size {aval.shape[d]}) would be "
+                    f"sharded on {tuple(axes)} ({n} shards), which does not divide it; "
+                    "pass out_sharding= or reshard the operand")
+            dims.append(tuple(axes))
+        outs.append(Sharding(dims, None, _partial_sums(prim, in_vals, in_ts)))
+    return outs
+
+
+def _partial_sums(prim, in_vals, in_ts):
+    """Unreduced axes of a result: a sum, difference or negation of partial sums over
+    the same axes is one (jax's; such ops set `prim.type_linear`); other ops see the
+    reduced value."""
+    if not getattr(prim, "type_linear", False):
+        return ()
+    sets = {t.unreduced if t is not None else () for v, t in zip(in_vals, in_ts)
+            if type(v) is not Lit}
+    return next(iter(sets)) if len(sets) == 1 else ()
+
+
+def of_region_op(op, mesh, explicit):
+    """Result types of a region op: its body results' types along its data-flow edges
+    (a stacked result adds an unsharded leading dim; shard_map's results are sharded
+    as their out_specs say on explicit axes)."""
+    flow = op.prim.data_flow(op) if op.prim.data_flow is not None else None
+    if not flow:
+        return None
+    outs = {id(v): i for i, v in enumerate(op.outputs)}
+    ts = [None] * len(op.outputs)
+    for e in flow:
+        i = outs.get(id(getattr(e, "outer", None)))
+        if i is None:
+            continue
+        aval = op.outputs[i].aval
+        if e.manual:
+            ts[i] = restrict(e.spec, explicit, aval.ndim)
+            continue
+        inner = getattr(e.inner, "aval", None)
+        t = inner.ts if inner is not None else None
+        if t is not None and e.stacked:
+            t = Sharding(((),) + t.dims)
+        ts[i] = t if t is not None else replicated(aval.ndim)
+    return ts
