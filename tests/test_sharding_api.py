@@ -35,8 +35,7 @@ def explicit_mesh(shape=(2, 4), names=("x", "y")):
 
 def test_sharding_module_has_every_name_of_jax_sharding():
     public = {n for n in dir(jax.sharding) if not n.startswith("_")}
-    lead = {"auto_axes", "explicit_axes"}       # shardc.api.explicit's, when it has them
-    missing = public - set(dir(shardc.sharding)) - lead
+    missing = public - set(dir(shardc.sharding))
     assert not missing, missing
     for n in ("Mesh", "NamedSharding", "PartitionSpec", "AxisType", "AbstractMesh",
               "AbstractDevice", "ManualAxisType", "Sharding", "SingleDeviceSharding"):
@@ -344,3 +343,23 @@ def test_shard_map_infers_in_specs_inside_jit_from_types():
         ref = jax.jit(f(jax.lax, jax.shard_map, jax.sharding.reshard))(x)
         ours = shardc.jit(f(shardc.lax, shardc.shard_map, shardc.reshard))(x)
     np.testing.assert_array_equal(ours, ref)
+
+
+def test_abstract_mesh_and_typeof_inside_a_shard_map_body():
+    """Inside a body the manual axes are Manual in the abstract mesh, as jax's."""
+    mesh = explicit_mesh()
+    x = jax.device_put(X, NamedSharding(mesh, P("x", "y")))
+    seen = {}
+
+    def body(sm, tag):
+        def f(a):
+            seen[tag] = jax.sharding.get_abstract_mesh() if sm is jax.shard_map else \
+                shardc.api.explicit.abstract_mesh_now()
+            return a
+        return f
+    with jax.set_mesh(mesh):
+        jax.jit(jax.shard_map(body(jax.shard_map, "jax"), out_specs=P("x"),
+                              axis_names={"x"}))(x)
+        shardc.jit(shardc.shard_map(body(shardc.shard_map, "ours"), out_specs=P("x"),
+                                    axis_names={"x"}))(x)
+    assert seen["ours"].axis_types == seen["jax"].axis_types
