@@ -280,3 +280,31 @@ def test_out_sharding_ops(mesh, name):
         j = jax.jit(mk(jax.lax, jax.sharding.reshard, jnp))(x)
     np.testing.assert_allclose(r, j)
     assert str(jax.typeof(r)) == str(jax.typeof(j))
+
+
+def test_shard_map_inside_explicit_types(mesh):
+    """Inside shard_map the axes are Manual and types show what varies ({V:...}); its
+    results are typed by out_specs -- each typeof and its abstract mesh as jax's."""
+    x = put(mesh, np.arange(32).reshape(8, 4), "X", "Y")
+
+    def mk(lib, sm, t):
+        def f(x):
+            def body(b):
+                t(b)
+                c = lib.lax.psum(b, "Y")
+                t(c)
+                return c * 2
+            y = sm(body, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", None))(x)
+            t(y)
+            return lib.numpy.sin(y)
+        return f
+    s, j = [], []
+    with shardc.set_mesh(mesh):
+        r = shardc.jit(mk(shardc, shardc.shard_map, lambda v: s.append(
+            (str(shardc.typeof(v)), str(shardc.typeof(v).sharding.mesh)))))(x)
+    with jax.set_mesh(mesh):
+        jr = jax.jit(mk(jax, jax.shard_map, lambda v: j.append(
+            (str(jax.typeof(v)), str(jax.typeof(v).sharding.mesh)))))(x)
+    assert s == j and s[0][0] == "float32[4,1]{V:(X,Y)}"
+    np.testing.assert_allclose(r, jr, rtol=1e-6)
+    assert str(jax.typeof(r)) == str(jax.typeof(jr))

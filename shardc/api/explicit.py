@@ -71,7 +71,7 @@ def _axis_types(b):
     bb = b
     while bb is not None:
         if bb.manual is not None:
-            manual |= set(bb.manual.manual)
+            manual |= set(bb.manual.axes)
         bb = bb.parent
     kinds = {}
     for n in mesh.axis_names:
@@ -89,8 +89,7 @@ def abstract_mesh_now():
     mesh, kinds = _axis_types(b)
     if mesh is None:
         return jax.sharding.AbstractMesh((), ())
-    return jax.sharding.AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names),
-                                     axis_types=tuple(kinds[n] for n in mesh.axis_names))
+    return mesh.abstract_mesh.update_axis_types(kinds)
 
 
 def _spec(ts, rank):
@@ -114,8 +113,13 @@ def typeof(x):
         explicit = types.explicit_axes_of(b)
         ts = types.restrict(ts, explicit, aval.ndim)
     sharding = NamedSharding(am, _spec(ts, aval.ndim))
+    extra = {}
+    if b.manual is not None and x.builder is b:    # the manual axes it varies over
+        vma = frozenset(b.manual.vma_of(x.value))
+        if vma:
+            extra["manual_axis_type"] = jax.sharding.ManualAxisType(varying=vma)
     return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak,
-                                sharding=sharding)
+                                sharding=sharding, **extra)
 
 
 def _mesh_axes(axes, what):
