@@ -31,6 +31,7 @@ class _Modes(threading.local):
 
 
 _modes = _Modes()
+ANY_LENIENT = [0]     # lenient scopes open in any thread (a cheap first test for eager ops)
 
 
 def explicit_axes_of(builder) -> frozenset:
@@ -72,9 +73,15 @@ class lenient:
 
     def __enter__(self):
         _modes.lenient += 1
+        ANY_LENIENT[0] += 1
 
     def __exit__(self, *exc):
         _modes.lenient -= 1
+        ANY_LENIENT[0] -= 1
+
+
+def is_lenient() -> bool:
+    return _modes.lenient > 0
 
 
 def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
