@@ -71,7 +71,7 @@ def _axis_types(b):
     bb = b
     while bb is not None:
         if bb.manual is not None:
-            manual |= set(bb.manual.manual)
+            manual |= set(bb.manual.axes)
         bb = bb.parent
     kinds = {}
     for n in mesh.axis_names:

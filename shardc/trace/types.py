@@ -44,7 +44,7 @@ def explicit_axes_of(builder) -> frozenset:
     b = builder
     while b is not None and ex:
         if b.manual is not None:
-            ex = ex - frozenset(b.manual.manual)
+            ex = ex - frozenset(b.manual.axes)
         b = b.parent
     return ex
 
