@@ -86,18 +86,19 @@ def run(cell, mesh, *args):
 def same(cell, mesh, *args, rtol=1e-6):
     """Run `cell` on both; logs, types, values and shardings must agree."""
     (jlog, jout, jtys), (slog, sout, stys) = run(cell, mesh, *args)
-    assert slog == jlog
-    assert stys == jtys
+    assert slog == jlog, ("shardc", slog, "jax", jlog)
+    assert stys == jtys, ("shardc", stys, "jax", jtys)
     jl, jt = jax.tree_util.tree_flatten(jout)
     sl, st = jax.tree_util.tree_flatten(sout)
-    assert st == jt
+    assert st == jt, (st, jt)
     for j, s in zip(jl, sl):
         np.testing.assert_allclose(np.asarray(s), np.asarray(j), rtol=rtol)
-        assert np.asarray(s).dtype == np.asarray(j).dtype
+        assert np.asarray(s).dtype == np.asarray(j).dtype, (s.dtype, j.dtype)
         if isinstance(j, jax.Array):
             if isinstance(j.sharding, NamedSharding):
                 assert isinstance(s.sharding, NamedSharding), s.sharding
-                assert padded(s.sharding.spec, j.ndim) == padded(j.sharding.spec, j.ndim)
+                assert padded(s.sharding.spec, j.ndim) == padded(j.sharding.spec, j.ndim), \
+                    (s.sharding.spec, j.sharding.spec)
             else:
                 assert type(s.sharding) is type(j.sharding)
                 assert s.sharding.device_set == j.sharding.device_set

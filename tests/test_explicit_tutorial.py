@@ -9,7 +9,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
 import shardc
 from explicit_cells import (AUTO, EXPLICIT, JAX, SHARDC, errors, mesh_info, mesh_of, put,
