@@ -10,7 +10,7 @@ from jax.sharding import AxisType, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from explicit_cells import EXPLICIT, errors, mesh_of, put, same
+from explicit_cells import EXPLICIT, JAX, SHARDC, errors, mesh_of, put, same
 
 
 @pytest.fixture(scope="module")
@@ -266,3 +266,39 @@ def test_creation_ops_out_sharding(mesh):
         return L.jit(f)()
     log, _ = same(cell, mesh)
     assert log == ["float32[8@X,4]"]
+
+
+def _type_errors(cell, mesh, words):
+    """Both raise a TypeError whose message has each of `words`."""
+    got = []
+    for L in (JAX, SHARDC):
+        with L.set_mesh(mesh):
+            with pytest.raises(TypeError) as ei:
+                cell(L)
+        got.append(str(ei.value).lower())
+    for w in words:
+        assert all(w in g for g in got), (w, got)
+
+
+@pytest.mark.xfail(strict=True, reason="shardc's scan accepts a body whose carry comes out "
+                   "with another type sharding (f32[4@X,4] in, f32[4@X,4@Y] out); jax "
+                   "raises TypeError 'carry input and carry output must have equal types'")
+def test_scan_carry_type_must_match(mesh):
+    def cell(L):
+        c0 = put(mesh, np.zeros((4, 4), np.float32), "X", None)
+        xs = put(mesh, np.ones((2, 4, 4), np.float32), None, None, "Y")
+        f = L.jit(lambda c, xs: L.lax.scan(lambda c, x: (c + x, None), c, xs)[0])
+        return f(c0, xs)
+    _type_errors(cell, mesh, ["carry", "float32[4@x,4]", "float32[4@x,4@y]"])
+
+
+@pytest.mark.xfail(strict=True, reason="shardc's cond accepts branches whose results have "
+                   "different type shardings (f32[8@X,4] vs f32[8,4@X]); jax raises "
+                   "TypeError 'cond branches must have equal output types'")
+def test_cond_branch_types_must_match(mesh):
+    def cell(L):
+        a = put(mesh, np.ones((8, 4), np.float32), "X", None)
+        f = L.jit(lambda p, a: L.lax.cond(p, lambda a: a * 2,
+                                          lambda a: L.reshard(a, P(None, "X")), a))
+        return f(True, a)
+    _type_errors(cell, mesh, ["branches", "float32[8@x,4]", "float32[8,4@x]"])
