@@ -233,10 +233,7 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
                         f"{a} inside an unsharded part, which no layout holds; pass "
                         "out_sharding= or reshard the operand")
                 axes += a
-                n = 1
-                for x in a:
-                    n *= mesh.sizes[x]
-                gap = gap or n < rule.sizes[f]
+                gap = gap or not a      # jax's merge: sharded dims after an unsharded one
             for x in axes:
                 if x in used:
                     raise ShardingTypeError(
