@@ -308,3 +308,21 @@ def test_shard_map_inside_explicit_types(mesh):
     assert s == j and s[0][0] == "float32[4,1]{V:(X,Y)}"
     np.testing.assert_allclose(r, jr, rtol=1e-6)
     assert str(jax.typeof(r)) == str(jax.typeof(jr))
+
+
+def test_eager_ops_are_typed_and_checked(mesh):
+    """Outside jit, each op is typed as in jit; an op run with out_sharding= first does
+    not let the same op without it skip its check (the eager caches know the mode)."""
+    with shardc.set_mesh(mesh):
+        x = shardc.reshard(np.arange(16.).reshape(4, 4), P("X", None))
+        y = shardc.reshard(np.arange(16.).reshape(4, 4), P(None, "X"))
+        assert str(shardc.typeof(snp.sin(x))) == "float32[4@X,4]"
+        assert str(shardc.typeof(snp.sum(x, 0))) == "float32[4]"
+        r = snp.matmul(y, x, out_sharding=P("X"))
+        assert str(shardc.typeof(r)) == "float32[4@X,4]"
+        ref = np.arange(16.).reshape(4, 4) @ np.arange(16.).reshape(4, 4)
+        np.testing.assert_allclose(r, ref)
+        with pytest.raises(ShardingTypeError, match="ambiguous"):
+            snp.matmul(y, x)
+        with pytest.raises(ShardingTypeError, match="more than one dimension"):
+            snp.add(x, y)

@@ -31,6 +31,7 @@ class _Modes(threading.local):
 
 
 _modes = _Modes()
+ANY_LENIENT = [0]     # lenient scopes open in any thread (a cheap first test for eager ops)
 
 
 def explicit_axes_of(builder) -> frozenset:
@@ -72,9 +73,15 @@ class lenient:
 
     def __enter__(self):
         _modes.lenient += 1
+        ANY_LENIENT[0] += 1
 
     def __exit__(self, *exc):
         _modes.lenient -= 1
+        ANY_LENIENT[0] -= 1
+
+
+def is_lenient() -> bool:
+    return _modes.lenient > 0
 
 
 def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
@@ -226,10 +233,7 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
                         f"{a} inside an unsharded part, which no layout holds; pass "
                         "out_sharding= or reshard the operand")
                 axes += a
-                n = 1
-                for x in a:
-                    n *= mesh.sizes[x]
-                gap = gap or n < rule.sizes[f]
+                gap = gap or not a      # jax's merge: sharded dims after an unsharded one
             for x in axes:
                 if x in used:
                     raise ShardingTypeError(
