@@ -49,8 +49,9 @@ def test_device_put_spec_and_sin_transpose(mesh):
     assert log == ["float32[8@X,4@Y]", "float32[4@Y,8@X]"]
 
 
-@pytest.mark.xfail(not hasattr(shardc, "sharding"), strict=True,
-                   reason="shardc.sharding.use_abstract_mesh is not on this branch yet")
+@pytest.mark.xfail(strict=True, reason="inside a trace, use_abstract_mesh over the same "
+                   "devices with other axes (A = X*Y) does not re-view the program's mesh: "
+                   "reshard names an axis the program's mesh lacks")
 def test_use_abstract_mesh_under_jit(mesh):
     def cell(L, log):
         sh = jax.sharding if L.name == "jax" else shardc.sharding

@@ -255,8 +255,6 @@ def test_like_creation_keeps_type(mesh):
     assert log == ["float32[8@X,4@Y]"] * 3
 
 
-@pytest.mark.xfail(strict=True, reason="shardc.numpy.zeros/arange take no out_sharding= "
-                   "(jax 0.10's creation ops do: jnp.zeros(shape, out_sharding=P('X')))")
 def test_creation_ops_out_sharding(mesh):
     def cell(L, log):
         def f():

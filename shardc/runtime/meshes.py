@@ -222,15 +222,10 @@ def current_mesh():
     return None if mesh.empty else mesh
 
 
-def _trace_abstract_mesh():
-    """The abstract mesh of the shardc trace being built (None: not known here)."""
-    return None
-
-
 def get_abstract_mesh():
-    """The abstract mesh of the context, as jax.sharding.get_abstract_mesh."""
-    mesh = _trace_abstract_mesh()
-    return jax.sharding.get_abstract_mesh() if mesh is None else mesh
+    """The abstract mesh of jax's context (set_mesh, use_abstract_mesh); inside a trace
+    shardc.sharding.get_abstract_mesh gives the program's instead."""
+    return jax.sharding.get_abstract_mesh()
 
 
 use_abstract_mesh = jax.sharding.use_abstract_mesh
