@@ -363,3 +363,14 @@ def test_abstract_mesh_and_typeof_inside_a_shard_map_body():
         shardc.jit(shardc.shard_map(body(shardc.shard_map, "ours"), out_specs=P("x"),
                                     axis_names={"x"}))(x)
     assert seen["ours"].axis_types == seen["jax"].axis_types
+
+
+def test_shard_map_in_specs_must_match_explicit_types():
+    mesh = explicit_mesh()
+    x = jax.device_put(X, NamedSharding(mesh, P("x", "y")))
+    for sm in (jax.shard_map, shardc.shard_map):
+        with jax.set_mesh(mesh):
+            with pytest.raises(ValueError, match=r"does not match the specs of the input"):
+                sm(lambda a: a, in_specs=P("x", None), out_specs=P("x", None))(x)
+            out = sm(lambda a: a + 1, in_specs=P("x", "y"), out_specs=P("x", "y"))(x)
+            np.testing.assert_array_equal(out, X + 1)

@@ -128,6 +128,32 @@ def _concrete_in_specs(mesh, axis_names, args):
     return [_inferred_spec(x, m, manual, i) for i, x in enumerate(_tree.tree_leaves(args))]
 
 
+def _padded(spec, ndim):
+    return tuple(spec) + (None,) * (ndim - len(spec))
+
+
+def _check_specs_match_types(mesh, manual, leaves, specs):
+    """On an all-Explicit mesh, manual over every axis, in_specs must be the arguments'
+    types (as jax: shard_map does not reshard; jax.reshard does)."""
+    typeof = getattr(_explicit, "typeof", None)
+    if typeof is None or set(manual) != set(mesh.axis_names) or \
+            not all(t == AxisType.Explicit for t in mesh.axis_types):
+        return
+    for x, spec in zip(leaves, specs):
+        if not isinstance(spec, PartitionSpec) or not core.is_tracer(x):
+            continue
+        t = typeof(x)
+        have = t.sharding.spec
+        if _padded(spec, t.ndim) != _padded(have, t.ndim):
+            raise ArgumentError(
+                f"in_specs passed to shard_map: {PartitionSpec(*_padded(spec, t.ndim))} does "
+                f"not match the specs of the input: {have} for arg: {t}. `in_specs` is an "
+                "optional argument so you can omit specifying it and shard_map will infer "
+                "the in_specs from the arguments. If you want to reshard your inputs, you "
+                "can use `shardc.reshard` on the arguments and then pass those args to "
+                "shard_map.")
+
+
 def _resolve_mesh(mesh):
     """The concrete mesh of a call: `mesh=`, else the context's (set_mesh, or an
     abstract mesh matching the program's)."""
@@ -238,6 +264,7 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     else:
         flat_specs = _specs_for(in_specs if not isinstance(in_specs, list)
                                 else tuple(in_specs), tuple(args), "shard_map in_specs")
+        _check_specs_match_types(mesh, manual, leaves, flat_specs)
     sizes = mshape.sizes
     in_vals, in_sh, local_avals = [], [], []
     for i, (x, spec) in enumerate(zip(leaves, flat_specs)):
