@@ -374,3 +374,16 @@ def test_shard_map_in_specs_must_match_explicit_types():
                 sm(lambda a: a, in_specs=P("x", None), out_specs=P("x", None))(x)
             out = sm(lambda a: a + 1, in_specs=P("x", "y"), out_specs=P("x", "y"))(x)
             np.testing.assert_array_equal(out, X + 1)
+
+
+def test_shard_map_in_specs_none_is_a_static_input(mesh8):
+    """jax 0.10: a None leaf of in_specs passes that argument to f as it is."""
+    def body(a, how, k):
+        return a * k if how == "scale" else a + k
+    for sm in (jax.shard_map, shardc.shard_map):
+        f = sm(body, mesh=mesh8, in_specs=(P("x"), None, None), out_specs=P("x"))
+        np.testing.assert_array_equal(f(X, "scale", 3), X * 3)
+        np.testing.assert_array_equal(f(X, "shift", 2), X + 2)
+    g = shardc.jit(lambda v: shardc.shard_map(body, mesh=mesh8, in_specs=(P("x"), None, None),
+                                              out_specs=P("x"))(v, "scale", 5))
+    np.testing.assert_array_equal(g(X), X * 5)

@@ -104,6 +104,10 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
     def wrapped(*args):
         if core.current_builder() is None:
             # inferred in_specs are read off the arrays here, before jit traces them
+            if not _is_infer(in_specs):
+                out = _call_with_static(wrapped, in_specs, args, compiled)
+                if out is not _NO_SPECS:
+                    return out
             specs = _concrete_in_specs(mesh, axis_names, args) if _is_infer(in_specs) else None
             key = None if specs is None else (_tree.tree_structure(args), tuple(specs))
             fn = compiled.get(key)
@@ -118,6 +122,34 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
         _check_infer(m, manual, in_specs)
         return _trace_shard_map(f, m, in_specs, out_specs, manual, check_vma, args)
     return wrapped
+
+
+def _call_with_static(wrapped, in_specs, args, compiled):
+    """A call outside any trace whose in_specs hold None leaves: those arguments (any
+    Python object, as jax's static inputs) are closed over by the compiled function,
+    which is cached per their values when they hash (_NO_SPECS: there are none)."""
+    flat = _specs_for(in_specs if not isinstance(in_specs, list) else tuple(in_specs),
+                      tuple(args), "shard_map in_specs")
+    leaves, tree = _tree.tree_flatten(args)
+    static = tuple((i, x) for i, (x, s) in enumerate(zip(leaves, flat)) if s is None)
+    if not static:
+        return _NO_SPECS
+    dyn = [x for x, s in zip(leaves, flat) if s is not None]
+
+    def run(*d):
+        it, st = iter(d), dict(static)
+        return wrapped(*_tree.tree_unflatten(
+            tree, [st[i] if i in st else next(it) for i in range(len(leaves))]))
+    from .jit import jit
+    try:
+        key = ("static", tree, static)
+        hash(key)
+    except TypeError:
+        return jit(run)(*dyn)
+    fn = compiled.get(key)
+    if fn is None:
+        fn = compiled[key] = jit(run)
+    return fn(*dyn)
 
 
 def _concrete_in_specs(mesh, axis_names, args):
@@ -266,8 +298,11 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
                                 else tuple(in_specs), tuple(args), "shard_map in_specs")
         _check_specs_match_types(mesh, manual, leaves, flat_specs)
     sizes = mshape.sizes
+    static = {i: x for i, (x, spec) in enumerate(zip(leaves, flat_specs)) if spec is None}
     in_vals, in_sh, local_avals = [], [], []
     for i, (x, spec) in enumerate(zip(leaves, flat_specs)):
+        if i in static:     # in_specs None: passed to f as it is (jax's static inputs)
+            continue
         aval = core.aval_of(x)
         sh = _spec_sharding(spec, aval, mshape, manual, f"shard_map in_specs for argument {i}")
         local_avals.append(aval.update(shape=local_shape(
@@ -280,8 +315,10 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     tracers = [body.new_input(a) for a in local_avals]
     for t, sh in zip(tracers, in_sh):
         ctx.vma[id(t.value)] = frozenset(a for d in sh.dims for a in d)
+    it = iter(tracers)
+    body_args = [static[i] if i in static else next(it) for i in range(len(leaves))]
     with core.trace_context(body):
-        out = f(*_tree.tree_unflatten(in_tree, tracers))
+        out = f(*_tree.tree_unflatten(in_tree, body_args))
     out_leaves, out_tree = _tree.tree_flatten(out)
     region = body.program
     region.outputs = [_body_value(body, x) for x in out_leaves]
