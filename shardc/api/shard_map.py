@@ -98,13 +98,15 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
     axis_names = frozenset(axis_names or ())
 
     compiled = {}     # called outside a trace: compiled once, cached per signature
+    has_static = not _is_infer(in_specs) and any(
+        s is None for s in _tree.tree_leaves(in_specs, is_leaf=lambda s: s is None))
 
     @functools.wraps(f)
     @api_boundary
     def wrapped(*args):
         if core.current_builder() is None:
             # inferred in_specs are read off the arrays here, before jit traces them
-            if not _is_infer(in_specs):
+            if has_static:
                 out = _call_with_static(wrapped, in_specs, args, compiled)
                 if out is not _NO_SPECS:
                     return out
