@@ -9,6 +9,7 @@ from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir.sharding import MeshShape, Sharding, from_spec
 from .positional import PositionalSharding
 
+
 def same_mesh(a, b) -> bool:
     """One mesh: the same axis names and sizes over the same devices in the same order."""
     return a is b or (a.axis_names == b.axis_names and a.axis_sizes == b.axis_sizes and
