@@ -154,7 +154,7 @@ class Jitted:
     # A call goes straight to jaxlib's C++ dispatch (see runtime.dispatcher): `f(*a)`
     # finds `__call__` on the class, a property whose C-level getter returns the
     # dispatcher, so no Python frame runs before it (as with jax.jit's own functions).
-    # Its key includes shardc's `set_mesh` context (runtime.mesh_context), since bare
+    # Its key includes the `set_mesh` mesh (jax's mesh context, a jit-key config), since bare
     # specs inside one can change what a program means.
     __call__ = property(operator.attrgetter("_dispatch"))
 
