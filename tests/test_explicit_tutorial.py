@@ -223,10 +223,6 @@ def test_compare_shardings_in_auto_axes_concrete(mesh):
 
 # ---------------------------------------------------------------- the exact spelling
 
-@pytest.mark.xfail(strict=True, reason="shardc.jit's results spell their NamedSharding "
-                   "spec with trailing Nones dropped (Sharding.to_spec: P('X',)); in explicit "
-                   "mode jax's result sharding is the type's, spelled at full rank "
-                   "(P('X', None)), and P('X',) != P('X', None)")
 def test_result_spec_spelled_as_type(mesh):
     x = put(mesh, np.arange(32.).reshape(8, 4), "X", None)
     with jax.set_mesh(mesh):
