@@ -121,9 +121,6 @@ def test_vmap_types(mesh):
     assert log == ["float32[8@X,4@Y]", "float32[4@Y]"]
 
 
-@pytest.mark.xfail(strict=True, reason="inside shardc.vmap's body a value's type loses its "
-                   "sharding on the unmapped dims (f32[4], jax: f32[4@Y]): the body's "
-                   "tracers are made from the unbatched aval without its type sharding")
 def test_vmap_body_types(mesh):
     def cell(L, log):
         def row(r):
@@ -278,9 +275,6 @@ def _type_errors(cell, mesh, words):
         assert all(w in g for g in got), (w, got)
 
 
-@pytest.mark.xfail(strict=True, reason="shardc's scan accepts a body whose carry comes out "
-                   "with another type sharding (f32[4@X,4] in, f32[4@X,4@Y] out); jax "
-                   "raises TypeError 'carry input and carry output must have equal types'")
 def test_scan_carry_type_must_match(mesh):
     def cell(L):
         c0 = put(mesh, np.zeros((4, 4), np.float32), "X", None)
@@ -290,9 +284,6 @@ def test_scan_carry_type_must_match(mesh):
     _type_errors(cell, mesh, ["carry", "float32[4@x,4]", "float32[4@x,4@y]"])
 
 
-@pytest.mark.xfail(strict=True, reason="shardc's cond accepts branches whose results have "
-                   "different type shardings (f32[8@X,4] vs f32[8,4@X]); jax raises "
-                   "TypeError 'cond branches must have equal output types'")
 def test_cond_branch_types_must_match(mesh):
     def cell(L):
         a = put(mesh, np.ones((8, 4), np.float32), "X", None)

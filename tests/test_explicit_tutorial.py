@@ -203,10 +203,6 @@ def test_compare_shardings_in_auto_axes_types(mesh):
     assert log == [((2, 4), ("X", "Y"), AUTO), P(None)]
 
 
-@pytest.mark.xfail(strict=True, reason="shardc's auto_axes always traces (under shardc.jit "
-                   "at top level), so its function sees tracers with no .sharding; jax 0.10 "
-                   "runs a top-level auto_axes eagerly on concrete arrays (x.sharding is "
-                   "P('X',) on the Auto mesh)")
 def test_compare_shardings_in_auto_axes_concrete(mesh):
     def cell(L, log):
         my_array = L.np.sin(L.reshard(np.arange(8), P("X")))
@@ -223,10 +219,6 @@ def test_compare_shardings_in_auto_axes_concrete(mesh):
 
 # ---------------------------------------------------------------- the exact spelling
 
-@pytest.mark.xfail(strict=True, reason="shardc.jit's results spell their NamedSharding "
-                   "spec with trailing Nones dropped (Sharding.to_spec: P('X',)); in explicit "
-                   "mode jax's result sharding is the type's, spelled at full rank "
-                   "(P('X', None)), and P('X',) != P('X', None)")
 def test_result_spec_spelled_as_type(mesh):
     x = put(mesh, np.arange(32.).reshape(8, 4), "X", None)
     with jax.set_mesh(mesh):

@@ -11,6 +11,7 @@ import builtins
 import operator
 
 import jax
+import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
@@ -49,7 +50,8 @@ def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro
         lines = []
         for p, a, b in bad:
             if same_type(a, b):     # explicit mode: shardings are part of the types
-                lines.append(f"  * {what_a}{p} has type {a} but {what_b}{p} has type {b}, "
+                lines.append(f"  * {what_a}{p} has type {_typed_str(a)} but {what_b}{p} has "
+                             f"type {_typed_str(b)}, "
                              "so the shardings do not match; reshard one of them "
                              "(shardc.reshard(x, P(...)))")
                 continue
@@ -57,6 +59,12 @@ def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro
             lines.append(f"  * {what_a}{p} has type {_aval_str(a)} but {what_b}{p} has type "
                          f"{_aval_str(b)}, so the {why} do not match")
         raise ShardcTypeError(f"{intro}, but they differ:\n" + "\n".join(lines))
+
+
+def _typed_str(a):
+    """A type as jax prints it, its sharding included: float32[8@X,4]."""
+    short = dtypes.short_name(a.dtype)
+    return str(np.dtype(a.dtype).name) + str(a.strong())[len(short):]
 
 
 def _same_sharding(a, b):

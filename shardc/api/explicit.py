@@ -156,11 +156,17 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
             out_sh = kwargs.pop("out_sharding")
         names = _mesh_axes(axes, "auto_axes")
 
+        if core.current_builder() is None:     # outside a trace it runs now, as jax's
+            xs = _on_mesh(args, None, AxisType.Auto, names)
+            with _abstract_context(AxisType.Auto, names):
+                out = f(*xs, **kwargs)
+            return reshard(out, out_sh)
+
         def run(args, kwargs):
             with types.axis_mode("auto", names):
                 out = f(*args, **kwargs)
             return reshard(out, out_sh)
-        return _call_traced(run, args, kwargs)
+        return run(args, kwargs)
     return call
 
 
@@ -180,6 +186,12 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
             in_sh = kwargs.pop("in_sharding")
         names = _mesh_axes(axes, "explicit_axes")
 
+        if core.current_builder() is None:     # outside a trace it runs now, as jax's
+            xs = _on_mesh(args, in_sh, AxisType.Explicit, names)
+            with _abstract_context(AxisType.Explicit, names):
+                out = f(*xs, **kwargs)
+            return _on_mesh(out, None, None, names)
+
         def run(args, kwargs):
             with types.axis_mode("explicit", names):
                 xs = reshard(args, in_sh)
@@ -190,21 +202,54 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
             pinned = [o if s is None else reshard(o, NamedSharding(_mesh_of(), s))
                       for o, s in zip(leaves, specs)]
             return _tree.tree_unflatten(tree, pinned)
-        return _call_traced(run, args, kwargs)
+        return run(args, kwargs)
     return call
+
+
+def _on_mesh(xs, specs, kind, names):
+    """Concrete arrays `xs` moved to the context mesh with `names` made `kind` (None:
+    back to the context mesh itself), each to its spec in `specs` (None: its own)."""
+    from ..runtime.meshes import current_mesh
+    from .jit import _broadcast_prefix
+    mesh = current_mesh()
+    leaves, tree = _tree.tree_flatten(xs)
+    if mesh is None:
+        mesh = next((x.sharding.mesh for x in leaves if isinstance(x, jax.Array) and
+                     isinstance(x.sharding, NamedSharding)), None)
+    if mesh is None:
+        raise ShardcError("auto_axes / explicit_axes need a mesh: use shardc.set_mesh(mesh)")
+    target = mesh
+    if kind is not None:
+        target = jax.sharding.Mesh(mesh.devices, mesh.axis_names, axis_types=tuple(
+            kind if n in names else t for n, t in zip(mesh.axis_names, mesh.axis_types)))
+    flat = _broadcast_prefix(specs, xs, "in_sharding") if specs is not None else \
+        [None] * len(leaves)
+    out = []
+    for x, s in zip(leaves, flat):
+        if isinstance(s, NamedSharding):
+            s = s.spec
+        if s is None:
+            s = x.sharding.spec if isinstance(getattr(x, "sharding", None), NamedSharding) \
+                else PartitionSpec()
+        out.append(jax.device_put(x, NamedSharding(target, s)))
+    return _tree.tree_unflatten(tree, out)
+
+
+def _abstract_context(kind, names):
+    """jax's abstract-mesh context with `names` made `kind` (what get_abstract_mesh
+    reports inside an eager auto_axes / explicit_axes, as in jax)."""
+    from ..runtime.meshes import current_mesh
+    mesh = current_mesh()
+    if mesh is None:
+        import contextlib
+        return contextlib.nullcontext()
+    am = mesh.abstract_mesh.update_axis_types({n: kind for n in names})
+    return jax.sharding.use_abstract_mesh(am)
 
 
 def _mesh_of():
     b = core.current_builder()
     return b.meshes.info.mesh
-
-
-def _call_traced(run, args, kwargs):
-    """`run(args, kwargs)` in a trace: outside one, under shardc.jit (as jax runs it)."""
-    if core.current_builder() is not None:
-        return run(args, kwargs)
-    from .jit import jit
-    return jit(run)(args, kwargs)
 
 
 __all__ = ["apply_out_sharding", "auto_axes", "explicit_axes", "reshard", "typeof",

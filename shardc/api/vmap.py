@@ -15,7 +15,7 @@ from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
 from ..ops.region import trace_region
-from ..trace import core
+from ..trace import core, types
 from ..transforms.batch import batch_program, make_ctx
 
 _tree = jax.tree_util
@@ -138,7 +138,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         x = move_dim(x, ax, 0)
         ins.append(x)
         batched.append(True)
-        avals.append(a.update(shape=a.shape[:ax % a.ndim] + a.shape[ax % a.ndim + 1:]))
+        avals.append(types.without_dim(a, ax % a.ndim))
     # non-array leaves (functions, flags) mapped with None are passed as they are
     dyn = [i for i, a in enumerate(avals) if a is not None]
     out_tree = []

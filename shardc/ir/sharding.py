@@ -132,18 +132,19 @@ class Sharding:
             parts.append("{" + ", ".join(items) + "}")
         return "[" + ", ".join(parts) + "]" + unreduced_text(self.unreduced, self.reduced)
 
-    def to_spec(self):
-        """As a PartitionSpec (sub-axes dropped from the first one on, as Shardy exports)."""
+    def to_spec(self, full=False):
+        """As a PartitionSpec (sub-axes dropped from the first one on, as Shardy exports);
+        trailing unsharded dims are left out unless `full` (jax's explicit-mode spelling)."""
         from jax.sharding import PartitionSpec
         out = []
         for d in self.dims:
-            full = []
+            whole = []
             for a in d:
                 if type(a) is not str:
                     break
-                full.append(a)
-            out.append(None if not full else full[0] if len(full) == 1 else tuple(full))
-        while out and out[-1] is None:
+                whole.append(a)
+            out.append(None if not whole else whole[0] if len(whole) == 1 else tuple(whole))
+        while out and out[-1] is None and not full:
             out.pop()
         if self.unreduced or self.reduced:
             return PartitionSpec(*out, unreduced=frozenset(self.unreduced),

@@ -40,7 +40,8 @@ class MeshInfo:
             if self.mesh is None:
                 out = SingleDeviceSharding(self.devices[0])
             else:
-                out = NamedSharding(self.mesh, sh.to_spec())
+                # on a mesh with Explicit axes jax spells a value's spec at full rank
+                out = NamedSharding(self.mesh, sh.to_spec(full=bool(self.shape.explicit)))
             self._named[sh] = out
         return out
 

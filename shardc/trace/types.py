@@ -104,6 +104,18 @@ def typed(aval, ts):
     return aval if aval.ts == ts else aval.update(ts=ts)
 
 
+def without_dim(aval, d):
+    """`aval` with dim `d` removed (a scan's slice, a vmapped example), keeping the
+    type's sharding of the other dims."""
+    shape = aval.shape[:d] + aval.shape[d + 1:]
+    ts = aval.ts
+    if ts is not None:
+        ts = Sharding(ts.dims[:d] + ts.dims[d + 1:], None, ts.unreduced, ts.reduced)
+        if not shape and not (ts.unreduced or ts.reduced):
+            ts = None
+    return aval.update(shape=shape, ts=ts)
+
+
 def operand_ts(v):
     """An operand's type sharding (literals and untyped values: replicated)."""
     if type(v) is Lit:
