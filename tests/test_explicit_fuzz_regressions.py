@@ -45,3 +45,25 @@ def test_vmap_example_types_keep_their_sharding():
             return y
         return fw.vmap(body, in_axes=1)
     assert _both(mesh, make, x) == ["float32[8@x,16@z]"] * 2
+
+
+def test_scan_slices_keep_their_sharding():
+    # scan/map traced its body on xs slices without their type shardings: the body's
+    # values and the stacked ys came out unsharded (f32[8,2,8] for jax's f32[8,2,8@x])
+    mesh = _mesh()
+    x = jax.device_put(np.arange(128, dtype=np.float32).reshape(8, 2, 8),
+                       NamedSharding(mesh, P(None, None, ("y", "x"))))
+
+    def make(m, fw, rec):
+        def body(r):
+            rec(r)
+            return m.cumsum(r, axis=0)
+
+        def f(v):
+            ys = fw.lax.map(body, v)
+            rec(ys)
+            _, zs = fw.lax.scan(lambda c, r: (c, r * 2), 0.0, v)
+            rec(zs)
+            return ys, zs
+        return f
+    assert _both(mesh, make, x) == ["float32[2,8@(y,x)]"] + ["float32[8,2,8@(y,x)]"] * 2

@@ -12,11 +12,10 @@ import operator
 import jax
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
-from ..ir.sharding import Sharding
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
 from ..ops.region import trace_region
-from ..trace import core
+from ..trace import core, types
 from ..transforms.batch import batch_program, make_ctx
 
 _tree = jax.tree_util
@@ -75,14 +74,6 @@ def _mapped_size(leaves, axes, axis_size):
 
 def _is_array(x):
     return core.is_tracer(x) or hasattr(x, "shape") or isinstance(x, (int, float, bool))
-
-
-def _drop_dim(ts, d):
-    """An example's type sharding (explicit mode): the batched one without its dim `d`,
-    so the function traces on (and typeof shows) the types jax.vmap gives it."""
-    if ts is None or ts.rank <= 1:
-        return None
-    return Sharding(ts.dims[:d] + ts.dims[d + 1:], None, ts.unreduced, ts.reduced)
 
 
 def _spmd_axes(spmd_axis_name):
@@ -148,7 +139,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         ins.append(x)
         batched.append(True)
         d = ax % a.ndim
-        avals.append(a.update(shape=a.shape[:d] + a.shape[d + 1:], ts=_drop_dim(a.ts, d)))
+        avals.append(types.drop_dim(a, d))   # keeps the example's explicit-mode type
     # non-array leaves (functions, flags) mapped with None are passed as they are
     dyn = [i for i, a in enumerate(avals) if a is not None]
     out_tree = []

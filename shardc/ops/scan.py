@@ -22,7 +22,7 @@ from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..ir.program import Aval, Lit, Value
 from ..ir.rules import Edge
 from ..ir.sharding import Sharding
-from ..trace import core
+from ..trace import core, types
 from . import lax as L
 from .region import lookup, add_region_op, drop_results, same_type, trace_region, vma_of
 
@@ -184,7 +184,7 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     mc = core.current_builder().manual
     init_avals = [core.aval_of(v) for v in init]
     x_avals = [core.aval_of(v) for v in xs]
-    slices = [a.update(shape=a.shape[1:]) for a in x_avals]
+    slices = [types.drop_dim(a, 0) for a in x_avals]   # their types keep their shardings
     vmas = [vma_of(v) for v in list(init) + list(xs)] if mc is not None else None
 
     def body(*args):
