@@ -138,8 +138,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         x = move_dim(x, ax, 0)
         ins.append(x)
         batched.append(True)
-        d = ax % a.ndim
-        avals.append(types.drop_dim(a, d))   # keeps the example's explicit-mode type
+        avals.append(types.without_dim(a, ax % a.ndim))
     # non-array leaves (functions, flags) mapped with None are passed as they are
     dyn = [i for i, a in enumerate(avals) if a is not None]
     out_tree = []

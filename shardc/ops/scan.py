@@ -184,7 +184,7 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     mc = core.current_builder().manual
     init_avals = [core.aval_of(v) for v in init]
     x_avals = [core.aval_of(v) for v in xs]
-    slices = [types.drop_dim(a, 0) for a in x_avals]   # their types keep their shardings
+    slices = [types.without_dim(a, 0) for a in x_avals]
     vmas = [vma_of(v) for v in list(init) + list(xs)] if mc is not None else None
 
     def body(*args):

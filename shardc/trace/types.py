@@ -86,16 +86,6 @@ def restrict(sh: Sharding | None, explicit, rank) -> Sharding | None:
                     [a for a in sh.reduced if a in explicit])
 
 
-def drop_dim(aval, d):
-    """`aval` without its dim `d`, keeping the other dims' type sharding: the type of
-    one slice along `d` (a scan's xs slice, a vmapped example)."""
-    ts = aval.ts
-    if ts is not None:
-        ts = (Sharding(ts.dims[:d] + ts.dims[d + 1:], None, ts.unreduced, ts.reduced)
-              if ts.rank > 1 else None)
-    return aval.update(shape=aval.shape[:d] + aval.shape[d + 1:], ts=ts)
-
-
 def replicated(rank):
     return Sharding.replicated(rank) if rank else None
 
@@ -105,6 +95,18 @@ def typed(aval, ts):
     if not aval.shape and (ts is None or not (ts.unreduced or ts.reduced)):
         ts = None
     return aval if aval.ts == ts else aval.update(ts=ts)
+
+
+def without_dim(aval, d):
+    """`aval` with dim `d` removed (a scan's slice, a vmapped example), keeping the
+    type's sharding of the other dims."""
+    shape = aval.shape[:d] + aval.shape[d + 1:]
+    ts = aval.ts
+    if ts is not None:
+        ts = Sharding(ts.dims[:d] + ts.dims[d + 1:], None, ts.unreduced, ts.reduced)
+        if not shape and not (ts.unreduced or ts.reduced):
+            ts = None
+    return aval.update(shape=shape, ts=ts)
 
 
 def operand_ts(v):
