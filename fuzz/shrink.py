@@ -125,20 +125,22 @@ prog = Program(mesh={prog.mesh!r}, inputs={prog.inputs!r},
 {_comment(prog.source())}# inputs {ins} placed as {specs}{out_kw}
 xs = inputs(prog, {seed})
 import shardc
-{_runs(prog)}'''
+{_runs(prog, out_kw)}'''
 
 
-def _runs(prog):
+def _runs(prog, out_kw):
+    head = "from jax.sharding import NamedSharding as NS, PartitionSpec as P\n"
+    head += f"MESH = make_mesh({prog.mesh!r}, {prog.explicit!r})\n"
     if prog.explicit is None:
-        return ('print("shardc", shardc.jit(build(prog, "shardc"))(*xs))\n'
-                'print("jax   ", jax.jit(build(prog, "jax"))(*xs))\n')
-    return (f"MESH = make_mesh({prog.mesh!r}, {prog.explicit!r})   # the axis types\n"
-            "with shardc.set_mesh(MESH):\n"
-            "    out = shardc.jit(build(prog, \"shardc\"))(*xs)\n"
-            "    print(\"shardc\", [str(jax.typeof(o)) for o in out], out)\n"
-            "with jax.set_mesh(MESH):\n"
-            "    ref = jax.jit(build(prog, \"jax\"))(*xs)\n"
-            "    print(\"jax   \", [str(jax.typeof(o)) for o in ref], ref)\n")
+        return head + (f'print("shardc", shardc.jit(build(prog, "shardc"){out_kw})(*xs))\n'
+                       f'print("jax   ", jax.jit(build(prog, "jax"){out_kw})(*xs))\n')
+    return head + (
+        "with shardc.set_mesh(MESH):\n"
+        f"    out = shardc.jit(build(prog, \"shardc\"){out_kw})(*xs)\n"
+        "    print(\"shardc\", [str(jax.typeof(o)) for o in out], out)\n"
+        "with jax.set_mesh(MESH):\n"
+        f"    ref = jax.jit(build(prog, \"jax\"){out_kw})(*xs)\n"
+        "    print(\"jax   \", [str(jax.typeof(o)) for o in ref], ref)\n")
 
 
 def _comment(text):
