@@ -2,8 +2,8 @@
 programs (control flow and gradients through it included) x meshes x shardings under
 shardc.jit and jax.jit, no value, dtype or weak type mismatch and no internal error
 allowed; about a fifth run on meshes of Explicit axes, where every output's and line's
-jax.typeof must match too and shardc may not reject what jax accepts. Each program runs in a worker process, so an XLA abort is an outcome, not the
-end of the test run."""
+jax.typeof must match too and shardc may not reject what jax accepts. Each program runs
+in a worker process, so an XLA abort is an outcome, not the end of the test run."""
 import numpy as np
 
 from fuzz.driver import Workers
