@@ -29,10 +29,10 @@ def test_fuzz_slice():
 
 
 def test_slice_has_explicit_programs():
-    progs = [Gen(np.random.default_rng(i)).program() for i in range(N)]
-    explicit = [p for p in progs if p.explicit is not None]
-    assert 0.1 * N < len(explicit) < 0.35 * N
-    assert any("Auto" in p.explicit for p in explicit)
+    # the first 30 seeds (generating programs costs): 5 explicit, 2 of them mixed
+    progs = [Gen(np.random.default_rng(i)).program() for i in range(30)]
+    explicit = [p.explicit for p in progs if p.explicit is not None]
+    assert 3 <= len(explicit) <= 10 and any("Auto" in t for t in explicit)
 
 
 def test_generator_is_deterministic():
