@@ -28,6 +28,8 @@ MAX_ELEMS = 4096
 CONTROL_FOCUS = os.environ.get("FUZZ_CONTROL") == "1"
 # FUZZ_VMAP=1: most programs vmapped (over a batch dim inserted into some inputs)
 VMAP_FOCUS = os.environ.get("FUZZ_VMAP") == "1"
+# FUZZ_EXPLICIT=1: most programs on a mesh of AxisType.Explicit axes (sharding in types)
+EXPLICIT_FOCUS = os.environ.get("FUZZ_EXPLICIT") == "1"
 
 
 @dataclasses.dataclass
@@ -40,11 +42,16 @@ class Program:
     grad: bool = False     # differentiate sum(outputs) wrt v0, closing over v0
     out_specs: list | None = None
     vmap: tuple | None = None   # (size, in_axes): prog vmapped, the inputs batched there
+    explicit: tuple | None = None   # axis types ("Explicit"/"Auto") per mesh axis: run
+    #                                 under set_mesh, every value's type has a sharding
 
-    def source(self) -> str:
+    def source(self, record=False) -> str:
+        """`record`: after each line, `T(K, vK)` records the value's type (typeof)."""
         n = len(self.inputs)
         args = ", ".join(f"v{i}" for i in range(n))
-        body = "\n".join("    " + ln for ln in self.lines)
+        lines = [x for ln in self.lines for x in
+                 ([ln, f"T({_defined(ln)}, v{_defined(ln)})"] if record else [ln])]
+        body = "\n".join("    " + ln for ln in lines)
         ret = "(" + ", ".join(self.out) + ",)"
         text = f"def prog(m, L, nn, sm, {args}):\n{body or '    pass'}\n    return {ret}\n"
         if self.grad:
@@ -113,7 +120,22 @@ class Gen(ControlSteps):
             if all(a is None for a in axes):
                 axes[0] = 0
             prog.vmap = (int(self.choice((2, 3, 4))), tuple(axes))
+        # drawn last, so the program's text is the same as without the explicit mode
+        if rng.random() < (0.8 if EXPLICIT_FOCUS else 0.2):
+            self.make_explicit(prog)
         return prog
+
+    def make_explicit(self, prog):
+        """Explicit (sometimes mixed Explicit/Auto) axis types; most sharding constraints
+        become reshards (with_sharding_constraint is an assert over explicit axes)."""
+        rng = self.rng
+        n = len(prog.mesh[0])
+        types = ["Explicit"] * n
+        if n > 1 and rng.random() < 0.3:
+            types[int(rng.integers(n))] = "Auto"
+        prog.explicit = tuple(types)
+        prog.lines = [ln.replace("L.with_sharding_constraint(", "RS(")
+                      if rng.random() < 0.7 else ln for ln in prog.lines]
 
     def input_type(self):
         rank = int(self.rng.integers(0, 4))
@@ -346,6 +368,10 @@ def _factor(n, rng):
     return (a, b, rest // b)
 
 
+def _defined(line):
+    return line.split("=", 1)[0].strip()[1:]
+
+
 def namespace(framework, mesh):
     """The names a program's source sees, for 'shardc' or 'jax'."""
     from jax.sharding import NamedSharding, PartitionSpec
@@ -353,10 +379,12 @@ def namespace(framework, mesh):
         import shardc
         import shardc.numpy as snp
         ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map, ck=shardc.checkpoint,
-                  CP=shardc.checkpoint_policies, cn=shardc.ad_checkpoint.checkpoint_name)
+                  CP=shardc.checkpoint_policies, cn=shardc.ad_checkpoint.checkpoint_name,
+                  RS=shardc.reshard)
     else:
         ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map, ck=jax.checkpoint,
-                  CP=jax.checkpoint_policies, cn=jax.ad_checkpoint.checkpoint_name)
+                  CP=jax.checkpoint_policies, cn=jax.ad_checkpoint.checkpoint_name,
+                  RS=jax.sharding.reshard)
     ns.update(MESH=mesh, P=PartitionSpec, NS=NamedSharding, np=np)
     return ns
 
@@ -364,19 +392,32 @@ def namespace(framework, mesh):
 _MESH_CACHE: dict = {}
 
 
-def make_mesh(spec):
+def make_mesh(spec, types=None):
+    """The mesh `spec` = (shape, names), its axes Auto or of `types` (AxisType names)."""
     shape, names = spec
-    key = (shape, names)
+    types = types or ("Auto",) * len(shape)
+    key = (shape, names, tuple(types))
     if key not in _MESH_CACHE:
-        _MESH_CACHE[key] = jax.make_mesh(shape, names,
-                                         axis_types=(jax.sharding.AxisType.Auto,) * len(shape))
+        _MESH_CACHE[key] = jax.make_mesh(shape, names, axis_types=tuple(
+            getattr(jax.sharding.AxisType, t) for t in types))
     return _MESH_CACHE[key]
 
 
-def build(prog: Program, framework: str):
-    """The program's function for `framework`: takes the inputs, returns a tuple."""
-    ns = namespace(framework, make_mesh(prog.mesh))
-    exec(compile(prog.source(), "<fuzz program>", "exec"), ns)
+def build(prog: Program, framework: str, record=None):
+    """The program's function for `framework`: takes the inputs, returns a tuple.
+    `record`, a dict: each line's value K gets record[K] = str(typeof(vK)) as traced."""
+    ns = namespace(framework, make_mesh(prog.mesh, prog.explicit))
+    if record is not None:
+        import shardc
+        typeof = shardc.typeof if framework == "shardc" else jax.typeof
+
+        def T(k, v):    # noqa: N802 -- the name the recording source calls
+            try:
+                record[k] = str(typeof(v))
+            except Exception as e:  # noqa: BLE001 -- a typeof failure is a difference too
+                record[k] = f"typeof raised {type(e).__name__}"
+        ns["T"] = T
+    exec(compile(prog.source(record is not None), "<fuzz program>", "exec"), ns)
     f = ns["prog"]
     fw = (ns["m"], ns["L"], ns["nn"], ns["sm"])
     import shardc

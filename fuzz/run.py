@@ -5,10 +5,20 @@ where jax.jit did not, in a way a user must never see: not a ShardcError, or "a
 shardc bug"); shardc_error (a clear ShardcError where jax accepts); both_error;
 jax_error (jax rejects, shardc accepts); harness (the fuzzer's own failure). On a
 value mismatch eager jax (op by op, no jit) breaks the tie.
+
+Explicit mode (prog.explicit: the mesh's axes Explicit, both sides under set_mesh):
+type_mismatch (str(typeof) of an output or of a line's value differs), explicit_sharding
+(same types, output shardings not equivalent, on a fully explicit mesh) and
+sharding_error_mismatch (shardc raises a sharding/type error where jax.jit runs) are
+failures; both_raise (jax raises a sharding error and shardc raises too) is fine;
+shardc_more_permissive (jax raises a sharding error, shardc runs and its values match
+jax.jit's on the same mesh with Auto axes) is fine but counted.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import re
 import warnings
 
 import jax
@@ -18,8 +28,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .gen import Program, build, make_mesh
 
-BAD = ("value", "dtype", "weak_type", "internal")     # never acceptable
-KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error", "harness")
+BAD = ("value", "dtype", "weak_type", "internal",      # never acceptable
+       "type_mismatch", "explicit_sharding", "sharding_error_mismatch")
+KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error", "harness",
+                         "both_raise", "shardc_more_permissive")
 
 
 @dataclasses.dataclass
@@ -33,7 +45,7 @@ class Outcome:
 
 def inputs(prog: Program, seed: int):
     rng = np.random.default_rng(seed)
-    mesh = make_mesh(prog.mesh)
+    mesh = make_mesh(prog.mesh, prog.explicit)
     out = []
     for k, ((shape, dt), spec) in enumerate(zip(prog.inputs, prog.in_specs)):
         if prog.vmap is not None and prog.vmap[1][k] is not None:   # the batch dim
@@ -76,6 +88,23 @@ def _internal(e: Exception) -> bool:
     return not isinstance(e, shardc.ShardcError) or "shardc bug" in str(e)
 
 
+def _sharding_error(e) -> bool:
+    """jax's ShardingTypeError, or another error of explicit mode naming shardings."""
+    from jax._src.core import ShardingTypeError
+    return isinstance(e, ShardingTypeError) or (
+        isinstance(e, (TypeError, ValueError, AssertionError, NotImplementedError)) and
+        re.search(r"shard|explicit|mesh|axis ?type|replicated", str(e), re.I) is not None)
+
+
+def _in_mesh(prog, framework):
+    """Explicit mode: the program traces and runs under set_mesh, as a user writes it."""
+    if prog.explicit is None:
+        return contextlib.nullcontext()
+    import shardc
+    mesh = make_mesh(prog.mesh, prog.explicit)
+    return (shardc.set_mesh if framework == "shardc" else jax.set_mesh)(mesh)
+
+
 def _first_line(e):
     s = str(e).strip().splitlines()
     return f"{type(e).__name__}: {s[0][:300] if s else ''}"
@@ -87,7 +116,8 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
     import shardc
     from bench.metrics import collective_bytes
     xs = inputs(prog, seed)
-    mesh = make_mesh(prog.mesh)
+    mesh = make_mesh(prog.mesh, prog.explicit)
+    types = {"jax": {}, "shardc": {}}     # explicit mode: each line's str(typeof(vK))
     out_sh = None
     if prog.out_specs is not None:
         lead = (None,) if prog.vmap is not None else ()    # the results' batch dim
@@ -95,9 +125,11 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
     kw = {} if out_sh is None else {"out_shardings": out_sh}
     def compile_run(jit, framework):
         """(compiled, outputs, None), or (None, None, the exception)."""
+        record = types[framework] if prog.explicit is not None else None
         try:
-            c = jit(build(prog, framework), **kw).lower(*xs).compile()
-            outs = jax.block_until_ready(c(*xs))
+            with _in_mesh(prog, framework):
+                c = jit(build(prog, framework, record), **kw).lower(*xs).compile()
+                outs = jax.block_until_ready(c(*xs))
             for o in outs:   # reading the result back can fail too (shards of a wrong
                 np.asarray(o)   # shape: XLA's interior pad over a split dim, jax.jit too)
             return c, outs, None
@@ -109,11 +141,19 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
         warnings.simplefilter("ignore")
         jc, ref, jerr = compile_run(jax.jit, "jax")
         sc, got, serr = compile_run(shardc.jit, "shardc")
+    explicit = prog.explicit is not None
     if serr is not None:
         if jerr is not None:    # the same program fails under jax.jit as well
-            return Outcome("both_error", f"{_first_line(serr)} | jax: {_first_line(jerr)}")
-        return Outcome("internal" if _internal(serr) else "shardc_error", _first_line(serr))
+            kind = "both_raise" if explicit and _sharding_error(jerr) else "both_error"
+            return Outcome(kind, f"{_first_line(serr)} | jax: {_first_line(jerr)}")
+        if _internal(serr):
+            return Outcome("internal", _first_line(serr))
+        if explicit and (isinstance(serr, TypeError) or _sharding_error(serr)):
+            return Outcome("sharding_error_mismatch", _first_line(serr))
+        return Outcome("shardc_error", _first_line(serr))
     if jerr is not None:
+        if explicit and _sharding_error(jerr):
+            return _more_permissive(prog, seed, got, jerr)
         return Outcome("jax_error", _first_line(jerr))
     res = Outcome("ok")
     if collectives:
@@ -135,12 +175,53 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
             return dataclasses.replace(res, kind="value", eager_agrees_with=who,
                                        detail=f"out {i}: max |diff| "
                                               f"{_maxdiff(o, r)}")
+    if explicit:
+        bad = _type_difference(got, ref, types)
+        if bad:
+            return dataclasses.replace(res, kind="type_mismatch", detail=bad)
     for i, (o, r) in enumerate(zip(got, ref)):
         if not _same_sharding(o, r):
-            return dataclasses.replace(res, kind="sharding", detail=(
+            full = explicit and all(t == "Explicit" for t in prog.explicit)
+            return dataclasses.replace(res, kind="explicit_sharding" if full else "sharding",
+                                       detail=(
                 f"out {i}: {getattr(o.sharding, 'spec', o.sharding)} vs "
                 f"{getattr(r.sharding, 'spec', r.sharding)}"))
     return res
+
+
+def _type_difference(got, ref, types) -> str:
+    """The first output or line value whose str(typeof) differs (shardc vs jax)."""
+    for i, (o, r) in enumerate(zip(got, ref)):
+        so, sr = str(jax.typeof(o)), str(jax.typeof(r))
+        if so != sr:
+            return f"out {i}: {so} vs {sr}"
+    s, j = types["shardc"], types["jax"]
+    for k in sorted(set(s) & set(j)):
+        if s[k] != j[k]:
+            return f"v{k}: {s[k]} vs {j[k]}"
+    return ""
+
+
+def _more_permissive(prog, seed, got, jerr) -> Outcome:
+    """jax.jit rejects the explicit program, shardc runs it: its values must be jax's
+    for the same program on the mesh with Auto axes."""
+    auto = dataclasses.replace(prog, explicit=None)
+    why = f"jax: {_first_line(jerr)}"
+    try:
+        xs = inputs(auto, seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = jax.block_until_ready(jax.jit(build(auto, "jax"))(*xs))
+    except Exception:  # noqa: BLE001 -- jax cannot run it in either mode
+        return Outcome("jax_error", why)
+    low = "bfloat16" in prog.source() or any(d == "bfloat16" for _, d in prog.inputs)
+    for i, (o, r) in enumerate(zip(got, ref)):
+        if o.dtype != r.dtype:
+            return Outcome("dtype", f"out {i}: {o.dtype} vs {r.dtype} (auto mesh); {why}")
+        if not _close(o, r, low):
+            return Outcome("value", f"out {i}: max |diff| {_maxdiff(o, r)} (auto mesh); "
+                                    f"{why}")
+    return Outcome("shardc_more_permissive", why)
 
 
 def _maxdiff(a, b):
@@ -162,7 +243,7 @@ def _eager(prog, xs):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with jax.disable_jit():
+            with jax.disable_jit(), _in_mesh(prog, "jax"):
                 return jax.block_until_ready(build(prog, "jax")(*xs))
     except Exception:  # noqa: BLE001
         return None

@@ -120,14 +120,27 @@ prog = Program(mesh={prog.mesh!r}, inputs={prog.inputs!r},
                in_specs={prog.in_specs!r},
                lines={prog.lines!r},
                out={prog.out!r}, grad={prog.grad!r}, out_specs={prog.out_specs!r},
-               vmap={prog.vmap!r})
+               vmap={prog.vmap!r}, explicit={prog.explicit!r})
 # the program (m = shardc.numpy or jax.numpy, L = shardc.lax or jax.lax):
 {_comment(prog.source())}# inputs {ins} placed as {specs}{out_kw}
 xs = inputs(prog, {seed})
 import shardc
-print("shardc", shardc.jit(build(prog, "shardc"))(*xs))
-print("jax   ", jax.jit(build(prog, "jax"))(*xs))
-'''
+{_runs(prog, out_kw)}'''
+
+
+def _runs(prog, out_kw):
+    head = "from jax.sharding import NamedSharding as NS, PartitionSpec as P\n"
+    head += f"MESH = make_mesh({prog.mesh!r}, {prog.explicit!r})\n"
+    if prog.explicit is None:
+        return head + (f'print("shardc", shardc.jit(build(prog, "shardc"){out_kw})(*xs))\n'
+                       f'print("jax   ", jax.jit(build(prog, "jax"){out_kw})(*xs))\n')
+    return head + (
+        "with shardc.set_mesh(MESH):\n"
+        f"    out = shardc.jit(build(prog, \"shardc\"){out_kw})(*xs)\n"
+        "    print(\"shardc\", [str(jax.typeof(o)) for o in out], out)\n"
+        "with jax.set_mesh(MESH):\n"
+        f"    ref = jax.jit(build(prog, \"jax\"){out_kw})(*xs)\n"
+        "    print(\"jax   \", [str(jax.typeof(o)) for o in ref], ref)\n")
 
 
 def _comment(text):
