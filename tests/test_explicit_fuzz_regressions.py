@@ -70,8 +70,6 @@ def test_scan_slices_keep_their_sharding():
     assert _both(mesh, make, x) == ["float32[2,8@(y,x)]"] + ["float32[8,2,8@(y,x)]"] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="a jit output's sharding drops a size-1 Explicit axis "
-                   "its type keeps (forwarded input, reshard, out_shardings=); jax keeps it")
 def test_size_one_axis_kept_in_output_types():
     mesh = jax.make_mesh((1, 8), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
     x = jax.device_put(np.arange(16.0, dtype=np.float32), NamedSharding(mesh, P("x")))

@@ -49,7 +49,8 @@ def _has_effect(op) -> bool:
 def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
     if sh is None:
         return None
-    ones = {n for n, s in mesh.axes if s == 1}
+    # (an Explicit size-1 axis stays: it is part of the value's type, as in jax)
+    ones = {n for n, s in mesh.axes if s == 1 and n not in mesh.explicit}
     if not ones or not any(axis_name(a) in ones for d in sh.dims for a in d):
         return sh
     return Sharding([[a for a in d if axis_name(a) not in ones] for d in sh.dims],
