@@ -3,7 +3,6 @@ each checked against jax side by side (types of intermediate values included).""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import shardc

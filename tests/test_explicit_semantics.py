@@ -238,9 +238,6 @@ def test_creation_ops_unsharded(mesh):
                    "float32[8@X,4@Y]"]
 
 
-@pytest.mark.xfail(strict=True, reason="shardc.numpy's *_like creation ops make an unsharded "
-                   "type (f32[8,4]); jax's keep their argument's sharding in explicit mode "
-                   "(jnp.ones_like(a: f32[8@X,4@Y]) is f32[8@X,4@Y])")
 def test_like_creation_keeps_type(mesh):
     def cell(L, log):
         def f(a):

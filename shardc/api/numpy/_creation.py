@@ -74,6 +74,17 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
 
 
 def _full_like(a, fill_value, dtype=None, shape=None):
+    out = _full_like_untyped(a, fill_value, dtype, shape)
+    ts = aval(a).ts
+    if ts is not None and core.is_tracer(out) and aval(out).shape == aval(a).shape:
+        # explicit mode: a *_like array has its prototype's type, sharding included (jax)
+        from ...ops.special import sharding_constraint_p
+        out = sharding_constraint_p.bind(out, sharding=ts, reshard=True)
+        out.value.sharding = ts
+    return out
+
+
+def _full_like_untyped(a, fill_value, dtype=None, shape=None):
     x = aval(a)
     shape = x.shape if shape is None else shape
     if dtype is not None:
