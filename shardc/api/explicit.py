@@ -281,4 +281,4 @@ def takes_out_sharding(fn):
             wrapped.__signature__ = sig.replace(parameters=params)
     except (TypeError, ValueError):
         pass
-    return wrapped
+    return api_boundary(wrapped)     # (wrap_public skips wrapped functions)

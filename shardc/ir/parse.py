@@ -11,7 +11,8 @@ from ..errors import UNKNOWN, Loc, ShardcError
 from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 
-_TYPE = r"~?[a-z][a-z0-9]*\[[\w,@()]*\](?:\{[UR]:[\w, :R]+\})?"
+_DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
+_TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)\)\s*$')
 

@@ -287,6 +287,7 @@ COLLECTIVES = {
     "psum": "    %3: f32[8,4] = psum(%2) {axes=('y',), sizes=(4,)}",
     "pmax": "    %3: f32[8,4] = pmax(%2) {axes=('y',), sizes=(4,)}",
     "pmin": "    %3: f32[8,4] = pmin(%2) {axes=('y',), sizes=(4,)}",
+    "pvary": "    %3: f32[8,4] = pvary(%2) {axes=('y',), sizes=(4,)}",
     "ppermute": "    %3: f32[8,4] = ppermute(%2) {axes=('y',), sizes=(4,), "
                 "perm=((0, 1), (1, 2), (2, 3), (3, 0))}",
     "axis_index": "    %4: i32[] = axis_index() {axes=('y',), sizes=(4,), auto=('x',)}\n"
