@@ -109,7 +109,9 @@ def _cases(table, layouts):
 
 
 def test_one_arg(mesh2x4):
-    compare_cases(_cases(ONE_ARG, LAYOUTS), mesh2x4)
+    # elementwise: one layout tells what both do (two_arg keeps both; this was the
+    # suite's slowest test)
+    compare_cases(_cases(ONE_ARG, LAYOUTS[:1]), mesh2x4)
 
 
 def test_two_arg(mesh2x4):
