@@ -149,11 +149,7 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     @functools.wraps(f)
     @api_boundary
     def call(*args, **kwargs):
-        out_sh = out_sharding
-        if out_sh is None:
-            if "out_sharding" not in kwargs:
-                raise TypeError("Missing required keyword argument: 'out_sharding'")
-            out_sh = kwargs.pop("out_sharding")
+        out_sh = _given_or_kwarg(out_sharding, kwargs, "out_sharding")
         names = _mesh_axes(axes, "auto_axes")
 
         if core.current_builder() is None:     # outside a trace it runs now, as jax's
@@ -179,11 +175,7 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     @functools.wraps(f)
     @api_boundary
     def call(*args, **kwargs):
-        in_sh = in_sharding
-        if in_sh is None:
-            if "in_sharding" not in kwargs:
-                raise TypeError("Missing required keyword argument: 'in_sharding'")
-            in_sh = kwargs.pop("in_sharding")
+        in_sh = _given_or_kwarg(in_sharding, kwargs, "in_sharding")
         names = _mesh_axes(axes, "explicit_axes")
 
         if core.current_builder() is None:     # outside a trace it runs now, as jax's
@@ -204,6 +196,15 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
             return _tree.tree_unflatten(tree, pinned)
         return run(args, kwargs)
     return call
+
+
+def _given_or_kwarg(given, kwargs, name):
+    """A sharding given when decorating, else at the call (jax takes either)."""
+    if given is not None:
+        return given
+    if name not in kwargs:
+        raise TypeError(f"Missing required keyword argument: '{name}'")
+    return kwargs.pop(name)
 
 
 def _on_mesh(xs, specs, kind, names):

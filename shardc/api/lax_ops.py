@@ -15,6 +15,7 @@ from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..ops import reduce as red
+from .explicit import takes_out_sharding
 from ..ops import shape as shp
 from ..trace import core
 from .numpy._util import as_lit, aval, canonical_dtype, convert, is_py_scalar
@@ -232,12 +233,8 @@ def broadcast(operand, sizes, *, out_sharding=None):
                                                                         len(sizes) + nd)))
 
 
+@takes_out_sharding
 def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None):
-    if out_sharding is not None:
-        from .explicit import apply_out_sharding, out_sharding_of
-        with out_sharding_of(out_sharding):
-            out = broadcast_in_dim(operand, shape, broadcast_dimensions)
-        return apply_out_sharding(out, out_sharding)
     operand = _arr(operand)
     shape, dims = _shape(shape), tuple(broadcast_dimensions)
     if aval(operand).shape == shape and dims == tuple(range(len(shape))):
@@ -266,12 +263,8 @@ def broadcast_shapes(*shapes):
                               f"{[tuple(s) for s in shapes]}") from None
 
 
+@takes_out_sharding
 def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
-    if out_sharding is not None:
-        from .explicit import apply_out_sharding, out_sharding_of
-        with out_sharding_of(out_sharding):
-            out = reshape(operand, new_sizes, dimensions)
-        return apply_out_sharding(out, out_sharding)
     operand = _arr(operand)
     if dimensions is not None and tuple(dimensions) != tuple(range(aval(operand).ndim)):
         operand = shp.transpose_p.bind(operand, permutation=tuple(dimensions))
@@ -382,12 +375,7 @@ def _reducer(prim, name):
     return f
 
 
-def _takes_out_sharding(f):
-    from .explicit import takes_out_sharding
-    return takes_out_sharding(f)
-
-
-reduce_sum = _takes_out_sharding(_reducer(red.reduce_sum_p, "reduce_sum"))
+reduce_sum = takes_out_sharding(_reducer(red.reduce_sum_p, "reduce_sum"))
 reduce_max = _reducer(red.reduce_max_p, "reduce_max")
 reduce_min = _reducer(red.reduce_min_p, "reduce_min")
 reduce_prod = _reducer(red.reduce_prod_p, "reduce_prod")
@@ -475,15 +463,10 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
 
 # ---------------------------------------------------------------- dot
 
+@takes_out_sharding
 def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
         out_sharding=None):
     from . import lax as _lax
-    if out_sharding is not None:
-        from .explicit import apply_out_sharding, out_sharding_of
-        with out_sharding_of(out_sharding):
-            out = dot(lhs, rhs, dimension_numbers=dimension_numbers, precision=precision,
-                      preferred_element_type=preferred_element_type)
-        return apply_out_sharding(out, out_sharding)
     lhs, rhs = _arr(lhs), _arr(rhs)
     if dimension_numbers is not None:
         return _lax.dot_general(lhs, rhs, dimension_numbers, precision,
