@@ -326,3 +326,25 @@ def test_eager_ops_are_typed_and_checked(mesh):
             snp.matmul(y, x)
         with pytest.raises(ShardingTypeError, match="more than one dimension"):
             snp.add(x, y)
+
+
+def test_partial_sums_through_add_and_a_constant(mesh):
+    """Partial sums stay partial through a sum of two of them, but not through adding a
+    constant (which must see the reduced value): values as numpy's either way."""
+    a = put(mesh, np.arange(64).reshape(8, 8) / 8, None, "X")
+    b = put(mesh, np.arange(64).reshape(8, 8) / 8, "X", None)
+    seen = []
+
+    def f(a, b):
+        u = P(None, None, unreduced={"X"})
+        c = snp.dot(a, b, out_sharding=u)
+        d = c + snp.dot(a, b, out_sharding=u)
+        e = c + 1.0
+        seen.extend(str(shardc.typeof(v)) for v in (d, e))
+        return shardc.reshard(d, P()), e
+    with shardc.set_mesh(mesh):
+        d, e = shardc.jit(f)(a, b)
+    assert seen == ["float32[8,8]{U:X}", "float32[8,8]"]
+    ref = (np.arange(64.).reshape(8, 8) / 8) @ (np.arange(64.).reshape(8, 8) / 8)
+    np.testing.assert_allclose(d, 2 * ref, rtol=1e-6)
+    np.testing.assert_allclose(e, ref + 1, rtol=1e-6)

@@ -272,8 +272,8 @@ def _partial_sums(prim, in_vals, in_ts):
     reduced value."""
     if not getattr(prim, "type_linear", False):
         return ()
-    sets = {t.unreduced if t is not None else () for v, t in zip(in_vals, in_ts)
-            if type(v) is not Lit}
+    # every operand, literals too: partial sums plus a constant are no partial sums
+    sets = {t.unreduced if t is not None else () for t in in_ts}
     return next(iter(sets)) if len(sets) == 1 else ()
 
 
