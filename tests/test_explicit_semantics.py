@@ -105,22 +105,6 @@ def test_cond_result_type(mesh):
     assert log == ["float32[8@X,4@Y]"]
 
 
-def test_vmap_types(mesh):
-    def cell(L, log):
-        def row(r):
-            return r * 2
-
-        def f(a):
-            r = L.vmap(row)(a)
-            log.append(str(L.typeof(r)))
-            r2 = L.vmap(L.np.sum, in_axes=1)(a)
-            log.append(str(L.typeof(r2)))
-            return r, r2
-        return L.jit(f)(_x(mesh))
-    log, _ = same(cell, mesh)
-    assert log == ["float32[8@X,4@Y]", "float32[4@Y]"]
-
-
 def test_vmap_body_types(mesh):
     def cell(L, log):
         def row(r):

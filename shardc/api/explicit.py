@@ -28,22 +28,6 @@ def apply_out_sharding(x, out_sharding, what="out_sharding"):
     return _constraint_leaf(x, out_sharding, reshard=True)
 
 
-class out_sharding_of:
-    """`with out_sharding_of(s): y = op(...)` then `apply_out_sharding(y, s)`: while the
-    op is traced, a result type that would be ambiguous is left for `s` to set."""
-
-    def __init__(self, out_sharding):
-        self.cm = types.lenient() if out_sharding is not None else None
-
-    def __enter__(self):
-        if self.cm is not None:
-            self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        if self.cm is not None:
-            self.cm.__exit__(*exc)
-
-
 @api_boundary
 def reshard(xs, out_shardings):
     """Reshard each leaf of `xs` to the matching (prefix) leaf of `out_shardings`
@@ -254,7 +238,7 @@ def _mesh_of():
 
 
 __all__ = ["apply_out_sharding", "auto_axes", "explicit_axes", "reshard", "typeof",
-           "out_sharding_of", "abstract_mesh_now"]
+           "abstract_mesh_now"]
 
 
 def takes_out_sharding(fn):
@@ -267,7 +251,7 @@ def takes_out_sharding(fn):
     def wrapped(*args, out_sharding=None, **kwargs):
         if out_sharding is None:
             return fn(*args, **kwargs)
-        with out_sharding_of(out_sharding):
+        with types.lenient():     # the result's type comes from out_sharding
             out = fn(*args, **kwargs)
         return apply_out_sharding(out, out_sharding)
     try:

@@ -188,12 +188,12 @@ def _type_sources(p: Program, sources: dict) -> None:
                 src.kind == "arg" and v.sharding is not None and \
                 all(axis_name(a) in mesh.explicit for a in v.sharding.axes()):
             src.label = f"the type of {src.label}"
+    mixed = mesh is not None and len(mesh.explicit) < len(mesh.names)
     for op in p.walk():
         for v in op.outputs:
             ts = v.aval.ts
             if ts is None or v.sharding is not None:
                 continue
-            mixed = mesh is not None and len(mesh.explicit) < len(mesh.names)
             v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
             sources[v] = Source("type", f"the type {v.aval}", op.loc)
 
