@@ -36,6 +36,7 @@ from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, 
                              jacrev, linearize)
 from . import distributed  # noqa: E402
 from . import sharding  # noqa: E402  (jax.sharding's API)
+from . import frontends as _frontends  # noqa: E402,F401  (jax code inside shardc traces)
 from .runtime.distributed import (devices, global_array_to_host_local_array,
     host_local_array_to_global_array, local_device_count, local_devices,
     make_array_from_callback, make_array_from_process_local_data,

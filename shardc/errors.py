@@ -68,10 +68,31 @@ _anchor = (None, None, None)
 TRACING = [0]     # how many traces are active (core.trace_context); anchors only then
 
 
+_AT: list = [None]   # a location set by at_loc (an imported jaxpr equation's line)
+
+
+class at_loc:
+    """`with at_loc(loc):` ops bound inside get `loc` (None: found from the stack)."""
+    __slots__ = ("loc", "prev")
+
+    def __init__(self, loc):
+        self.loc = loc
+
+    def __enter__(self):
+        self.prev = _AT[0]
+        if self.loc is not None:
+            _AT[0] = self.loc
+
+    def __exit__(self, *exc):
+        _AT[0] = self.prev
+
+
 def user_loc(depth=1) -> Loc:
     """The innermost stack frame that is user code (not shardc, numpy or jax), starting
     `depth` frames above this call (callers may skip frames they know are internal)."""
     global _anchor
+    if _AT[0] is not None:
+        return _AT[0]
     f = sys._getframe(depth)
     cache = _loc_cache
     anchor, anchor_user, anchor_loc = _anchor

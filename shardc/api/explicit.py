@@ -90,7 +90,7 @@ def typeof(x):
     if not core.is_tracer(x):
         return jax.typeof(x)
     b = core.current_builder() or x.builder
-    aval = x.aval
+    aval = x.value.aval
     am = abstract_mesh_now()
     ts = aval.ts
     if ts is not None:

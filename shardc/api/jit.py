@@ -39,6 +39,8 @@ class ArgSpec:
 def _leaf_key(x):
     if type(x) is _ARRAY:   # the aval (interned by jax) holds shape, dtype, weak type
         return (x.aval, x.sharding)
+    if type(x) is core.Tracer:      # a nested jit's traced argument (also a jax tracer)
+        return (type(x), x.shape)
     if isinstance(x, jax.Array):
         return (x.shape, x.dtype, x.weak_type, x.sharding)
     if isinstance(x, np.ndarray):

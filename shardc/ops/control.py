@@ -216,7 +216,7 @@ def _cond_vjp(ctx, cts, index, *ops):
                     g = L.zeros(av.shape, av.dtype)
                 elif not core.is_tracer(g):
                     g = L.full(av.shape, g.value, av.dtype)
-                elif g.aval.dtype != av.dtype:
+                elif g.value.aval.dtype != av.dtype:
                     g = L.convert_element_type(g, av.dtype)
                 out.append(g)
             return out

@@ -118,7 +118,7 @@ def _through_fwd(ctx, cts, ins, res, in_cts):
     """Add to in_cts the cotangents of the operands from those of residuals `res`."""
     region = ctx.op.regions[0]
     diff = [i for i, x in enumerate(ins)
-            if core.is_tracer(x) and dtypes.is_inexact(x.aval.dtype)]
+            if core.is_tracer(x) and dtypes.is_inexact(x.value.aval.dtype)]
     if not diff:
         return
 

@@ -78,7 +78,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
         elif not core.is_tracer(g):
             out.append(L.full(v.aval.shape, g.value, v.aval.dtype))
         else:
-            out.append(g if g.aval.dtype == v.aval.dtype else
+            out.append(g if g.value.aval.dtype == v.aval.dtype else
                        L.convert_element_type(g, v.aval.dtype))
     return out
 

@@ -281,8 +281,8 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     fx = [i for i in range(c, x) if _is_float(sp.inputs[i].aval)]
     ys_ct = [i for i in range(c, n_out) if sp.ct_in[i] is not None]
     xs_read = [v for v in sp.saved if kind.get(id(v), ("f",))[0] == "x"]
-    init = [cts[i] if cts[i] is not None else L.zeros(ins[i].aval.shape, ins[i].aval.dtype)
-            for i in fc] + [L.zeros(ins[i].aval.shape, ins[i].aval.dtype) for i in fk]
+    init = [cts[i] if cts[i] is not None else L.zeros(core.aval_of(ins[i]).shape, core.aval_of(ins[i]).dtype)
+            for i in fc] + [L.zeros(core.aval_of(ins[i]).shape, core.aval_of(ins[i]).dtype) for i in fk]
     bxs = [cts[i] for i in ys_ct] + res + [ins[kind[id(v)][1]] for v in xs_read]
 
     def step(*args):
@@ -327,7 +327,7 @@ def _ct(env, sp, i):
     g = lookup(env, g)
     if not core.is_tracer(g):
         return L.full(a.shape, g.value, a.dtype)
-    return L.convert_element_type(g, a.dtype) if g.aval.dtype != a.dtype else g
+    return L.convert_element_type(g, a.dtype) if g.value.aval.dtype != a.dtype else g
 
 
 def _invariant(sp, kind):

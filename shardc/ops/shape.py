@@ -363,7 +363,7 @@ def _vjps():
         unpad = tuple((-a, -b, 0) for a, b in zip(lo, hi))
         zero = L.zeros((), c.out.dtype)
         unpadded = pad_p.bind(g, zero, padding_config=unpad)
-        ua = unpadded.aval
+        ua = unpadded.value.aval
         t_op = slice_p.bind(unpadded, start_indices=(0,) * ua.ndim, limit_indices=ua.shape,
                             strides=tuple(i + 1 for i in interior)) \
             if any(interior) else unpadded

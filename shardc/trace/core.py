@@ -23,8 +23,18 @@ from . import types as _types
 # ---------------------------------------------------------------- tracing
 
 
-class Tracer:
-    """A value being traced: stands for an IR `Value` of one `Builder`."""
+# How jax sees shardc's tracers (set by shardc.frontends): `jax_aval(tracer)` is its
+# jax type, `jax_trace` the jax Trace that takes every jax primitive bound while shardc
+# traces, and `enter()` a context manager making that trace jax's current one.
+JAX_BRIDGE = {"jax_aval": None, "jax_trace": None, "enter": None}
+
+
+class Tracer(jax.core.Tracer):
+    """A value being traced: stands for an IR `Value` of one `Builder`.
+
+    It is a jax tracer too, so jax code (jax.numpy, flax, optax) takes it: `aval` is its
+    jax type (a ShapedArray), and the primitives jax binds on it are translated into
+    shardc's ops (shardc.frontends). shardc's own type is `value.aval`."""
     __slots__ = ("builder", "value")
     __array_priority__ = 1000
 
@@ -32,7 +42,8 @@ class Tracer:
         self.builder = builder
         self.value = value
 
-    aval = property(lambda self: self.value.aval)
+    aval = property(lambda self: JAX_BRIDGE["jax_aval"](self))
+    _trace = property(lambda self: JAX_BRIDGE["jax_trace"])
     shape = property(lambda self: self.value.aval.shape)
     dtype = property(lambda self: self.value.aval.dtype)
     ndim = property(lambda self: len(self.value.aval.shape))
@@ -47,7 +58,7 @@ class Tracer:
     def _concrete_error(self, what, instead):
         return TracerError(
             f"{what} needs a concrete value, but this is a traced array "
-            f"{self.aval} inside a traced function, whose value is not known until it "
+            f"{self.value.aval} inside a traced function, whose value is not known until it "
             f"runs. {instead}")
 
     def __bool__(self):
@@ -79,7 +90,7 @@ class Tracer:
         raise TypeError("traced arrays are not hashable")
 
     def __repr__(self):
-        return f"Traced<{self.aval}>"
+        return f"Traced<{self.value.aval}>"
 
     def __array__(self, dtype=None, copy=None):
         raise self._concrete_error(
@@ -117,12 +128,12 @@ class Builder:
     def _capture(self, t):
         if not t.builder.alive or t.builder not in _tls.builders:
             raise ShardcError(
-                f"a traced value {t.aval} escaped the function that traced it (a "
+                f"a traced value {t.value.aval} escaped the function that traced it (a "
                 "'leaked tracer'): it was stored in a global or closure during tracing "
                 "and used after. Return it from the function instead.")
         entry = self.captured.get(id(t))
         if entry is None:
-            v = Value(t.aval)
+            v = Value(t.value.aval)
             self.captured[id(t)] = entry = (t, v)
         return entry[1]
 
@@ -155,9 +166,15 @@ class trace_context:
     def __enter__(self):
         _tls.builders.append(self.builder)
         TRACING[0] += 1
+        enter = JAX_BRIDGE["enter"]
+        self._jax = enter() if enter is not None else None
+        if self._jax is not None:
+            self._jax.__enter__()
         return self.builder
 
     def __exit__(self, *exc):
+        if self._jax is not None:
+            self._jax.__exit__(*exc)
         _tls.builders.pop()
         TRACING[0] -= 1
         self.builder.alive = False

@@ -97,8 +97,13 @@ def _array_function(self, func, types, args, kwargs):
     return _call(name, impl, args, kwargs)
 
 
+_JaxTracer = Tracer.__mro__[1]      # jax.core.Tracer
+
+
 def _binop(name, reflected=False):
     def op(self, other):
+        if type(other) is not Tracer and isinstance(other, _JaxTracer):
+            return NotImplemented   # a jax transform's tracer (jax.grad inside): jax's op
         f = getattr(_snp(), name)
         return f(other, self) if reflected else f(self, other)
     return op

@@ -1,0 +1,104 @@
+"""jax code inside a shardc trace.
+
+shardc's tracers are jax tracers (trace.core.Tracer subclasses jax.core.Tracer) whose
+trace is `ShardcTrace`. While shardc traces a function, `ShardcTrace` is jax's current
+trace, so every primitive jax binds — jax.numpy, jax.lax, jax.nn, jax.random, flax,
+optax, a jax.jit function — on shardc's tracers or on constants comes here and becomes
+shardc ops (`translate`). Functions jax passes with a primitive (custom_jvp/custom_vjp)
+are first traced by jax's own tracer to a jaxpr, whose equations are translated one by
+one; so are the jaxprs in a primitive's params (jit, scan, while, cond, remat).
+This package is the one place in shardc that calls jax's tracer.
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+from jax._src import core as jcore
+from jax._src import source_info_util
+
+from ..trace import core
+from . import translate
+
+
+class ShardcTrace(jcore.Trace):
+    """The jax trace of shardc's tracers: each primitive becomes shardc ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.requires_low = True
+
+    def process_primitive(self, primitive, tracers, params, /):
+        return translate.apply(primitive, list(tracers), params)
+
+    def process_call(self, call_primitive, f, tracers, params, /):
+        return f.call_wrapped(*tracers)     # closed_call, core_call: inline
+
+    def process_custom_jvp_call(self, primitive, fun, jvp, tracers, /, *, symbolic_zeros):
+        return _through_jaxpr(lambda *xs: primitive.bind(
+            *xs, subfuns=(fun, jvp), symbolic_zeros=symbolic_zeros), tracers)
+
+    def process_custom_vjp_call(self, primitive, fun, fwd, bwd, tracers, /, *, out_trees,
+                                symbolic_zeros):
+        return _through_jaxpr(lambda *xs: primitive.bind(
+            *xs, subfuns=(fun, fwd, bwd), out_trees=out_trees, symbolic_zeros=symbolic_zeros),
+            tracers)
+
+    def process_map(self, map_primitive, f, tracers, params, /):
+        raise translate.unsupported(map_primitive.name, "use shardc.pmap or shard_map")
+
+    def stage_value(self, val):
+        return val
+
+    def cur_qdd(self, x):
+        return None
+
+
+TRACE = ShardcTrace()
+
+
+def _through_jaxpr(bind, tracers):
+    """Bind a primitive that takes functions under jax's tracer (one equation holding
+    their jaxprs) and translate that equation."""
+    structs = [jax_struct(t) for t in tracers]
+    closed = jax.make_jaxpr(bind)(*structs)
+    return translate.eval_jaxpr(closed.jaxpr, closed.consts, list(tracers))
+
+
+def jax_struct(x):
+    a = jcore.typeof(x)
+    return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+
+
+# ---------------------------------------------------------------- shardc's tracers as jax's
+
+_AVALS: dict = {}
+
+
+def jax_aval(t):
+    """The jax type of shardc tracer `t`: a ShapedArray; with its sharding in explicit
+    mode (as jax.typeof)."""
+    a = t.value.aval
+    if a.ts is not None:
+        from ..api.explicit import typeof
+        return typeof(t)
+    hit = _AVALS.get(a)
+    if hit is None:
+        if len(_AVALS) > 50_000:
+            _AVALS.clear()
+        hit = _AVALS[a] = jcore.ShapedArray(a.shape, a.dtype, weak_type=a.weak)
+    return hit
+
+
+def _enter():
+    return jcore.set_current_trace(TRACE)
+
+
+def install():
+    core.JAX_BRIDGE.update(jax_aval=jax_aval, jax_trace=TRACE, enter=_enter)
+    # jax's own errors and source locations skip shardc's frames, as they skip jax's
+    source_info_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
+
+
+__all__ = ["ShardcTrace", "TRACE", "install", "jax_aval", "np"]

@@ -1,0 +1,142 @@
+"""jax's primitives with jaxprs in their params: loops, branches, remat and custom rules.
+
+Each becomes shardc's own construct (lax.scan, while_loop, switch, checkpoint,
+custom_jvp, custom_vjp) whose Python functions translate the jaxprs, so shardc traces
+the regions, propagates through them and differentiates them with its own rules.
+"""
+from __future__ import annotations
+
+from jax._src import core as jcore
+from jax._src.custom_derivatives import SymbolicZero
+
+from ..ir.dtypes import is_inexact
+from ..trace import core
+from .translate import eval_closed, eval_jaxpr, rule
+
+
+@rule("scan")
+def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, linear=None,
+          _split_transpose=False):
+    from ..api.control import scan
+    consts, init, xs = (list(args[:num_consts]), list(args[num_consts:num_consts + num_carry]),
+                        list(args[num_consts + num_carry:]))
+
+    def body(carry, x):
+        outs = eval_closed(jaxpr, consts + list(carry) + list(x))
+        return outs[:num_carry], outs[num_carry:]
+    carry, ys = scan(body, init, xs, length=length, reverse=reverse,
+                     unroll=unroll if isinstance(unroll, int) else 1)
+    return list(carry) + list(ys)
+
+
+@rule("while")
+def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    from ..api.control import while_loop
+    cc = list(args[:cond_nconsts])
+    bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
+    init = list(args[cond_nconsts + body_nconsts:])
+    out = while_loop(lambda c: eval_closed(cond_jaxpr, cc + list(c))[0],
+                     lambda c: eval_closed(body_jaxpr, bc + list(c)), init)
+    return list(out)
+
+
+@rule("cond")
+def _cond(index, *ops, branches, **_params):
+    from ..api.control import switch
+    fns = [(lambda br: lambda *xs: eval_closed(br, list(xs)))(br) for br in branches]
+    return list(switch(index, fns, *ops))
+
+
+@rule("remat2", "checkpoint")
+def _remat(*args, jaxpr, prevent_cse=True, differentiated=False, policy=None):
+    from ..api.remat import _from_jax, checkpoint
+
+    def body(*xs):
+        if isinstance(jaxpr, jcore.ClosedJaxpr):
+            return eval_closed(jaxpr, list(xs))
+        return eval_jaxpr(jaxpr, (), list(xs))
+    return list(checkpoint(body, prevent_cse=prevent_cse, policy=_from_jax(policy))(*args))
+
+
+@rule("name")
+def _name(x, *, name):
+    from ..api.remat import checkpoint_name
+    return checkpoint_name(x, name)
+
+
+# ---------------------------------------------------------------- custom rules
+
+def _zeros_like(x):
+    from ..ops import lax as L
+    a = core.aval_of(x)
+    return L.zeros(a.shape, a.dtype)
+
+
+def _instantiate(t, like):
+    if t is None or isinstance(t, SymbolicZero) or type(t).__name__ == "Zero":
+        return _zeros_like(like)
+    return t
+
+
+@rule("custom_jvp_call")
+def _custom_jvp_call(*args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
+    """A jax.custom_jvp function: shardc's custom_jvp, whose rule is the jaxpr jax
+    traces from the user's jvp (all input tangents nonzero)."""
+    from ..transforms.custom_jvp import custom_jvp
+    consts, primals = list(args[:num_consts]), list(args[num_consts:])
+
+    def fun(*xs):
+        return eval_closed(call_jaxpr, consts + list(xs))
+
+    def jvp(ps, ts):
+        zeros = [False] * len(ps)
+        jaxpr, jconsts, out_zeros = jvp_jaxpr_fun.call_wrapped(*zeros)
+        out = eval_jaxpr(jaxpr, jconsts, list(ps) + [_instantiate(t, p)
+                                                     for t, p in zip(ts, ps)])
+        n = len(out_zeros)
+        outs, nz = out[:n], iter(out[n:])
+        tans = [_zeros_like(o) if z else next(nz) for o, z in zip(outs, out_zeros)]
+        return outs, tans
+    f = custom_jvp(fun)
+    f.defjvp(jvp)
+    return list(f(*primals))
+
+
+@rule("custom_vjp_call", "custom_vjp_call_jaxpr")
+def _custom_vjp_call(*args, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts, out_trees,
+                     symbolic_zeros):
+    """A jax.custom_vjp function: shardc's custom_vjp with the fwd jaxpr jax traces
+    and the user's bwd (run on shardc's values when shardc differentiates)."""
+    from ..transforms.ad import custom_vjp
+    consts, primals = list(args[:num_consts]), list(args[num_consts:])
+
+    def fun(*xs):
+        return eval_closed(call_jaxpr, consts + list(xs))
+
+    def fwd(*xs):
+        zeros = [False] * len(xs)
+        jaxpr, jconsts = fwd_jaxpr_thunk.call_wrapped(*zeros)
+        outs = eval_jaxpr(jaxpr, jconsts, consts + list(xs))
+        _, res_tree, input_fwds = out_trees()
+        n_res = res_tree.num_leaves - sum(f is not None for f in input_fwds)
+        res_out, prim_out = outs[:n_res], outs[n_res:]
+        it = iter(res_out)
+        full = consts + list(xs)
+        res = [next(it) if f is None else full[f] for f in input_fwds]
+        return prim_out, res
+
+    def bwd_(res, cts):
+        cts = [_instantiate(c, o) if not symbolic_zeros else c
+               for c, o in zip(cts, cts)]
+        got = bwd.call_wrapped(*res, *cts)
+        got = list(got)[-len(primals):] if len(got) > len(primals) else list(got)
+        return tuple(_zero_ct(g, p) for g, p in zip(got, primals))
+    f = custom_vjp(fun)
+    f.defvjp(fwd, bwd_)
+    return list(f(*primals))
+
+
+def _zero_ct(g, p):
+    if g is None or isinstance(g, SymbolicZero) or type(g).__name__ == "Zero":
+        return _zeros_like(p) if is_inexact(core.aval_of(p).dtype) else None
+    return g

@@ -1,0 +1,130 @@
+"""jax's gather, scatter and reduce_window primitives.
+
+jax 0.10's gathers and scatters may carry batching dims (take_along_axis, vmapped
+indexing): they become ordinary index columns (an iota per batching dim), which is what
+XLA does when it expands them. reduce_window over small windows (flax's pooling)
+becomes a sum / max of strided slices of the padded operand.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..api import lax_gather as G
+from ..ir import dtypes
+from ..trace import core
+from .translate import _bind, rule, unsupported
+
+
+def _with_batch_columns(idx, operand_batching_dims, index_batching_dims):
+    """Index columns for the batching dims: idx[..., k] = position along dim k."""
+    ia = core.aval_of(idx)
+    batch_shape = ia.shape[:-1]
+    cols = [idx]
+    for d in index_batching_dims:
+        iota = _bind("iota", dtype=ia.dtype, shape=batch_shape + (1,), dimension=d)
+        cols.append(iota)
+    if len(cols) == 1:
+        return idx
+    return _bind("concatenate", *cols, dimension=ia.ndim - 1)
+
+
+@rule("gather")
+def _gather(x, idx, *, dimension_numbers, slice_sizes, indices_are_sorted=False,
+            unique_indices=False, mode=None, fill_value=None):
+    dn = dimension_numbers
+    obd, sbd = tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims)
+    collapsed, smap = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
+    if obd:
+        idx = _with_batch_columns(idx, obd, sbd)
+        collapsed, smap = tuple(sorted(collapsed + obd)), smap + obd
+    dn2 = G.GatherDimensionNumbers(offset_dims=tuple(dn.offset_dims),
+                                   collapsed_slice_dims=collapsed, start_index_map=smap)
+    return G.gather(x, idx, dn2, tuple(slice_sizes), unique_indices=unique_indices,
+                    indices_are_sorted=indices_are_sorted, mode=_mode_name(mode),
+                    fill_value=fill_value)
+
+
+def _mode_name(mode):
+    return None if mode is None else getattr(mode, "name", mode)
+
+
+def _scatter_dn(idx, dn):
+    obd, sbd = tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims)
+    inserted, smap = tuple(dn.inserted_window_dims), tuple(dn.scatter_dims_to_operand_dims)
+    if obd:
+        idx = _with_batch_columns(idx, obd, sbd)
+        inserted, smap = tuple(sorted(inserted + obd)), smap + obd
+    return idx, G.ScatterDimensionNumbers(update_window_dims=tuple(dn.update_window_dims),
+                                          inserted_window_dims=inserted,
+                                          scatter_dims_to_operand_dims=smap)
+
+
+def _scatter_rule(fn):
+    def run(x, idx, upd, *, dimension_numbers, indices_are_sorted=False,
+            unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
+        idx, dn = _scatter_dn(idx, dimension_numbers)
+        return fn(x, idx, upd, dn, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices, mode=_mode_name(mode))
+    return run
+
+
+rule("scatter-add", "scatter_add")(_scatter_rule(G.scatter_add))
+rule("scatter-sub", "scatter_sub")(_scatter_rule(G.scatter_sub))
+rule("scatter")(_scatter_rule(G.scatter))
+
+
+@rule("scatter-mul", "scatter_mul", "scatter-min", "scatter_min", "scatter-max",
+      "scatter_max")
+def _scatter_other(*args, **params):
+    raise unsupported("scatter-mul/min/max", ".at[].multiply/min/max")
+
+
+# ---------------------------------------------------------------- reduce_window
+
+def _windowed(x, init, combine, window_dimensions, window_strides, padding,
+              base_dilation, window_dilation):
+    xa = core.aval_of(x)
+    if any(d != 1 for d in base_dilation):
+        raise unsupported("reduce_window", "base dilation")
+    if int(np.prod(window_dimensions)) > 64:
+        raise unsupported("reduce_window", "windows of more than 64 elements")
+    cfg = tuple((lo, hi, 0) for lo, hi in padding)
+    if any(lo or hi for lo, hi, _ in cfg):
+        x = _bind("pad", x, init, padding_config=cfg)
+    shape = core.aval_of(x).shape
+    out_shape = [(n - (w - 1) * wd - 1) // s + 1 for n, w, s, wd in
+                 zip(shape, window_dimensions, window_strides, window_dilation)]
+    acc = None
+    for offs in itertools.product(*[range(w) for w in window_dimensions]):
+        start = tuple(o * wd for o, wd in zip(offs, window_dilation))
+        limit = tuple(st + (m - 1) * s + 1 for st, m, s in
+                      zip(start, out_shape, window_strides))
+        part = _bind("slice", x, start_indices=start, limit_indices=limit,
+                     strides=tuple(window_strides))
+        acc = part if acc is None else combine(acc, part)
+    del xa
+    return acc
+
+
+def _window_rule(name, combine, init_of):
+    def run(x, *, window_dimensions, window_strides, padding, base_dilation,
+            window_dilation):
+        dt = core.aval_of(x).dtype
+        init = init_of(dt)
+        return _windowed(x, init, combine, window_dimensions, window_strides, padding,
+                         base_dilation, window_dilation)
+    rule(name)(run)
+
+
+def _lit(v, dt):
+    from ..ir.program import Aval, Lit
+    return Lit(core._scalar(v, dt), Aval((), dt, False))
+
+
+_window_rule("reduce_window_sum", lambda a, b: _bind("add", a, b), lambda dt: _lit(0, dt))
+_window_rule("reduce_window_max", lambda a, b: _bind("max", a, b),
+             lambda dt: _lit(-np.inf if dtypes.is_float(dt) else dtypes.iinfo(dt).min, dt))
+_window_rule("reduce_window_min", lambda a, b: _bind("min", a, b),
+             lambda dt: _lit(np.inf if dtypes.is_float(dt) else dtypes.iinfo(dt).max, dt))

@@ -1,0 +1,155 @@
+"""jax's PRNG primitives on shardc's keys (bit-identical: shardc.random implements jax's
+partitionable threefry).
+
+Inside a trace a jax key array (dtype key<fry>) is a `KeyTracer`: a jax tracer of
+shardc's trace holding shardc's KeyArray, so jax.random's Python code takes it. Raw
+uint32 keys work as they are.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax._src import core as jcore
+
+from ..api import random as srandom
+from ..api.random._keys import KEY_DTYPE, KeyArray
+from ..trace import core
+from .translate import RULES, rule, unsupported
+
+
+class KeyTracer(jcore.Tracer):
+    """A typed key array inside a shardc trace, as jax code sees it."""
+    __slots__ = ("keys",)
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    @property
+    def aval(self):
+        return jcore.ShapedArray(self.keys.shape, KEY_DTYPE)
+
+    @property
+    def _trace(self):
+        from .bridge import TRACE
+        return TRACE
+
+    def __repr__(self):
+        return f"Traced<key<fry>{list(self.keys.shape)}>"
+
+
+def keys_of(x):
+    if type(x) is KeyTracer:
+        return x.keys
+    if type(x) is KeyArray:
+        return x
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return KeyArray(jax.random.key_data(x))
+    raise unsupported("a PRNG operation", f"on {type(x).__name__}")
+
+
+def as_jax(keys):
+    if core.current_builder() is None:
+        return keys
+    return KeyTracer(keys if type(keys) is KeyArray else KeyArray(srandom.key_data(keys)))
+
+
+def _data(x):
+    return keys_of(x)._data
+
+
+@rule("random_seed")
+def _seed(seed, *, impl):
+    return as_jax(srandom.key(seed))
+
+
+@rule("random_wrap")
+def _wrap(data, *, impl):
+    if type(data) in (KeyTracer, KeyArray):
+        return as_jax(keys_of(data))
+    return as_jax(KeyArray(data))
+
+
+@rule("random_unwrap")
+def _unwrap(keys):
+    return _data(keys)
+
+
+@rule("random_bits")
+def _bits(keys, *, bit_width, shape):
+    from ..api.random._run import run
+    from ..api.random import _threefry as tf
+    from ..api.random._run import shape_of
+    return run(tf.random_bits, _data(keys), bit_width=bit_width, shape=shape_of(tuple(shape)))
+
+
+@rule("random_split")
+def _split(keys, *, shape):
+    from ..api.random._run import run
+    from ..api.random import _threefry as tf
+    from ..api.random._run import shape_of
+    return as_jax(KeyArray(run(tf.split, _data(keys), shape=shape_of(tuple(shape)))))
+
+
+@rule("random_fold_in")
+def _fold_in(keys, msgs):
+    from ..api.random._base import _fold_in as fold, run
+    return as_jax(KeyArray(run(fold, _data(keys), msgs)))
+
+
+@rule("random_clone", "random_clone_p")
+def _clone(keys):
+    return keys
+
+
+# ---------------------------------------------------------------- shape ops on key arrays
+
+def _phys(name, fn):
+    """A shape op on key arrays: the op on the uint32 data, whose last dim is 2."""
+    base = RULES.get(name)
+
+    def run(*args, **params):
+        if not any(type(a) in (KeyTracer, KeyArray) for a in args):
+            from .translate import _generic
+            return (base or _generic(name))(*args, **params)
+        return as_jax(KeyArray(fn(*[_data(a) if type(a) in (KeyTracer, KeyArray) else a
+                                    for a in args], **params)))
+    RULES[name] = run
+
+
+def _b(name, *args, **params):
+    from .translate import _bind
+    return _bind(name, *args, **params)
+
+
+_phys("slice", lambda d, start_indices, limit_indices, strides=None: _b(
+    "slice", d, start_indices=(*start_indices, 0), limit_indices=(*limit_indices, 2),
+    strides=None if strides is None else (*strides, 1)))
+_phys("squeeze", lambda d, dimensions: _b(
+    "reshape", d, shape=tuple(n for i, n in enumerate(core.aval_of(d).shape)
+                              if i not in dimensions)))
+_phys("reshape", lambda d, new_sizes, dimensions=None, sharding=None: _b(
+    "reshape", d, shape=(*new_sizes, 2)))
+_phys("broadcast_in_dim", lambda d, shape, broadcast_dimensions, sharding=None: _b(
+    "broadcast_in_dim", d, shape=(*shape, 2),
+    broadcast_dimensions=(*broadcast_dimensions, len(shape))))
+_phys("concatenate", lambda *ds, dimension: _b("concatenate", *ds, dimension=dimension))
+_phys("transpose", lambda d, permutation: _b(
+    "transpose", d, permutation=(*permutation, len(permutation))))
+_phys("copy", lambda d: d)
+_phys("copy_p", lambda d: d)
+
+
+def _select_keys(which, *cases):
+    from ..api.lax_ops import select_n
+    from .translate import _bind
+    w = which
+    shape = core.aval_of(cases[0]).shape
+    wa = core.aval_of(w)
+    if wa.shape != shape:
+        w = _bind("broadcast_in_dim", w, shape=shape,
+                  broadcast_dimensions=tuple(range(len(wa.shape))))
+    return select_n(w, *cases)
+
+
+_phys("select_n", _select_keys)
+__all__ = ["KeyTracer", "keys_of", "as_jax", "np"]

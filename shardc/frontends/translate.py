@@ -1,0 +1,304 @@
+"""jax primitives to shardc ops, and jaxprs equation by equation.
+
+`apply(prim, args, params)` translates one jax primitive application: most primitives
+exist in shardc under jax's name with jax's params (the generic rule binds them after
+checking every param is understood); the others have a rule in `RULES` (renames such as
+add_any and select_n, params spelled differently, ops with jaxprs in their params).
+`eval_jaxpr` translates a jaxpr's equations one by one; each equation's source line
+(`source_info`) becomes its ops' location, so explain and report name the user's or the
+library's line. A primitive with no translation is a clear error naming it.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from jax._src import core as jcore
+from jax._src import source_info_util
+
+from .. import errors
+from ..errors import Loc, ShardcError
+from ..ir import dtypes
+from ..ir.primitive import PRIMITIVES
+from ..ir.program import Aval, Lit
+from ..trace import core
+
+RULES: dict = {}
+
+
+def rule(*names):
+    def deco(fn):
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return deco
+
+
+def unsupported(name, hint=""):
+    return ShardcError(f"shardc cannot translate jax's primitive `{name}` yet"
+                       + (f" ({hint})" if hint else "")
+                       + ": rewrite this part with shardc.numpy / shardc.lax, or keep it "
+                       "outside shardc.jit")
+
+
+def apply(prim, args, params):
+    """One jax primitive on shardc values (tracers, keys, constants): its outputs (a
+    list for multiple-result primitives)."""
+    fn = RULES.get(prim.name)
+    if fn is None:
+        fn = RULES[prim.name] = _generic(prim.name)
+    return fn(*args, **params)
+
+
+# ---------------------------------------------------------------- jaxprs
+
+
+def _loc(source_info) -> Loc | None:
+    frame = source_info_util.user_frame(source_info.traceback) \
+        if source_info is not None and source_info.traceback is not None else None
+    if frame is None:
+        return None
+    return Loc(frame.file_name, frame.start_line)
+
+
+def literal(v):
+    """A jaxpr literal as a shardc scalar literal of the literal's jax type."""
+    a = v.aval
+    if not isinstance(a, jcore.ShapedArray) or a.shape != () or \
+            isinstance(a.dtype, jcore.bint if hasattr(jcore, "bint") else ()):
+        return v.val
+    dt = dtypes.canonicalize(a.dtype)
+    return Lit(core._scalar(v.val, dt), Aval((), dt, bool(a.weak_type)))
+
+
+def eval_jaxpr(jaxpr, consts, args):
+    """Translate `jaxpr` applied to `args` (its constvars bound to `consts`)."""
+    env = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+
+    def read(v):
+        return literal(v) if type(v) is jcore.Literal else env[v]
+    for eqn in jaxpr.eqns:
+        loc = _loc(eqn.source_info)
+        with errors.at_loc(loc):
+            outs = apply(eqn.primitive, [read(v) for v in eqn.invars], eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            if type(v) is not jcore.DropVar:
+                env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def eval_closed(closed, args):
+    return eval_jaxpr(closed.jaxpr, closed.consts, args)
+
+
+# ---------------------------------------------------------------- the generic rule
+
+# params shardc's ops do without, when they hold these values
+_DEFAULTS = {"accuracy": None, "out_dtype": None, "sharding": None, "out_sharding": None}
+_SHARDING_PARAMS = ("sharding", "out_sharding")
+
+
+def _params_of(sp):
+    try:
+        sig = inspect.signature(sp.shape_rule)
+    except (TypeError, ValueError):
+        return None
+    return {n for n, p in sig.parameters.items()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+def _generic(name):
+    sp = PRIMITIVES.get(name)
+    if sp is None or sp.has_regions:
+        def missing(*args, **params):
+            raise unsupported(name)
+        return missing
+    accepted = _params_of(sp) or set()
+    elementwise = sp.prop_kind.name == "ELEMENTWISE"
+
+    def run(*args, **params):
+        if elementwise and len(args) > 1:
+            args = _broadcast_ones(args)
+        kept, sharding = {}, None
+        for k, v in params.items():
+            if k in accepted:
+                kept[k] = v
+            elif k in _SHARDING_PARAMS:
+                sharding = v
+            elif k == "accuracy":
+                continue    # a hint for approximations; XLA's default is kept
+            elif k in _DEFAULTS and v is _DEFAULTS[k]:
+                continue
+            else:
+                raise unsupported(name, f"its parameter {k}={v!r}")
+        out = sp.bind(*args, **kept)
+        return apply_sharding(out, sharding)
+    return run
+
+
+def _broadcast_ones(args):
+    """jax's elementwise ops broadcast size-1 dims of equal-rank operands; shardc's
+    take one shape: broadcast those operands first."""
+    shapes = [core.aval_of(a).shape for a in args]
+    nd = max(len(s) for s in shapes)
+    full = [s for s in shapes if len(s) == nd]
+    if all(s == full[0] for s in full):
+        return args
+    target = tuple(max(ds) for ds in zip(*full))
+    return [_bind("broadcast_in_dim", a, shape=target, broadcast_dimensions=tuple(range(nd)))
+            if len(s) == nd and s != target else a for a, s in zip(args, shapes)]
+
+
+def apply_sharding(out, sharding):
+    """A jax op's `sharding=`/`out_sharding=` (explicit mode's result type) on `out`."""
+    if sharding is None or core.current_builder() is None:
+        return out
+    spec = getattr(sharding, "spec", None)
+    if spec is None or (all(p is None for p in spec) and not getattr(spec, "unreduced", ())):
+        return out
+    from ..api.explicit import reshard
+    return reshard(out, spec)
+
+
+def _bind(name, *args, **params):
+    return PRIMITIVES[name].bind(*args, **params)
+
+
+# ---------------------------------------------------------------- renames and re-spellings
+
+@rule("add_any")
+def _add_any(x, y):
+    return _bind("add", x, y)
+
+
+@rule("select_n")
+def _select_n(which, *cases):
+    from ..api.lax_ops import select_n
+    return select_n(which, *cases)
+
+
+@rule("clamp")
+def _clamp(lo, x, hi):
+    from ..api.lax_ops import clamp
+    return clamp(lo, x, hi)
+
+
+@rule("exp2")
+def _exp2(x, accuracy=None):
+    from ..api.lax_extra import exp2
+    return exp2(x)
+
+
+@rule("squeeze")
+def _squeeze(x, *, dimensions):
+    shape = [d for i, d in enumerate(core.aval_of(x).shape) if i not in dimensions]
+    return _bind("reshape", x, shape=tuple(shape))
+
+
+@rule("reshape")
+def _reshape(x, *, new_sizes, dimensions=None, sharding=None):
+    if dimensions is not None:
+        x = _bind("transpose", x, permutation=tuple(dimensions))
+    return apply_sharding(_bind("reshape", x, shape=tuple(new_sizes)), sharding)
+
+
+@rule("split")
+def _split(x, *, sizes, axis):
+    from ..api.lax_ops import split
+    return split(x, sizes, axis)
+
+
+def _argminmax_rule(name):
+    def run(x, *, axes, index_dtype):
+        (axis,) = axes
+        return _bind(name, x, axis=axis, index_dtype=index_dtype)
+    return run
+
+
+RULES["argmax"] = _argminmax_rule("argmax")
+RULES["argmin"] = _argminmax_rule("argmin")
+
+
+@rule("round")
+def _round(x, *, rounding_method):
+    # jax's RoundingMethod: 0 away from zero, 1 to nearest even
+    return _bind("round_afz" if int(rounding_method) == 0 else "round", x)
+
+
+@rule("dot_general")
+def _dot_general(x, y, *, dimension_numbers, precision=None, preferred_element_type=None,
+                 out_sharding=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    out = _bind("dot_general", x, y, contracting=(tuple(lc), tuple(rc)),
+                batch=(tuple(lb), tuple(rb)), preferred_element_type=preferred_element_type)
+    return apply_sharding(out, out_sharding)
+
+
+@rule("top_k")
+def _top_k(x, *, k, axis=-1):
+    from ..api.lax_sorting import top_k
+    return list(top_k(x, k, axis=axis))
+
+
+@rule("conv_general_dilated")
+def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+          feature_group_count, batch_group_count, precision=None, preferred_element_type=None,
+          out_sharding=None):
+    from ..api.conv import conv_general_dilated
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                dimension_numbers, feature_group_count, batch_group_count,
+                                preferred_element_type=preferred_element_type)
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(x, *starts, slice_sizes):
+    return _bind("dynamic_slice", x, *starts, slice_sizes=tuple(slice_sizes))
+
+
+@rule("sharding_constraint")
+def _wsc(x, *, sharding, layout=None, unconstrained_dims=frozenset(), context_mesh=None):
+    from ..api.lax import with_sharding_constraint
+    return with_sharding_constraint(x, sharding)
+
+
+@rule("copy", "copy_p")
+def _copy(x):
+    return _bind("copy", x)
+
+
+@rule("stop_gradient")
+def _stop_gradient(x):
+    return _bind("stop_gradient", x)
+
+
+@rule("pjit", "jit", "closed_call", "core_call", "remat_call")
+def _call(*args, jaxpr=None, call_jaxpr=None, in_shardings=None, out_shardings=None,
+          **_params):
+    """jax.jit inside shardc.jit: inlined, its in/out shardings kept as constraints."""
+    closed = jaxpr if jaxpr is not None else call_jaxpr
+    args = [_constrain(a, s) for a, s in zip(args, in_shardings or [None] * len(args))]
+    if isinstance(closed, jcore.ClosedJaxpr):
+        outs = eval_closed(closed, args)
+    else:
+        outs = eval_jaxpr(closed, (), args)
+    return [_constrain(o, s) for o, s in zip(outs, out_shardings or [None] * len(outs))]
+
+
+def _constrain(x, s):
+    """A jit's in/out sharding as a constraint (UNSPECIFIED and AUTO leave it free)."""
+    if s is None or not hasattr(s, "spec") or not core.is_tracer(x):
+        return x
+    from ..api.lax import with_sharding_constraint
+    return with_sharding_constraint(x, s)
+
+
+# the control-flow, custom-rule, random, gather/scatter and window rules register here
+from . import rules_control, rules_indexing, rules_random  # noqa: E402,F401
+
+__all__ = ["apply", "eval_jaxpr", "eval_closed", "np", "RULES"]
