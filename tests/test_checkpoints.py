@@ -157,6 +157,40 @@ def test_optax_state_round_trips(tmp_path, mesh24):
     np.testing.assert_allclose(np.asarray(u1["w"]), np.asarray(u0["w"]), rtol=1e-6)
 
 
+def test_flax_train_state_round_trips(tmp_path, mesh24):
+    """flax's TrainState (a dataclass pytree with static fields: apply_fn, tx) saved
+    from one mesh, restored onto another into its own class, keeps training."""
+    import jax
+    import optax
+    from flax import linen as nn
+    from flax.training import train_state
+    model = nn.Dense(16)
+    x = values()["w"]
+    params = model.init(jax.random.key(0), x)
+    params = jax.device_put(params, NamedSharding(mesh24, P()))
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params,
+                                          tx=optax.sgd(0.1, momentum=0.9))
+    grads = jax.tree_util.tree_map(jax.numpy.ones_like, params)
+    state = state.apply_gradients(grads=grads)
+    ckpts.save(tmp_path / "s", state)
+
+    m8 = shardc.make_mesh((8,), ("x",))
+    kernel = NamedSharding(m8, P(None, "x"))
+    r = ckpts.restore(tmp_path / "s", state,
+                      shardings={"params": {"params": {"kernel": kernel}}, "opt_state": P()},
+                      mesh=m8)
+    assert type(r) is type(state) and r.apply_fn is state.apply_fn and int(r.step) == 1
+    assert r.params["params"]["kernel"].sharding == kernel
+    assert r.params["params"]["bias"].sharding == NamedSharding(mesh24, P())   # the target's
+    for a, b in zip(jax.tree_util.tree_leaves(r), jax.tree_util.tree_leaves(state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    s1, s0 = r.apply_gradients(grads=grads), state.apply_gradients(grads=grads)
+    np.testing.assert_allclose(np.asarray(s1.params["params"]["kernel"]),
+                               np.asarray(s0.params["params"]["kernel"]), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(r.apply_fn(r.params, x)),
+                               np.asarray(state.apply_fn(state.params, x)), rtol=1e-6)
+
+
 def test_force_replaces_a_checkpoint(tmp_path, mesh24):
     ckpts.save(tmp_path / "c", {"a": np.zeros(3)})
     with pytest.raises(shardc.ShardcError, match="already exists; pass force=True") as e:
