@@ -200,6 +200,17 @@ def test_force_replaces_a_checkpoint(tmp_path, mesh24):
     np.testing.assert_array_equal(ckpts.restore(tmp_path / "c")["a"], np.ones(3))
 
 
+def test_home_path_and_dtype_cast(tmp_path, monkeypatch, mesh24):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    x = put(values()["w"], mesh24, P("data"))
+    assert ckpts.save("~/c", {"x": x}) == str(tmp_path / "c")
+    import jax
+    s = NamedSharding(mesh24, P(None, "model"))
+    r = ckpts.restore("~/c", {"x": jax.ShapeDtypeStruct(x.shape, np.float16, sharding=s)})
+    assert r["x"].dtype == np.float16 and r["x"].sharding == s   # a target's dtype casts
+    np.testing.assert_array_equal(np.asarray(r["x"]), values()["w"].astype(np.float16))
+
+
 def test_errors(saved, mesh24, tmp_path):
     m8 = shardc.make_mesh((8,), ("x",))
     E = shardc.ShardcError

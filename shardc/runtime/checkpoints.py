@@ -46,7 +46,7 @@ def _path(path, what) -> str:
                           f"{type(path).__name__}")
     # orbax wants absolute paths; every process resolves the same relative path
     # (`shardc launch` starts them all in one directory).
-    return os.path.abspath(os.fspath(path))
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
 def _first_line(e: BaseException) -> str:
@@ -131,9 +131,9 @@ def _checkpoint(path, what):
 
 @api_boundary
 def metadata(path):
-    """The checkpoint's tree, as saved, with a jax.ShapeDtypeStruct for each array
-    (no sharding) and the value of each number. Dicts stay dicts; tuples, lists and
-    namedtuples come back as lists, other pytree nodes as dicts of their fields."""
+    """The checkpoint's tree, as saved, with a jax.ShapeDtypeStruct (no sharding) for
+    each array and number. Dicts stay dicts; tuples, lists and namedtuples come back
+    as lists, other pytree nodes (dataclasses) as dicts of their fields."""
     path = _checkpoint(path, "shardc.checkpoints.metadata")
     return jax.tree_util.tree_map(_abstract, _saved_tree(path, "shardc.checkpoints.metadata"),
                                   is_leaf=_is_meta)
@@ -210,7 +210,7 @@ def _target_leaf(x, p):
     if isinstance(x, jax.Array):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
     if isinstance(x, np.generic):
-        return np.asarray(x)     # orbax keeps NumPy scalars as 0-d arrays; see _unwrap
+        return np.asarray(x)     # orbax keeps NumPy scalars as 0-d arrays (see restore)
     if isinstance(x, (np.ndarray, numbers.Number)):
         return x            # restored as a NumPy array / a number of its type
     raise ShardcError(
@@ -275,8 +275,7 @@ def restore(path, target=None, *, shardings=None, mesh=None):
         _check_against(saved, want, path)
         layout = {} if shardings is None else _layouts(shardings, list(want), mesh)
         item = jax.tree_util.tree_map_with_path(
-            lambda kp, x: _place(x, layout.get(tuple(_key(k) for k in kp)), saved,
-                                 tuple(_key(k) for k in kp)), want_tree)
+            lambda kp, x: _place(x, tuple(_key(k) for k in kp), layout, saved), want_tree)
     ocp = _orbax()
     try:
         with ocp.StandardCheckpointer() as ckpt:
@@ -298,7 +297,9 @@ def restore(path, target=None, *, shardings=None, mesh=None):
         target, out)
 
 
-def _place(x, sharding, saved, p):
+def _place(x, p, layout, saved):
+    """The target leaf at path `p` with the sharding shardings= gives it, if any."""
+    sharding = layout.get(p)
     if sharding is None or isinstance(x, numbers.Number):   # numbers stay numbers
         return x
     shape = tuple(np.shape(x))
