@@ -35,6 +35,7 @@ from . import ad_checkpoint  # noqa: E402
 from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
                              jacrev, linearize)
 from . import distributed  # noqa: E402
+from . import checkpoints  # noqa: E402  (orbax is imported when a checkpoint is used)
 from . import sharding  # noqa: E402  (jax.sharding's API)
 from . import frontends as _frontends  # noqa: E402,F401  (jax code inside shardc traces)
 from .runtime.distributed import (devices, global_array_to_host_local_array,
@@ -49,7 +50,7 @@ __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug"
            "shard_map", "grad", "value_and_grad", "vjp", "jvp", "custom_vjp", "vmap", "xmap",
            "shard_alike", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
            "with_sharding_constraint", "sharding"]
-__all__ += ["devices", "distributed", "global_array_to_host_local_array",
+__all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local_array",
             "host_local_array_to_global_array", "local_device_count", "local_devices",
             "make_array_from_callback", "make_array_from_process_local_data",
             "make_array_from_single_device_arrays", "process_allgather", "process_count",
