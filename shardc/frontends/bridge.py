@@ -41,9 +41,16 @@ class ShardcTrace(jcore.Trace):
 
     def process_custom_vjp_call(self, primitive, fun, fwd, bwd, tracers, /, *, out_trees,
                                 symbolic_zeros):
-        return _through_jaxpr(lambda *xs: primitive.bind(
-            *xs, subfuns=(fun, fwd, bwd), out_trees=out_trees, symbolic_zeros=symbolic_zeros),
-            tracers)
+        # jax runs either `fun` or `fwd` of one call, never both (their output trees
+        # share a store): trace fwd alone, its outputs after the residuals are fun's
+        from jax._src.interpreters import partial_eval as pe
+        from .rules_control import custom_vjp_of
+        tracers = list(tracers)
+        fwd_ = pe._interleave_fun(fwd, tuple([True] * len(tracers)))
+        jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(
+            fwd_, [jcore.typeof(t) for t in tracers])
+        return custom_vjp_of([], tracers, lambda xs: translate.eval_jaxpr(
+            jaxpr, consts, list(xs)), bwd, out_trees)
 
     def process_map(self, map_primitive, f, tracers, params, /):
         raise translate.unsupported(map_primitive.name, "use shardc.pmap or shard_map")

@@ -105,32 +105,40 @@ def _custom_jvp_call(*args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zero
 @rule("custom_vjp_call", "custom_vjp_call_jaxpr")
 def _custom_vjp_call(*args, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts, out_trees,
                      symbolic_zeros):
-    """A jax.custom_vjp function: shardc's custom_vjp with the fwd jaxpr jax traces
-    and the user's bwd (run on shardc's values when shardc differentiates)."""
-    from ..transforms.ad import custom_vjp
+    """A jax.custom_vjp function (an equation): shardc's custom_vjp with the fwd jaxpr
+    jax traces and the user's bwd (run on shardc's values when shardc differentiates)."""
     consts, primals = list(args[:num_consts]), list(args[num_consts:])
 
-    def fun(*xs):
-        return eval_closed(call_jaxpr, consts + list(xs))
+    def fwd_outs(xs):
+        jaxpr, jconsts = fwd_jaxpr_thunk.call_wrapped(*[True] * len(xs))
+        return eval_jaxpr(jaxpr, jconsts, list(xs))
+    return custom_vjp_of(consts, primals, fwd_outs, bwd, out_trees,
+                         lambda xs: eval_closed(call_jaxpr, consts + list(xs)))
 
-    def fwd(*xs):
-        zeros = [False] * len(xs)
-        jaxpr, jconsts = fwd_jaxpr_thunk.call_wrapped(*zeros)
-        outs = eval_jaxpr(jaxpr, jconsts, consts + list(xs))
+
+def custom_vjp_of(consts, primals, fwd_outs, bwd, out_trees, primal=None):
+    """shardc's custom_vjp over translated jax pieces: fwd_outs(primals) gives jax's
+    fwd outputs (residuals not forwarded from inputs, then the outputs); bwd is jax's
+    flat bwd (residuals, output cotangents -> input cotangents, consts' first)."""
+    from ..transforms.ad import custom_vjp
+
+    def split(xs):
+        outs = fwd_outs(xs)
         _, res_tree, input_fwds = out_trees()
         n_res = res_tree.num_leaves - sum(f is not None for f in input_fwds)
-        res_out, prim_out = outs[:n_res], outs[n_res:]
-        it = iter(res_out)
+        it = iter(outs[:n_res])
         full = consts + list(xs)
-        res = [next(it) if f is None else full[f] for f in input_fwds]
-        return prim_out, res
+        return outs[n_res:], [next(it) if f is None else full[f] for f in input_fwds]
+
+    def fun(*xs):
+        return primal(xs) if primal is not None else split(xs)[0]
+
+    def fwd(*xs):
+        return split(xs)
 
     def bwd_(res, cts):
-        cts = [_instantiate(c, o) if not symbolic_zeros else c
-               for c, o in zip(cts, cts)]
-        got = bwd.call_wrapped(*res, *cts)
-        got = list(got)[-len(primals):] if len(got) > len(primals) else list(got)
-        return tuple(_zero_ct(g, p) for g, p in zip(got, primals))
+        got = list(bwd.call_wrapped(*res, *[_instantiate(c, c) for c in cts]))
+        return tuple(_zero_ct(g, p) for g, p in zip(got[-len(primals):], primals))
     f = custom_vjp(fun)
     f.defvjp(fwd, bwd_)
     return list(f(*primals))

@@ -30,10 +30,37 @@ def _with_batch_columns(idx, operand_batching_dims, index_batching_dims):
     return _bind("concatenate", *cols, dimension=ia.ndim - 1)
 
 
+def _along_axis(x, idx, window, collapsed, smap, obd, ibd):
+    """The axis of a take_along_axis-shaped gather/scatter (every other dim a batching
+    dim of operand and indices alike), or None. shardc has it as one op (gather_along),
+    whose factor rule keeps the batch dims' shardings, as jax's does."""
+    xa, ia = core.aval_of(x), core.aval_of(idx)
+    if window or len(collapsed) != 1 or tuple(smap) != tuple(collapsed) or \
+            ia.ndim != xa.ndim + 1 or ia.shape[-1] != 1:
+        return None
+    axis = collapsed[0]
+    others = tuple(d for d in range(xa.ndim) if d != axis)
+    if tuple(obd) != others or tuple(ibd) != others or \
+            any(ia.shape[d] != xa.shape[d] for d in others):
+        return None
+    return axis
+
+
+_MODES = {"FILL_OR_DROP": "fill", "CLIP": "clip", "PROMISE_IN_BOUNDS": "promise_in_bounds",
+          None: "fill"}
+
+
 @rule("gather")
 def _gather(x, idx, *, dimension_numbers, slice_sizes, indices_are_sorted=False,
             unique_indices=False, mode=None, fill_value=None):
     dn = dimension_numbers
+    axis = _along_axis(x, idx, dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map,
+                       dn.operand_batching_dims, dn.start_indices_batching_dims)
+    if axis is not None:
+        from ..api.numpy._sorting import take_along_axis
+        i = _bind("reshape", idx, shape=core.aval_of(idx).shape[:-1])
+        return take_along_axis(x, i, axis, mode=_MODES[_mode_name(mode)],
+                               fill_value=fill_value, wrap_negative_indices=False)
     obd, sbd = tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims)
     collapsed, smap = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
     if obd:
@@ -64,6 +91,18 @@ def _scatter_dn(idx, dn):
 def _scatter_rule(fn):
     def run(x, idx, upd, *, dimension_numbers, indices_are_sorted=False,
             unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
+        d = dimension_numbers
+        axis = _along_axis(x, idx, d.update_window_dims, d.inserted_window_dims,
+                           d.scatter_dims_to_operand_dims, d.operand_batching_dims,
+                           d.scatter_indices_batching_dims) if fn is G.scatter_add else None
+        if axis is not None:     # take_along_axis's transpose
+            i = _bind("reshape", idx, shape=core.aval_of(idx).shape[:-1])
+            if _MODES[_mode_name(mode)] != "fill":    # the op drops out-of-range ones
+                n = core.aval_of(x).shape[axis]
+                from ..api.lax_ops import clamp
+                dt = core.aval_of(i).dtype
+                i = clamp(_lit(0, dt), i, _lit(n - 1, dt))
+            return _bind("scatter_add_along", x, i, upd, axis=axis)
         idx, dn = _scatter_dn(idx, dimension_numbers)
         return fn(x, idx, upd, dn, indices_are_sorted=indices_are_sorted,
                   unique_indices=unique_indices, mode=_mode_name(mode))

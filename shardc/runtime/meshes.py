@@ -220,8 +220,14 @@ def current_mesh():
     try:
         mesh = jax.sharding.get_mesh()
     except ValueError:      # inside a jax trace: jax keeps no concrete mesh there
-        return None
-    return None if mesh.empty else mesh
+        from jax._src import core as jcore
+        from jax._src.sharding_impls import get_concrete_mesh
+        from ..trace import core
+        # but shardc's trace is jax's current one while shardc traces (frontends)
+        if jcore.trace_ctx.trace is not core.JAX_BRIDGE["jax_trace"]:
+            return None
+        mesh = get_concrete_mesh()
+    return None if mesh is None or mesh.empty else mesh
 
 
 def get_abstract_mesh():
