@@ -214,6 +214,8 @@ def run_main(capsys, monkeypatch, *argv):
      "dict_args() returned a dict; it should return a tuple of the function's arguments"),
     (["ir", "{model}:mlp", "--example-args", "pair_args"],
      "mlp(x, w1, w2) needs 3 arguments but pair_args() gave 2"),
+    (["ir", "{model}:mlp"], "mlp(x, w1, w2) needs 3 arguments but 0 --arg were given; give "
+     "one --arg per argument, or --example-args NAME (or define mlp_args in the file)"),
     (["ir", "{model}:pair", "--example-args", "pair_args", "--arg", "f32[2]"],
      "either with --arg or with --example-args, not both"),
     (["ir", "{model}", "--arg", "f32[2]"], "expected FILE.py:FUNCTION"),

@@ -271,7 +271,10 @@ def _check_arity(fun, n, given_by=None):
         raise UsageError(f"{name}({', '.join(p.name for p in params)}) needs "
                          f"{len(need)} argument{'s' if len(need) != 1 else ''} but "
                          + (f"{given_by} gave {n}" if given_by else
-                            f"{n} --arg {'were' if n != 1 else 'was'} given")) from None
+                            f"{n} --arg {'were' if n != 1 else 'was'} given")
+                         + ("" if n or given_by else "; give one --arg per argument, or "
+                            f"--example-args NAME (or define {name}_args in the file)")
+                         ) from None
 
 
 def stage(fun, mesh, args, given_by=None):
