@@ -73,7 +73,7 @@ def train_step(params, opt_state, x, y):
 def init_state():
     """Parameters and optimizer state, placed with the Megatron shardings (the adam
     moments follow their parameters: optax builds them with zeros_like)."""
-    params = model.init(jax.random.key(0), jnp.zeros((BATCH, SEQ, D)))
+    params = jax.jit(model.init)(jax.random.key(0), jnp.zeros((BATCH, SEQ, D)))
     params = jax.device_put(params, jax.tree_util.tree_map_with_path(param_sharding, params))
     opt_state = jax.jit(tx.init)(params)
     return params, opt_state
