@@ -41,6 +41,36 @@ MODEL = textwrap.dedent("""\
 
     def buggy(x):
         return x + undefined_name
+
+
+    def pair(params, x):
+        return params["w"] @ x + params["b"]
+
+
+    def pair_args():
+        import jax
+        import numpy as np
+        from jax.sharding import NamedSharding
+        mesh = shardc.make_mesh((2, 4), ("data", "model"))
+        w = jax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P("model", None)))
+        x = jax.ShapeDtypeStruct((16, 4), np.float32, sharding=NamedSharding(mesh, P(None, "data")))
+        return {"w": w, "b": jax.ShapeDtypeStruct((8, 4), np.float32)}, x
+
+
+    def unsharded_args():
+        w, b, x = np.ones((8, 16), "f4"), np.zeros((8, 4), "f4"), np.ones((16, 4), "f4")
+        return {"w": w, "b": b}, x
+
+
+    def broken_args():
+        return 1 / 0
+
+
+    def dict_args():
+        return {"x": 1}
+
+
+    import numpy as np
     """)
 MLP_ARGS = ["--mesh", "data=2,model=4", "--arg", "f32[64,256]@P('data',None)",
             "--arg", "f32[256,1024]@P(None,'model')", "--arg", "f32[1024,256]@P('model',None)"]
@@ -173,8 +203,21 @@ def run_main(capsys, monkeypatch, *argv):
 
 @pytest.mark.parametrize("args,message", [
     (["ir", "{model}:nope", "--arg", "f32[2]"],
-     "shardc: error: {model} has no function 'nope' (it defines: buggy, constrained, layer, "
-     "mismatched, mlp)"),
+     "shardc: error: {model} has no function 'nope' (it defines: broken_args, buggy, "
+     "constrained, dict_args, layer, mismatched, mlp, pair, pair_args, unsharded_args)"),
+    (["ir", "{model}:pair", "--example-args", "broken_args"],
+     "{model}:50: error: while building example arguments with broken_args(): "
+     "ZeroDivisionError: division by zero"),
+    (["ir", "{model}:pair", "--example-args", "nope"],
+     "shardc: error: --example-args nope: {model} defines no 'nope'"),
+    (["ir", "{model}:pair", "--example-args", "dict_args"],
+     "dict_args() returned a dict; it should return a tuple of the function's arguments"),
+    (["ir", "{model}:mlp", "--example-args", "pair_args"],
+     "mlp(x, w1, w2) needs 3 arguments but pair_args() gave 2"),
+    (["ir", "{model}:mlp"], "mlp(x, w1, w2) needs 3 arguments but 0 --arg were given; give "
+     "one --arg per argument, or --example-args NAME (or define mlp_args in the file)"),
+    (["ir", "{model}:pair", "--example-args", "pair_args", "--arg", "f32[2]"],
+     "either with --arg or with --example-args, not both"),
     (["ir", "{model}", "--arg", "f32[2]"], "expected FILE.py:FUNCTION"),
     (["ir", "{model}:buggy", "--arg", "f32[4]"],
      "{model}:27: error: NameError: name 'undefined_name' is not defined"),
@@ -200,6 +243,52 @@ def test_error_messages(model, capsys, monkeypatch, args, message):
     code, out, err = run_main(capsys, monkeypatch, *[a.format(model=model, dir=d) for a in args])
     assert code == 1 and out == ""
     assert message.format(model=model, dir=d) in err and err.count("\n") == 1, err
+
+
+def test_example_args_give_pytrees_with_their_shardings(model, capsys, monkeypatch):
+    """pair_args is found by its name (FUNC_args) or named with --example-args; its
+    arrays and ShapeDtypeStructs (in a dict) keep their shardings."""
+    code, out, err = run_main(capsys, monkeypatch, "ir", f"{model}:pair")
+    assert code == 0, err
+    assert out.startswith("mesh <data=2, model=4>\nfunc @pair(%params_b: f32[8,4] [{}, {}], "
+                          "%params_w: f32[8,16] [{model}, {}], %x: f32[16,4] [{}, {data}])")
+    code, again, err = run_main(capsys, monkeypatch, "ir", f"{model}:pair",
+                                "--example-args", "pair_args")
+    assert code == 0 and again == out, err
+    # NumPy leaves have no sharding; --mesh gives the mesh
+    code, out, err = run_main(capsys, monkeypatch, "ir", f"{model}:pair", "--mesh",
+                              "data=2,model=4", "--example-args", "unsharded_args")
+    assert code == 0, err
+    assert "func @pair(%params_b: f32[8,4] [{}, {}], %params_w: f32[8,16] [{}, {}]" in out
+
+
+def test_flax_optax_train_step_ir_explain():
+    """A flax model and an optax adamw step, its arguments (params and optimizer state:
+    pytrees) from train_step_args in the example file."""
+    out, err = shardc_cmd("ir", os.path.join(ROOT, "examples", "flax_optax_train.py:train_step"),
+                          "--explain")
+    assert out.startswith("mesh <data=2, model=4>\nfunc @train_step(")
+    header = out.splitlines()[1]
+    assert "%params_params_up_kernel: f32[64,256] [{}, {model}]" in header
+    assert "%params_params_down_kernel: f32[256,64] [{model}, {}]" in header
+    assert "%opt_state_1_0_count: i32[] []" in header
+    assert "%x: f32[16,8,64] [{data}, {}, {}]" in header and "%y: i32[16] [{data}]" in header
+    # the ops' lines: in the user's file (the model, the loss) and in optax's
+    assert 'loc("flax_optax_train.py":45)' in out
+    assert re.search(r"// %\d+: .*from argument params_params_down_kernel via .*"
+                     r"@flax_optax_train\.py:\d+", out)
+    assert re.search(r"// %\d+: .*@_tree_math\.py:\d+", out)      # optax/tree_utils
+    assert err == ""
+
+
+def test_flax_optax_train_step_report():
+    out, _ = shardc_cmd("report", os.path.join(ROOT, "examples", "flax_optax_train.py:train_step"))
+    assert out.startswith("@train_step on mesh <data=2, model=4> (8 devices)")
+    # the row-parallel Dense's partial sums: an all-reduce over model at the model's line
+    assert re.search(r"all-reduce\s+f32\[8,8,64\]\s+16.0 KiB\s+\{model\}\s+"
+                     r"flax_optax_train.py:45\s+dot_general", out)
+    # the gradients' sum over the batch
+    assert re.search(r"all-reduce\s+\(f32.*\{data\}\s+flax_optax_train.py:68", out)
 
 
 def test_bad_ir_file_names_its_line(tmp_path, capsys, monkeypatch):

@@ -251,6 +251,35 @@ def test_example_multiprocess_data_parallel():
         assert lines_of(so, i)[-1].endswith("matches NumPy: True")
 
 
+def _losses(line):
+    return [float(v) for v in line.split("losses ")[1].split()]
+
+
+def test_example_multiprocess_optax_train_matches_jax_jit():
+    """JAX's multi-process training program (flax MLP, optax adam, data parallel) with
+    only jit -> shardc.jit: both processes print the same losses, equal to jax.jit's
+    in one process on 8 devices (the same program with shardc.jit set back to
+    jax.jit)."""
+    ex = os.path.join(ROOT, "examples", "multiprocess_optax_train.py")
+    rc, so, se, _ = launch(["-n", "2", "--devices-per-process", "4", "--timeout", "100", ex])
+    assert rc == 0, f"{so}\n{se}"
+    [l0] = [ln for ln in lines_of(so, 0) if ln.startswith("process 0 of 2: losses ")]
+    [l1] = [ln for ln in lines_of(so, 1) if ln.startswith("process 1 of 2: losses ")]
+    got = _losses(l0)
+    assert got == _losses(l1) and len(got) == 5 and np.all(np.isfinite(got))
+    assert got[-1] < got[0]
+    ref = subprocess.run(
+        [sys.executable, "-c", "import shardc, jax, runpy; shardc.jit = jax.jit; "
+         "assert jax.device_count() == 8; "
+         f"runpy.run_path({ex!r}, run_name='__main__')"],
+        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+             "PYTHONPATH": ROOT, "SHARDC_CPU_DEVICES": "8"})
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    [lr] = [ln for ln in ref.stdout.splitlines() if ln.startswith("process 0 of 1: losses ")]
+    np.testing.assert_allclose(got, _losses(lr), rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- failures
 
 

@@ -46,3 +46,16 @@ def test_train_mlp():
     assert "gradients sharded like parameters: True" in out
     assert "w1: param P(None, 'model'), grad P(None, 'model')" in out
     assert "of them the backward pass" in out and "dot_general" in out
+
+
+def test_flax_optax_train():
+    out = run("flax_optax_train.py")
+    assert "losses match jax.jit: True" in out
+    assert "parameters match jax.jit: True" in out
+    assert "output shardings equal jax.jit's: True" in out
+    assert "loss fell: True" in out
+    assert "up kernel: P(None, 'model'), down kernel: P('model',)" in out
+    # the row-parallel Dense's partial sums: an all-reduce over model at the model's line
+    colls = [ln for ln in out.splitlines() if ln.startswith("collective:")]
+    assert any("all-reduce" in ln and "{model}" in ln and "flax_optax_train.py:45" in ln
+               for ln in colls), colls

@@ -1,6 +1,7 @@
 """The `shardc` command: see what the compiler decided for a function, and why.
 
     shardc ir FILE.py:FUNC --mesh data=2,model=4 --arg "f32[64,256]@P('data',None)" ...
+    shardc ir model.py:train_step --example-args make_args   (or model.py:train_step_args)
     shardc ir ... --explain | --stage traced | --format json
     shardc stablehlo ... | shardc hlo ... | shardc report ...
     shardc propagate FILE.ir [--explain]
@@ -21,7 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from .loader import UsageError, check_spec, load_function, parse_arg, parse_mesh, stage
+from .loader import (UsageError, check_spec, example_args, example_args_function,
+                     load_target, parse_arg, parse_mesh, stage)
 
 PROG = "shardc"
 
@@ -180,6 +182,12 @@ def _program_args(p):
                    help="one per argument: dtype and shape, optionally @ a PartitionSpec, "
                         "e.g. \"f32[64,256]@P('data',None)\"; functions decorated with "
                         "@shardc.jit(in_shardings=...) need only dtype and shape")
+    p.add_argument("--example-args", metavar="NAME",
+                   help="a function in the same file that returns a tuple of example "
+                        "arguments: arrays or jax.ShapeDtypeStructs, pytrees allowed (a "
+                        "flax model's params, an optax state), each sharded as its "
+                        "`.sharding` says. Without --arg or --example-args, FUNC_args is "
+                        "used if the file defines it (e.g. train_step_args for train_step)")
     p.add_argument("--devices", type=int, metavar="N",
                    help="simulated CPU devices when there is no accelerator (default: "
                         "the mesh's size)")
@@ -239,7 +247,13 @@ def _traced(args):
     arg_types = [parse_arg(a, i) for i, a in enumerate(args.arg)]
     for i, a in enumerate(arg_types):
         check_spec(a, i, mesh_axes)
-    fun = load_function(args.target)
+    module, fun = load_target(args.target)
+    builder = None
+    if args.example_args is not None or not args.arg:
+        builder = example_args_function(module, args.target, args.example_args)
+    if builder is not None and args.arg:
+        raise UsageError("give the arguments either with --arg or with --example-args, "
+                         "not both")
     mesh = None
     if mesh_axes:
         import jax
@@ -253,9 +267,13 @@ def _traced(args):
             raise UsageError(f"--mesh {args.mesh} needs {need} devices but only {have} "
                              f"are available; pass --devices {need} (CPU) or a smaller mesh")
         mesh = make_mesh([s for _, s in mesh_axes], [n for n, _ in mesh_axes])
+    given_by = None
+    if builder is not None:
+        arg_types = example_args(builder, args.target.rpartition(":")[0])
+        given_by = f"{getattr(builder, '__name__', args.example_args)}()"
     from ..errors import ShardcError
     try:
-        traced = stage(fun, mesh, arg_types)
+        traced = stage(fun, mesh, arg_types, given_by)
         traced.propagate()      # its errors reported as before, with the tracing's
         return traced
     except ShardcError as e:

@@ -1,6 +1,6 @@
 """What the command line compiles: FILE.py:FUNC, a --mesh and --arg types with specs.
 
-Parsing (`parse_mesh`, `parse_arg`) needs no jax; `load_function` imports the user's
+Parsing (`parse_mesh`, `parse_arg`) needs no jax; `load_target` imports the user's
 file; `stage(target, mesh, args)` gives the Traced program. Every mistake is a
 `UsageError` with one message (and the user's file:line when it is in their code).
 """
@@ -141,6 +141,11 @@ def user_frame(tb, files=()):
 
 def load_function(target: str):
     """'path/to/file.py:func' (or 'package.module:func') -> the object it names."""
+    return load_target(target)[1]
+
+
+def load_target(target: str):
+    """'path/to/file.py:func' -> (the module, the object it names)."""
     path, sep, attr = target.rpartition(":")
     if not sep or not path or not attr:
         raise UsageError(f"{target!r}: expected FILE.py:FUNCTION, e.g. model.py:forward")
@@ -164,7 +169,7 @@ def load_function(target: str):
         obj = getattr(obj, part)
     if not callable(obj):
         raise UsageError(f"{path}:{attr} is a {type(obj).__name__}, not a function")
-    return obj
+    return module, obj
 
 
 def _import_file(path):
@@ -195,10 +200,63 @@ def _import_file(path):
     return module
 
 
+# ---------------------------------------------------------------- example arguments
+
+
+def example_args_function(module, target, name):
+    """The function that builds `target`'s example arguments: `name` (--example-args),
+    else FUNC_args if the file defines it; None when there is neither."""
+    func = target.rpartition(":")[2].rpartition(".")[2]
+    given = name is not None
+    name = name if given else f"{func}_args"
+    obj = getattr(module, name, None)
+    if obj is None:
+        if given:
+            raise UsageError(f"--example-args {name}: {target.rpartition(':')[0]} defines "
+                             f"no {name!r}")
+        return None
+    if not callable(obj):
+        if given:
+            raise UsageError(f"--example-args {name}: {name!r} is a "
+                             f"{type(obj).__name__}, not a function")
+        return None
+    return obj
+
+
+def example_args(builder, path):
+    """Call the builder; its tuple of arguments, each leaf abstract (ShapeDtypeStruct,
+    keeping a jax.Array's sharding) so that nothing is computed on them."""
+    import jax
+    import numpy as np
+    name = getattr(builder, "__name__", "the example-arguments function")
+    try:
+        values = builder()
+    except Exception as e:
+        from ..errors import ShardcError
+        if isinstance(e, ShardcError):
+            raise
+        where = user_frame(e.__traceback__, (os.path.abspath(path),))
+        raise UsageError(f"while building example arguments with {name}(): "
+                         f"{type(e).__name__}: {e}",
+                         f"{where[0]}:{where[1]}" if where else None) from e
+    if not isinstance(values, (tuple, list)):
+        raise UsageError(f"{name}() returned a {type(values).__name__}; it should return "
+                         "a tuple of the function's arguments (arrays, "
+                         "jax.ShapeDtypeStructs or pytrees of them)")
+
+    def abstract(a):
+        if isinstance(a, jax.Array):
+            return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)
+        if isinstance(a, np.ndarray):
+            return jax.ShapeDtypeStruct(a.shape, a.dtype)
+        return a
+    return tuple(jax.tree.map(abstract, tuple(values)))
+
+
 # ---------------------------------------------------------------- staging
 
 
-def _check_arity(fun, n):
+def _check_arity(fun, n, given_by=None):
     try:
         sig = inspect.signature(fun)
     except (TypeError, ValueError):
@@ -212,11 +270,16 @@ def _check_arity(fun, n):
         name = getattr(fun, "__name__", "the function")
         raise UsageError(f"{name}({', '.join(p.name for p in params)}) needs "
                          f"{len(need)} argument{'s' if len(need) != 1 else ''} but "
-                         f"{n} --arg {'were' if n != 1 else 'was'} given") from None
+                         + (f"{given_by} gave {n}" if given_by else
+                            f"{n} --arg {'were' if n != 1 else 'was'} given")
+                         + ("" if n or given_by else "; give one --arg per argument, or "
+                            f"--example-args NAME (or define {name}_args in the file)")
+                         ) from None
 
 
-def stage(fun, mesh, args):
-    """Trace `fun` (a function or shardc.jit object) on abstract `args` over `mesh`."""
+def stage(fun, mesh, args, given_by=None):
+    """Trace `fun` (a function or shardc.jit object) on `args` over `mesh`: --arg types,
+    or the example arguments from the user's file (abstract values with shardings)."""
     import jax
     import numpy as np
 
@@ -225,7 +288,13 @@ def stage(fun, mesh, args):
     from ..api.jit import Jitted, jit
     from ..runtime.meshes import set_mesh
     base = fun.fun if isinstance(fun, Jitted) else fun
-    _check_arity(base, len(args))
+    _check_arity(base, len(args), given_by)
+    if not all(isinstance(a, ArgType) for a in args):   # built by the user's file
+        jitted = fun if isinstance(fun, Jitted) else jit(fun)
+        if mesh is not None:
+            with set_mesh(mesh):
+                return jitted.trace(*args)
+        return jitted.trace(*args)
     named = [NamedSharding(mesh, PartitionSpec(*a.spec)) if a.spec is not None else None
              for a in args]
     avals = [jax.ShapeDtypeStruct(a.shape, np.dtype(_dtype(a.dtype))) for a in args]
