@@ -426,7 +426,8 @@ def _flax_model():
             x = x + fnn.MultiHeadDotProductAttention(num_heads=h, qkv_features=d)(
                 y, y, mask=mask)
             y = fnn.LayerNorm()(x)
-            y = fnn.Dense(d)(fnn.gelu(fnn.Dense(f)(y)))
+            y = fnn.gelu(fnn.Dense(f, name="mlp_in")(y))
+            y = fnn.Dense(d, name="mlp_out")(y)
             return x + y
     return Block()
 
@@ -461,8 +462,8 @@ def flax_train_step(fw, params, opt, x, y):
 _FLAX_SPECS = {("query", "kernel"): (None, "model", None), ("key", "kernel"): (None, "model", None),
                ("value", "kernel"): (None, "model", None), ("query", "bias"): ("model", None),
                ("key", "bias"): ("model", None), ("value", "bias"): ("model", None),
-               ("out", "kernel"): ("model", None, None), ("Dense_0", "kernel"): (None, "model"),
-               ("Dense_0", "bias"): ("model",), ("Dense_1", "kernel"): ("model", None)}
+               ("out", "kernel"): ("model", None, None), ("mlp_in", "kernel"): (None, "model"),
+               ("mlp_in", "bias"): ("model",), ("mlp_out", "kernel"): ("model", None)}
 
 
 def _flax_spec_tree(tree):
