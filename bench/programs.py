@@ -475,10 +475,12 @@ def _flax_spec_tree(tree):
     return jax.tree_util.tree_map_with_path(spec, tree)
 
 
+@functools.lru_cache(maxsize=None)
 def _flax_state():
+    """(params, x) as NumPy; init jitted (eagerly it compiles every op: 3.7 s)."""
     import jax
     x = _normal(_rng(12), (FLAX["b"], FLAX["s"], FLAX["d"]))
-    params = _flax_model().init(jax.random.key(0), x)
+    params = jax.jit(_flax_model().init)(jax.random.key(0), x)
     return jax.tree.map(np.asarray, params), x
 
 

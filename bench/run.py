@@ -21,7 +21,8 @@ if "--xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # repeats of the lower (+compile) measurement: (full, quick); chains scale down
-REPEATS = {"default": (7, 3), "chain_1k": (5, 3), "chain_10k": (3, 1), "chain_100k": (2, 1)}
+REPEATS = {"default": (7, 3), "chain_1k": (5, 3), "chain_10k": (3, 1), "chain_100k": (2, 1),
+           "flax_block": (11, 3)}   # its lowering is short and noisy here: more samples
 QUICK_SKIP = ("chain_100k",)
 # `--programs scan`: the loop programs and the unrolled ones they are compared with
 GROUPS = {"scan": ("deep_mlp", "deep_mlp_scan", "train_step", "train_step_scan",
