@@ -242,9 +242,9 @@ def summary_table(results) -> str:
             cells = [skipped["note"]] + ["-"] * (len(cells) - 1)
         lines.append(f"| {p} | {ops} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5 (flax "
-                 "programs ≤ 1.0), "
-                 "call_us and op_us ≤ 1.1, run_s ≤ 1.05, collective, peak and temp bytes ≤ 1). "
+    lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5 "
+                 "(flax programs ≤ 1.0), call_us and op_us ≤ 1.1, run_s ≤ 1.05, collective, "
+                 "peak and temp bytes ≤ 1). "
                  "Times in s (µ = microseconds), call_us and op_us in µs, ops = StableHLO ops.")
     for extra in (scaling_summary(results), loop_summary(results)):
         if extra:
