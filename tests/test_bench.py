@@ -177,3 +177,14 @@ def test_flax_block_same_function_both_jits():
     np.testing.assert_allclose(out["shardc"], out["jax"], rtol=1e-4, atol=1e-4)
     assert out["shardc"].sharding.is_equivalent_to(out["jax"].sharding, 3)
     assert coll["shardc"] == coll["jax"] == [("all-reduce", 4 * 128 * 256 * 4)] * 2
+
+
+def test_flax_programs_have_their_own_lower_target():
+    # issue 18: a flax program's import + propagate + emit within 1.0x jax's lowering;
+    # the other programs keep 0.5x
+    rows = [{"program": p, "metric": "lower_s", "shardc": 0.9, "jax": 1.0, "ops": 1}
+            for p in ("flax_block", "transformer_block")]
+    text = R.summary_table(rows)
+    assert "| flax_block | 1 | 0.9000 / 1.0000 (0.90) |" in text
+    assert "| transformer_block | 1 | 0.9000 / 1.0000 (0.90!) |" in text
+    assert "| flax_block | lower_s | 1 | 0.9000 | 1.0000 | 0.90 | ≤1 ok |" in R.table(rows)
