@@ -9,6 +9,7 @@ deterministically) and their PartitionSpecs (a pytree matching the inputs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable
 
@@ -70,7 +71,8 @@ class Program:
     mesh_shape: tuple
     axis_names: tuple
     make_inputs: Callable[[], tuple]    # () -> tuple of NumPy pytrees
-    specs: tuple                        # PartitionSpec pytree per argument
+    specs: Any                          # PartitionSpec pytree per argument, or a
+                                        # function of the inputs giving them
     compile_and_run: bool = True        # False: measure lower/propagate only
     chain: bool = False                 # a chain_N program: also propagate_s
     note: str = ""
@@ -400,6 +402,111 @@ def _ri_inputs():
     return (np.array([0, 42], np.uint32),)      # the raw key PRNGKey(42)
 
 
+# -- flax_block, flax_train_step: a flax.linen transformer block (issue 18: import JAX
+#    programs), the *same* Python function given to shardc.jit and jax.jit: flax and
+#    optax code run on shardc's tracers and are translated into shardc ops. Sizes as
+#    transformer_block's; Megatron shardings (heads and MLP hidden on `model`).
+
+FLAX = dict(b=8, s=128, d=256, h=8, f=1024)
+
+
+@functools.lru_cache(maxsize=None)
+def _flax_model():
+    """The block's module, made once (as a user's model is); its params are inputs."""
+    import flax.linen as fnn
+    import jax.numpy as jnp
+
+    class Block(fnn.Module):
+        """Pre-LayerNorm causal self-attention + GELU MLP, residuals."""
+        @fnn.compact
+        def __call__(self, x):
+            d, h, f = FLAX["d"], FLAX["h"], FLAX["f"]
+            y = fnn.LayerNorm()(x)
+            mask = fnn.make_causal_mask(jnp.ones(x.shape[:2], jnp.int32))
+            x = x + fnn.MultiHeadDotProductAttention(num_heads=h, qkv_features=d)(
+                y, y, mask=mask)
+            y = fnn.LayerNorm()(x)
+            y = fnn.gelu(fnn.Dense(f, name="mlp_in")(y))
+            y = fnn.Dense(d, name="mlp_out")(y)
+            return x + y
+    return Block()
+
+
+def _flax_tx():
+    import optax
+    return optax.adamw(1e-3, weight_decay=1e-4)
+
+
+def flax_block(fw, params, x):
+    return _flax_model().apply(params, x)
+
+
+def flax_train_step(fw, params, opt, x, y):
+    """One adamw step on the block's mean-square loss: jax.value_and_grad, tx.update and
+    optax.apply_updates on both sides (shardc imports jax's differentiation)."""
+    import jax
+    import optax
+    model, tx = _flax_model(), _flax_tx()
+
+    def loss(p):
+        d = model.apply(p, x) - y
+        return (d * d).mean()
+    val, grads = jax.value_and_grad(loss)(params)
+    updates, opt = tx.update(grads, opt, params)
+    return val, optax.apply_updates(params, updates), opt
+
+
+# Megatron: attention heads and the MLP's hidden dim on `model`, keyed on
+# (module, param) -- the last two names of a leaf's path, in params and in optax's
+# mu / nu alike; everything else (LayerNorms, out biases, step counts) replicated.
+_FLAX_SPECS = {("query", "kernel"): (None, "model", None), ("key", "kernel"): (None, "model", None),
+               ("value", "kernel"): (None, "model", None), ("query", "bias"): ("model", None),
+               ("key", "bias"): ("model", None), ("value", "bias"): ("model", None),
+               ("out", "kernel"): ("model", None, None), ("mlp_in", "kernel"): (None, "model"),
+               ("mlp_in", "bias"): ("model",), ("mlp_out", "kernel"): ("model", None)}
+
+
+def _flax_spec_tree(tree):
+    import jax
+
+    def spec(path, leaf):
+        names = tuple(getattr(k, "key", getattr(k, "name", None)) for k in path)[-2:]
+        return _P(*_FLAX_SPECS.get(names, ()))
+    return jax.tree_util.tree_map_with_path(spec, tree)
+
+
+@functools.lru_cache(maxsize=None)
+def _flax_state():
+    """(params, x) as NumPy; init jitted (eagerly it compiles every op: 3.7 s)."""
+    import jax
+    x = _normal(_rng(12), (FLAX["b"], FLAX["s"], FLAX["d"]))
+    params = jax.jit(_flax_model().init)(jax.random.key(0), x)
+    return jax.tree.map(np.asarray, params), x
+
+
+def _fb_inputs():
+    params, x = _flax_state()
+    return (params, x)
+
+
+def _fb_specs(inputs):
+    return (_flax_spec_tree(inputs[0]), _P("data", None, None))
+
+
+def _fts_inputs():
+    import jax
+    params, x = _flax_state()
+    opt = jax.tree.map(np.asarray, _flax_tx().init(params))
+    y = _normal(_rng(13), x.shape)
+    return (params, opt, x, y)
+
+
+def _fts_specs(inputs):
+    params, opt, _, _ = inputs
+    return (_flax_spec_tree(params), _flax_spec_tree(opt), _P("data", None, None),
+            _P("data", None, None))
+
+
 def has_grad() -> bool:
     import shardc
     return hasattr(shardc, "value_and_grad")
@@ -443,6 +550,12 @@ def all_programs() -> dict[str, Program]:
     progs.append(Program("eager_ops", eager_ops, (2, 4), ("data", "model"), _eager_inputs,
                          (_P("data", "model"), _P("data", "model")), eager_ops=EAGER_OPS,
                          note="f32[64,64] x, y both P(data, model); ops run eagerly"))
+    progs += [Program("flax_block", flax_block, (2, 4), ("data", "model"), _fb_inputs,
+                      _fb_specs, takes_fw=True,
+                      note="flax.linen block, the same function under both jits"),
+              Program("flax_train_step", flax_train_step, (2, 4), ("data", "model"),
+                      _fts_inputs, _fts_specs, takes_fw=True,
+                      note="flax block + jax.value_and_grad + optax.adamw")]
     progs += [_chain(1_000, "chain_1k"), _chain(10_000, "chain_10k"),
               _chain(100_000, "chain_100k")]
     return {p.name: p for p in progs}
@@ -454,7 +567,8 @@ def place(prog: Program, mesh, inputs):
     from jax.sharding import NamedSharding, PartitionSpec
 
     out = []
-    for arg, spec in zip(inputs, prog.specs):
+    specs = prog.specs(inputs) if callable(prog.specs) else prog.specs
+    for arg, spec in zip(inputs, specs):
         out.append(jax.tree.map(lambda s, a: jax.device_put(a, NamedSharding(mesh, s)),
                                 spec, arg, is_leaf=lambda s: isinstance(s, PartitionSpec)))
     return tuple(out)

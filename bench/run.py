@@ -21,7 +21,8 @@ if "--xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # repeats of the lower (+compile) measurement: (full, quick); chains scale down
-REPEATS = {"default": (7, 3), "chain_1k": (5, 3), "chain_10k": (3, 1), "chain_100k": (2, 1)}
+REPEATS = {"default": (7, 3), "chain_1k": (5, 3), "chain_10k": (3, 1), "chain_100k": (2, 1),
+           "flax_block": (11, 3)}   # its lowering is short and noisy here: more samples
 QUICK_SKIP = ("chain_100k",)
 # `--programs scan`: the loop programs and the unrolled ones they are compared with
 GROUPS = {"scan": ("deep_mlp", "deep_mlp_scan", "train_step", "train_step_scan",
@@ -33,6 +34,14 @@ SCAN_COMPILE_TARGET = 0.2
 # Targets (from the benchmark issue): metric -> (max ratio shardc/jax, description)
 TARGETS = {"lower_s": 0.5, "call_us": 1.1, "op_us": 1.1, "run_s": 1.05,
            "collective_bytes": 1.0, "peak_bytes": 1.0, "temp_bytes": 1.0}
+# Per-program targets that differ (issue 18: a flax program's import + propagate + emit
+# within jax's own lowering time of it)
+PROGRAM_TARGETS = {"flax_block": {"lower_s": 1.0}, "flax_train_step": {"lower_s": 1.0}}
+
+
+def target(program, metric):
+    """The max shardc/jax ratio of `metric` on `program`, or None (no target)."""
+    return PROGRAM_TARGETS.get(program, {}).get(metric, TARGETS.get(metric))
 
 
 def _log(*a):
@@ -223,7 +232,8 @@ def summary_table(results) -> str:
                 cells.append("-")
                 continue
             rat = row_ratio(r)
-            miss = rat is not None and m in TARGETS and rat > TARGETS[m]
+            tgt = target(p, m)
+            miss = rat is not None and tgt is not None and rat > tgt
             cells.append(f"{_fmt(r['shardc'], m)} / {_fmt(r.get('jax'), m)} "
                          f"({'' if rat is None else f'{rat:.2f}'}{'!' if miss else ''})")
         ops = by.get((p, "lower_s"), {}).get("ops", "")
@@ -232,8 +242,9 @@ def summary_table(results) -> str:
             cells = [skipped["note"]] + ["-"] * (len(cells) - 1)
         lines.append(f"| {p} | {ops} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5, "
-                 "call_us and op_us ≤ 1.1, run_s ≤ 1.05, collective, peak and temp bytes ≤ 1). "
+    lines.append("Cells: shardc / jax (shardc/jax ratio; `!` misses the target: lower_s ≤ 0.5 "
+                 "(flax programs ≤ 1.0), call_us and op_us ≤ 1.1, run_s ≤ 1.05, collective, "
+                 "peak and temp bytes ≤ 1). "
                  "Times in s (µ = microseconds), call_us and op_us in µs, ops = StableHLO ops.")
     for extra in (scaling_summary(results), loop_summary(results)):
         if extra:
@@ -249,7 +260,7 @@ def table(results) -> str:
     for r in results:
         m = r["metric"]
         rat = row_ratio(r)
-        tgt = TARGETS.get(m)
+        tgt = target(r["program"], m)
         if r.get("note"):
             mark = r["note"]
         elif rat is None or tgt is None:
@@ -335,17 +346,18 @@ def plot(results, path) -> bool:
     for ax in axes.flat[len(metrics):]:
         ax.set_visible(False)
     for ax, m in zip(axes.flat, metrics):
-        names, vals = [], []
+        names, vals, tgts = [], [], []
         for p in programs:
             r = next((r for r in results if r["program"] == p and r["metric"] == m), None)
             rat = row_ratio(r) if r else None
             if rat is not None:
                 names.append(p)
                 vals.append(rat)
+                tgts.append(target(p, m))
         # green / red: meets / misses the target; grey: a metric with no target
-        ax.barh(names, vals, color=["tab:gray" if m not in TARGETS else
-                                    "tab:green" if v <= TARGETS[m] else "tab:red"
-                                    for v in vals])
+        ax.barh(names, vals, color=["tab:gray" if t is None else
+                                    "tab:green" if v <= t else "tab:red"
+                                    for v, t in zip(vals, tgts)])
         for y, v in enumerate(vals):
             ax.text(v, y, f" {v:.2f}", va="center", fontsize=7)
         ax.axvline(1.0, color="k", lw=0.8)
