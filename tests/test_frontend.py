@@ -37,7 +37,8 @@ def test_jax_numpy_and_lax_ops(mesh2x4):
         z = jax.lax.rsqrt(jnp.abs(y) + 1) / jnp.maximum(x, 0.5)
         w = jnp.cumsum(z, axis=0) + jnp.sort(z, axis=1)
         return (jax.nn.softmax(w), jnp.argmax(w, axis=1), jnp.where(w > 0, w, 0).sum(0),
-                jnp.concatenate([x[:2], x[::2, ::-1][:2]]), jnp.round(x * 3), x.astype(jnp.bfloat16))
+                jnp.concatenate([x[:2], x[::2, ::-1][:2]]), jnp.round(x * 3),
+                x.astype(jnp.bfloat16))
     both(f, x, mesh=mesh2x4)
 
 

@@ -281,8 +281,11 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     fx = [i for i in range(c, x) if _is_float(sp.inputs[i].aval)]
     ys_ct = [i for i in range(c, n_out) if sp.ct_in[i] is not None]
     xs_read = [v for v in sp.saved if kind.get(id(v), ("f",))[0] == "x"]
-    init = [cts[i] if cts[i] is not None else L.zeros(core.aval_of(ins[i]).shape, core.aval_of(ins[i]).dtype)
-            for i in fc] + [L.zeros(core.aval_of(ins[i]).shape, core.aval_of(ins[i]).dtype) for i in fk]
+
+    def zeros(i):
+        a = core.aval_of(ins[i])
+        return L.zeros(a.shape, a.dtype)
+    init = [cts[i] if cts[i] is not None else zeros(i) for i in fc] + [zeros(i) for i in fk]
     bxs = [cts[i] for i in ys_ct] + res + [ins[kind[id(v)][1]] for v in xs_read]
 
     def step(*args):

@@ -326,7 +326,8 @@ def shard_alike(x, y):
     if core.current_builder() is None or not (core.is_tracer(x) and core.is_tracer(y)):
         return x, y
     if x.value.aval.shape != y.value.aval.shape:
-        raise ShardcError(f"shard_alike needs arrays of one shape, got {x.value.aval} and {y.value.aval}")
+        raise ShardcError(f"shard_alike needs arrays of one shape, got {x.value.aval} and "
+                          f"{y.value.aval}")
     gid = next(_group_ids)
     sharding_group_p.bind(x, group_id=gid)
     sharding_group_p.bind(y, group_id=gid)
