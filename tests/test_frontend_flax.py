@@ -92,11 +92,19 @@ def test_linen_block_with_adamw_clip_schedule(mesh2x4, layout, grad):
     ours = _train(step, params, opt, xs, ys, shardc.jit)
     ref = _train(step, params, opt, xs, ys, jax.jit)
     np.testing.assert_allclose(ours[2], ref[2], rtol=1e-5)
-    # with shardc's own gradient the program differs from jax's (shardc's AD), and so
-    # may the shardings propagation picks for outputs no one pinned: values only
-    same_program = grad is jax.value_and_grad
-    _close_trees(ours[0], ref[0], mesh=same_program)
-    _close_trees(ours[1], ref[1], mesh=same_program)
+    if grad is jax.value_and_grad:      # the same program as jax.jit's
+        _close_trees(ours[0], ref[0])
+        _close_trees(ours[1], ref[1])
+        return
+    # shardc's own gradient is another program, rounded differently: the attention's
+    # key bias has a zero gradient up to rounding, which adam scales to +-lr, so the
+    # updated parameters are not comparable there. The gradients themselves are.
+    def loss(p):
+        logits = model.apply(p, xs).mean(1)[:, :5]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
+    g_ours = shardc.jit(shardc.grad(loss))(params)
+    g_ref = jax.jit(jax.grad(loss))(params)
+    _close_trees(g_ours, g_ref, rtol=1e-4, atol=1e-6, mesh=False)
 
 
 class NnxMLP(nnx.Module):
