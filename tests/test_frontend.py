@@ -170,3 +170,18 @@ def test_untranslatable_primitive_is_a_clear_error():
         shardc.jit(f)(jnp.ones(4))
     msg = str(e.value)
     assert "scatter-mul" in msg and "test_frontend.py" in msg, msg
+
+
+def test_pooling_windows_and_their_gradient(mesh2x4):
+    """flax's pooling is reduce_window: strided slices of the padded operand here."""
+    import flax.linen as nn
+    x = put(mesh2x4, np.linspace(-1, 1, 2 * 6 * 6 * 3, dtype=np.float32).reshape(2, 6, 6, 3),
+            P("x"))
+
+    def f(x):
+        return (nn.max_pool(x, (2, 2), strides=(2, 2)),
+                nn.avg_pool(x, (3, 3), strides=(1, 2), padding="SAME"),
+                -nn.max_pool(-x, (2, 3), padding=((1, 0), (0, 2))))
+    both(f, x, mesh=mesh2x4)
+    g = lambda x: sum(jnp.sum(o ** 2) for o in f(x))
+    check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g))(x))

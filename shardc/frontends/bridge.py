@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 import jax
-import numpy as np
 from jax._src import core as jcore
 from jax._src import source_info_util
 
@@ -108,4 +107,4 @@ def install():
     source_info_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
 
 
-__all__ = ["ShardcTrace", "TRACE", "install", "jax_aval", "np"]
+__all__ = ["ShardcTrace", "TRACE", "install", "jax_aval"]

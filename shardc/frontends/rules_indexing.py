@@ -124,7 +124,6 @@ def _scatter_other(*args, **params):
 
 def _windowed(x, init, combine, window_dimensions, window_strides, padding,
               base_dilation, window_dilation):
-    xa = core.aval_of(x)
     if any(d != 1 for d in base_dilation):
         raise unsupported("reduce_window", "base dilation")
     if int(np.prod(window_dimensions)) > 64:
@@ -143,7 +142,6 @@ def _windowed(x, init, combine, window_dimensions, window_strides, padding,
         part = _bind("slice", x, start_indices=start, limit_indices=limit,
                      strides=tuple(window_strides))
         acc = part if acc is None else combine(acc, part)
-    del xa
     return acc
 
 

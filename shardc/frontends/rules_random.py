@@ -8,7 +8,6 @@ uint32 keys work as they are.
 from __future__ import annotations
 
 import jax
-import numpy as np
 from jax._src import core as jcore
 
 from ..api import random as srandom
@@ -152,4 +151,4 @@ def _select_keys(which, *cases):
 
 
 _phys("select_n", _select_keys)
-__all__ = ["KeyTracer", "keys_of", "as_jax", "np"]
+__all__ = ["KeyTracer", "keys_of", "as_jax"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 
-import numpy as np
 from jax._src import core as jcore
 from jax._src import source_info_util
 
@@ -64,8 +63,7 @@ def _loc(source_info) -> Loc | None:
 def literal(v):
     """A jaxpr literal as a shardc scalar literal of the literal's jax type."""
     a = v.aval
-    if not isinstance(a, jcore.ShapedArray) or a.shape != () or \
-            isinstance(a.dtype, jcore.bint if hasattr(jcore, "bint") else ()):
+    if not isinstance(a, jcore.ShapedArray) or a.shape != ():
         return v.val
     dt = dtypes.canonicalize(a.dtype)
     return Lit(core._scalar(v.val, dt), Aval((), dt, bool(a.weak_type)))
@@ -301,4 +299,4 @@ def _constrain(x, s):
 # the control-flow, custom-rule, random, gather/scatter and window rules register here
 from . import rules_control, rules_indexing, rules_random  # noqa: E402,F401
 
-__all__ = ["apply", "eval_jaxpr", "eval_closed", "np", "RULES"]
+__all__ = ["apply", "eval_jaxpr", "eval_closed", "RULES"]
