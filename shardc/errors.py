@@ -10,33 +10,58 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _install_dirs():
-    """Where shardc, numpy, jax, jaxlib and the standard library are installed: frames
-    from there are never "the user's line" (a user's own directory named jax is)."""
+    """(internal, libraries, stdlib): where shardc, numpy, jax, jaxlib are installed;
+    where third-party libraries are (site-packages: flax, optax); the standard library.
+    Frames from any of them are never "the user's line" (a user's own directory named
+    jax is); a library's innermost frame is kept beside it (`Loc.lib`)."""
     import importlib.util
+    import site
     import sysconfig
-    dirs = [_PKG_DIR]
+
+    def norm(ds):
+        return tuple(dict.fromkeys(os.path.abspath(d) + os.sep for d in ds))
+    core = [_PKG_DIR]
     for name in ("numpy", "jax", "jaxlib", "ml_dtypes"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
-            dirs += [os.path.abspath(d) + os.sep for d in spec.submodule_search_locations]
-    for key in ("stdlib", "platstdlib"):
-        dirs.append(os.path.abspath(sysconfig.get_paths()[key]) + os.sep)
-    return tuple(dict.fromkeys(dirs))
+            core += list(spec.submodule_search_locations)
+    paths = sysconfig.get_paths()
+    libs = [paths["purelib"], paths["platlib"], *site.getsitepackages()]
+    return norm(core), norm(libs), norm([paths["stdlib"], paths["platstdlib"]])
 
 
-_SKIP_DIRS = _install_dirs()
+_CORE_DIRS, _LIB_DIRS, _STD_DIRS = _install_dirs()
+_SKIP_DIRS = _CORE_DIRS + _LIB_DIRS + _STD_DIRS
+USER, INTERNAL, LIBRARY = 0, 1, 2
+
+
+def _kind(filename: str) -> int:
+    if filename.startswith(_CORE_DIRS) or filename.startswith("<frozen "):
+        return INTERNAL
+    if filename.startswith(_LIB_DIRS):
+        return LIBRARY
+    return INTERNAL if filename.startswith(_STD_DIRS) else USER
 
 
 def _is_internal(filename: str) -> bool:
-    return filename.startswith(_SKIP_DIRS) or filename.startswith("<frozen ")
+    return _kind(filename) != USER
+
+
+def lib_path(filename: str) -> str:
+    """A library file as its package path (flax/linen/linear.py)."""
+    for d in _LIB_DIRS:
+        if filename.startswith(d):
+            return filename[len(d):]
+    return os.path.basename(filename) if os.path.isabs(filename) else filename
 
 
 class Loc(tuple):
-    """A user source location: (file, line)."""
+    """A user source location: (file, line); `lib`, when the user's line called into a
+    library (flax, optax) that bound the op, is that library's innermost line (a Loc)."""
     __slots__ = ()
 
-    def __new__(cls, file: str, line: int):
-        return tuple.__new__(cls, (file, line))
+    def __new__(cls, file: str, line: int, lib: Loc | None = None):
+        return tuple.__new__(cls, (file, line) if lib is None else (file, line, lib))
 
     @property
     def file(self):
@@ -46,11 +71,19 @@ class Loc(tuple):
     def line(self):
         return self[1]
 
+    @property
+    def lib(self):
+        return self[2] if len(self) > 2 else None
+
+    def _via(self):
+        lib = self.lib
+        return "" if lib is None else f" (in {lib_path(lib[0])}:{lib[1]})"
+
     def __str__(self):
-        return f"{self[0]}:{self[1]}"
+        return f"{self[0]}:{self[1]}{self._via()}"
 
     def short(self):
-        return f"{os.path.basename(self[0])}:{self[1]}"
+        return f"{os.path.basename(self[0])}:{self[1]}{self._via()}"
 
 
 UNKNOWN = Loc("<unknown>", 0)
@@ -63,8 +96,10 @@ _loc_cache: dict = {}
 # the same user frame at the same line, so a later walk reaching it can stop there: ops
 # bound deep inside shardc (gradients, jnp functions of many ops) walk only a few
 # frames. (The caller and its line are checked again: a generator's frame can be
-# resumed from elsewhere.) forget_frames() drops the references when a trace ends.
-_anchor = (None, None, None)
+# resumed from elsewhere.) When a library's frame is on the way, the anchor is the frame
+# that library frame called, checked against the library's line. forget_frames() drops
+# the references when a trace ends.
+_anchor = (None, None, None, 0)
 TRACING = [0]     # how many traces are active (core.trace_context); anchors only then
 
 
@@ -88,38 +123,67 @@ class at_loc:
 
 
 def user_loc(depth=1) -> Loc:
-    """The innermost stack frame that is user code (not shardc, numpy or jax), starting
-    `depth` frames above this call (callers may skip frames they know are internal)."""
+    """The innermost stack frame that is user code (not shardc, numpy, jax, the standard
+    library or a library in site-packages), starting `depth` frames above this call
+    (callers may skip frames they know are internal); with the innermost library frame
+    on the way, if any, as its `lib`."""
     global _anchor
     if _AT[0] is not None:
         return _AT[0]
     f = sys._getframe(depth)
     cache = _loc_cache
-    anchor, anchor_user, anchor_loc = _anchor
-    prev = None
+    anchor, anchor_caller, anchor_loc, anchor_line = _anchor
+    prev = lib = lib_callee = None
     while f is not None:
         if f is anchor:
             u = f.f_back
-            if u is anchor_user and u.f_lineno == anchor_loc[1]:
+            if u is anchor_caller and u.f_lineno == anchor_line:
                 return anchor_loc
         file = f.f_code.co_filename
-        internal = cache.get(file)
-        if internal is None:
-            internal = cache[file] = _is_internal(file)
-        if not internal:
-            loc = _new_loc(Loc, (file, f.f_lineno))
-            if prev is not None and TRACING[0]:
-                _anchor = (prev, f, loc)
+        kind = cache.get(file)
+        if kind is None:
+            kind = cache[file] = _kind(file)
+        if kind == USER:
+            if lib is None:
+                loc = _new_loc(Loc, (file, f.f_lineno))
+                if prev is not None and TRACING[0]:
+                    _anchor = (prev, f, loc, f.f_lineno)
+            else:
+                loc = Loc(file, f.f_lineno, Loc(lib.f_code.co_filename, lib.f_lineno))
+                if lib_callee is not None and TRACING[0]:
+                    _anchor = (lib_callee, lib, loc, lib.f_lineno)
             return loc
+        if kind == LIBRARY and lib is None:
+            lib, lib_callee = f, prev
         prev = f
         f = f.f_back
     return UNKNOWN
 
 
+def loc_of_frames(frames) -> Loc | None:
+    """The location of (file, line) pairs listed innermost first, as user_loc finds it
+    on the stack (for an imported jaxpr equation's traceback). jax keeps only the
+    innermost frames: if they hold no user frame, the user's line is the one being
+    traced now (user_loc), with the library line found in them."""
+    lib = None
+    for file, line in frames:
+        kind = _loc_cache.get(file)
+        if kind is None:
+            kind = _loc_cache[file] = _kind(file)
+        if kind == USER:
+            return Loc(file, line, lib)
+        if kind == LIBRARY and lib is None:
+            lib = Loc(file, line)
+    if lib is None:
+        return None
+    here = user_loc(2)
+    return here if here is UNKNOWN else Loc(here[0], here[1], lib)
+
+
 def forget_frames() -> None:
     """Drop user_loc's references to frames (at the end of a trace)."""
     global _anchor
-    _anchor = (None, None, None)
+    _anchor = (None, None, None, 0)
 
 
 class ShardcError(Exception):

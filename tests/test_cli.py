@@ -273,11 +273,12 @@ def test_flax_optax_train_step_ir_explain():
     assert "%params_params_down_kernel: f32[256,64] [{model}, {}]" in header
     assert "%opt_state_1_0_count: i32[] []" in header
     assert "%x: f32[16,8,64] [{data}, {}, {}]" in header and "%y: i32[16] [{data}]" in header
-    # the ops' lines: in the user's file (the model, the loss) and in optax's
-    assert 'loc("flax_optax_train.py":45)' in out
+    # the ops' lines: the user's (the model, the loss, the update) with flax's and optax's
+    assert re.search(r'loc\("flax_optax_train.py":45 in "flax/linen/linear.py":\d+\)', out)
     assert re.search(r"// %\d+: .*from argument params_params_down_kernel via .*"
                      r"@flax_optax_train\.py:\d+", out)
-    assert re.search(r"// %\d+: .*@_tree_math\.py:\d+", out)      # optax/tree_utils
+    assert re.search(r"// %\d+: .*@flax_optax_train\.py:69 "
+                     r"\(in optax/tree_utils/_tree_math\.py:\d+\)", out)
     assert err == ""
 
 
@@ -286,9 +287,12 @@ def test_flax_optax_train_step_report():
     assert out.startswith("@train_step on mesh <data=2, model=4> (8 devices)")
     # the row-parallel Dense's partial sums: an all-reduce over model at the model's line
     assert re.search(r"all-reduce\s+f32\[8,8,64\]\s+16.0 KiB\s+\{model\}\s+"
-                     r"flax_optax_train.py:45\s+dot_general", out)
+                     r"flax_optax_train.py:45 \(in flax/linen/linear.py:\d+\)\s+dot_general", out)
     # the gradients' sum over the batch
     assert re.search(r"all-reduce\s+\(f32.*\{data\}\s+flax_optax_train.py:68", out)
+    # clip_by_global_norm's sum of squares, at the update's line and optax's
+    assert re.search(r"all-reduce.*\{model\}\s+flax_optax_train.py:69 "
+                     r"\(in optax/tree_utils/_tree_math.py:\d+\)\s+reduce_sum", out)
 
 
 def test_bad_ir_file_names_its_line(tmp_path, capsys, monkeypatch):

@@ -142,15 +142,27 @@ def test_random_bits_are_jaxs(mesh2x4):
     both(f, jnp.int32(3), jax.random.PRNGKey(11))
 
 
-@pytest.mark.xfail(strict=True, reason="a typed key passed into shardc.jit is shardc's KeyArray "
-                   "(a pytree), which jax.random does not take; raw uint32 keys and keys "
-                   "made inside the function work")
 def test_typed_key_argument():
+    """A jax typed key passed in is usable by jax.random, shardc.random and jax.numpy's
+    shape ops on keys; keys returned are jax key arrays."""
     k = jax.random.key(5)
-    f = lambda k: (jax.random.normal(k, (3,)), jax.random.split(k)[1])
-    ours, ref = shardc.jit(f)(k), jax.jit(f)(k)
-    np.testing.assert_array_equal(ours[0], ref[0])
-    np.testing.assert_array_equal(jax.random.key_data(ours[1]), jax.random.key_data(ref[1]))
+    f = lambda r, k: (r.normal(k, (3,)), r.split(k)[1], r.uniform(r.split(k, 4)[2:][1], (2,)),
+                      r.split(k, 4)[1:3], r.fold_in(k, 3))
+    ref = jax.jit(lambda k: f(jax.random, k))(k)
+    for r in (jax.random, shardc.random):
+        ours = shardc.jit(lambda k: f(r, k))(k)
+        for o, w in zip(ours, ref):
+            if jax.dtypes.issubdtype(w.dtype, jax.dtypes.prng_key):
+                assert jax.dtypes.issubdtype(o.dtype, jax.dtypes.prng_key)
+                o, w = jax.random.key_data(o), jax.random.key_data(w)
+            np.testing.assert_array_equal(o, w)
+    # a key made by jax.random inside, consumed by shardc.random, and the other way round
+    g = lambda k: (shardc.random.normal(jax.random.split(k)[0], (2,)),
+                   jax.random.normal(shardc.random.split(k)[1], (2,)))
+    np.testing.assert_array_equal(shardc.jit(g)(k)[0], jax.random.normal(jax.random.split(k)[0],
+                                                                         (2,)))
+    np.testing.assert_array_equal(shardc.jit(g)(k)[1], jax.random.normal(jax.random.split(k)[1],
+                                                                         (2,)))
 
 
 def test_locations_name_the_users_line():
@@ -159,6 +171,46 @@ def test_locations_name_the_users_line():
     line = f.__code__.co_firstlineno + 1
     text = shardc.jit(f).trace(jnp.ones(4)).ir
     assert re.search(rf'sin\(.*loc\("test_frontend.py":{line}\)', text), text
+
+
+def test_locations_name_the_library_line_too(mesh2x4):
+    """An op a library (flax) binds names the user's line and the library's line, live
+    or from a jax.jit's jaxpr; in the IR text (which parses back), explain and the
+    report, whose collective is tied to both."""
+    import flax.linen as nn
+    from shardc.ir.parse import parse_program
+    from shardc.report import report
+    m = nn.Dense(16)
+    p = m.init(jax.random.PRNGKey(0), jnp.ones((8, 32)))
+    p = jax.tree.map(lambda a: put(mesh2x4, a, P(*[None] * (a.ndim - 1), "y")), p)
+    x = put(mesh2x4, np.ones((8, 32), np.float32), P("x", "y"))
+    def direct(p, x):
+        return m.apply(p, x)       # the user's line
+    line = direct.__code__.co_firstlineno + 1
+    for f in (direct, jax.jit(direct)):
+        traced = shardc.jit(f).trace(p, x)
+        lib = re.search(rf'dot_general\(.*loc\("test_frontend.py":{line} in '
+                        r'"flax/linen/linear.py":(\d+)\)', traced.ir)
+        assert lib, traced.ir
+        assert str(parse_program(traced.ir)) == traced.ir
+        assert f"test_frontend.py:{line} (in flax/linen/linear.py:{lib.group(1)})" in \
+            traced.explain()
+    r = report(shardc.jit(f).lower(p, x).compile())
+    (c,) = r.json()["collectives"]
+    assert (c["line"], c["library_line"]) == (line, f"flax/linen/linear.py:{lib.group(1)}")
+    assert f"(in flax/linen/linear.py:{lib.group(1)})" in r.text()
+
+
+def test_the_stack_walk_keeps_the_innermost_library_frame():
+    """errors.loc_of_frames (a jaxpr equation's frames, innermost first): the first user
+    frame, and the first library frame before it."""
+    from shardc import errors
+    site = errors._LIB_DIRS[0]
+    frames = [(jax.__file__, 3), (site + "flax/linen/linear.py", 287),
+              (site + "flax/linen/module.py", 700), (__file__, 12), (__file__, 40)]
+    loc = errors.loc_of_frames(frames)
+    assert (loc.file, loc.line, loc.lib) == (__file__, 12, (site + "flax/linen/linear.py", 287))
+    assert errors.loc_of_frames(frames[:1] + frames[3:]).lib is None
 
 
 def test_untranslatable_primitive_is_a_clear_error():

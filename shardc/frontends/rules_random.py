@@ -1,44 +1,21 @@
 """jax's PRNG primitives on shardc's keys (bit-identical: shardc.random implements jax's
 partitionable threefry).
 
-Inside a trace a jax key array (dtype key<fry>) is a `KeyTracer`: a jax tracer of
-shardc's trace holding shardc's KeyArray, so jax.random's Python code takes it. Raw
-uint32 keys work as they are.
+Inside a trace a jax key array (dtype key<fry>) is shardc's KeyArray, which is a jax
+tracer of shardc's trace, so jax.random's Python code takes it, and keys pass freely
+between jax.random and shardc.random. Raw uint32 keys work as they are.
 """
 from __future__ import annotations
 
 import jax
-from jax._src import core as jcore
 
 from ..api import random as srandom
-from ..api.random._keys import KEY_DTYPE, KeyArray
+from ..api.random._keys import KeyArray
 from ..trace import core
 from .translate import RULES, rule, unsupported
 
 
-class KeyTracer(jcore.Tracer):
-    """A typed key array inside a shardc trace, as jax code sees it."""
-    __slots__ = ("keys",)
-
-    def __init__(self, keys):
-        self.keys = keys
-
-    @property
-    def aval(self):
-        return jcore.ShapedArray(self.keys.shape, KEY_DTYPE)
-
-    @property
-    def _trace(self):
-        from .bridge import TRACE
-        return TRACE
-
-    def __repr__(self):
-        return f"Traced<key<fry>{list(self.keys.shape)}>"
-
-
 def keys_of(x):
-    if type(x) is KeyTracer:
-        return x.keys
     if type(x) is KeyArray:
         return x
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
@@ -47,9 +24,9 @@ def keys_of(x):
 
 
 def as_jax(keys):
-    if core.current_builder() is None:
+    if core.current_builder() is None or type(keys) is KeyArray:
         return keys
-    return KeyTracer(keys if type(keys) is KeyArray else KeyArray(srandom.key_data(keys)))
+    return KeyArray(srandom.key_data(keys))
 
 
 def _data(x):
@@ -63,7 +40,7 @@ def _seed(seed, *, impl):
 
 @rule("random_wrap")
 def _wrap(data, *, impl):
-    if type(data) in (KeyTracer, KeyArray):
+    if type(data) is KeyArray:
         return as_jax(keys_of(data))
     return as_jax(KeyArray(data))
 
@@ -107,10 +84,10 @@ def _phys(name, fn):
     base = RULES.get(name)
 
     def run(*args, **params):
-        if not any(type(a) in (KeyTracer, KeyArray) for a in args):
+        if not any(type(a) is KeyArray for a in args):
             from .translate import _generic
             return (base or _generic(name))(*args, **params)
-        return as_jax(KeyArray(fn(*[_data(a) if type(a) in (KeyTracer, KeyArray) else a
+        return as_jax(KeyArray(fn(*[_data(a) if type(a) is KeyArray else a
                                     for a in args], **params)))
     RULES[name] = run
 
@@ -151,4 +128,4 @@ def _select_keys(which, *cases):
 
 
 _phys("select_n", _select_keys)
-__all__ = ["KeyTracer", "keys_of", "as_jax"]
+__all__ = ["keys_of", "as_jax"]

@@ -52,12 +52,23 @@ def apply(prim, args, params):
 # ---------------------------------------------------------------- jaxprs
 
 
+_FRAMES: dict = {}
+
+
 def _loc(source_info) -> Loc | None:
-    frame = source_info_util.user_frame(source_info.traceback) \
-        if source_info is not None and source_info.traceback is not None else None
-    if frame is None:
+    """An equation's location: the user's line and the innermost library line (flax,
+    optax), found in its traceback as errors.user_loc finds them on the stack."""
+    tb = source_info.traceback if source_info is not None else None
+    if tb is None:
         return None
-    return Loc(frame.file_name, frame.start_line)
+    frames = _FRAMES.get(tb)
+    if frames is None:
+        code, lasti = tb.raw_frames()
+        if len(_FRAMES) > 20_000:
+            _FRAMES.clear()
+        frames = _FRAMES[tb] = [(c.co_filename, source_info_util.raw_frame_to_frame(
+            c, i).start_line) for c, i in zip(code, lasti)]
+    return errors.loc_of_frames(frames)
 
 
 def literal(v):

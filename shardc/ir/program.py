@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from . import dtypes
-from ..errors import UNKNOWN, Loc
+from ..errors import UNKNOWN, Loc, lib_path
 from .sharding import MeshShape, Sharding, unreduced_text
 
 
@@ -248,7 +248,9 @@ def named_callback(name, fn, args=None):
 def fmt_loc(loc: Loc) -> str:
     if loc is UNKNOWN or loc is None:
         return ""
-    return f' loc("{os.path.basename(loc.file)}":{loc.line})'
+    lib = loc.lib
+    via = "" if lib is None else f' in "{lib_path(lib.file)}":{lib.line}'
+    return f' loc("{os.path.basename(loc.file)}":{loc.line}{via})'
 
 
 class _Namer:

@@ -71,14 +71,22 @@ def sharding_per_value(shs) -> str:
 _LOCS: dict = {}
 
 
+def _esc(file):
+    return file.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _loc(op_name, loc) -> str:
     if loc is None or not loc.line:
         return ""
     key = (op_name, loc)
     t = _LOCS.get(key)
     if t is None:
-        f = loc.file.replace("\\", "\\\\").replace('"', '\\"')
-        t = f' loc("{op_name}"("{f}":{loc.line}:0))'
+        where = f'"{_esc(loc.file)}":{loc.line}:0'
+        lib = loc.lib
+        if lib is not None:     # the library's line called from the user's
+            where = (f'callsite("{_esc(lib.file)}":{lib.line}:0 at "{_esc(loc.file)}"'
+                     f'({where}))')
+        t = f' loc("{op_name}"({where}))'
         if len(_LOCS) < 4096:
             _LOCS[key] = t
     return t

@@ -276,7 +276,7 @@ def compiled_html(compiled) -> str:
 def report_html(r) -> str:
     """The report's tables: ops (with the collectives each line caused), collectives,
     per-device memory and cost."""
-    from .report import _times, fmt_bytes, hlo_short_type
+    from .report import _times, fmt_bytes, hlo_short_type, where_text
     colors = axis_colors([n for n, _ in r.mesh])
     th = 'style="text-align:left;padding:1px 8px;border-bottom:1px solid #999"'
     td = 'style="text-align:left;padding:1px 8px;white-space:nowrap"'
@@ -291,8 +291,7 @@ def report_html(r) -> str:
         return "{" + ", ".join(_axis_span(a.split(":")[0], colors, a) for a in axes) + "}"
 
     def where(loc):
-        import os
-        return esc(f"{os.path.basename(loc[0])}:{loc[1]}") if loc else ""
+        return esc(where_text(loc))
     ops = [(esc(o.name), esc(o.op), esc(o.type), color_axes(esc(o.sharding), colors),
             esc(o.local), esc(fmt_bytes(o.bytes)), where(o.loc),
             ", ".join(f'<span style="color:#b30000">{esc(c.kind)}</span>{axes_html(c.axes)}'

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import hlo
+from ..errors import Loc, lib_path
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
          "ragged-all-to-all", "collective-broadcast")
@@ -41,7 +42,7 @@ class Collective:
 
     @property
     def where(self) -> str:
-        return f"{os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else "?"
+        return where_text(self.loc) or "?"
 
     @property
     def runs(self):
@@ -69,8 +70,7 @@ class Collective:
         return {"kind": self.kind, "hlo_name": self.name, "type": self.type,
                 "bytes": self.bytes, "axes": list(self.axes), "groups": self.groups,
                 "pairs": [list(p) for p in self.pairs],
-                "file": self.loc[0] if self.loc else None,
-                "line": self.loc[1] if self.loc else None, "op": self.op,
+                **_loc_json(self.loc), "op": self.op,
                 "loops": [lp.json() for lp in self.loops], "runs": self.runs}
 
 
@@ -84,7 +84,7 @@ class Loop:
     hlo_name: str = ""
 
     def __str__(self):
-        where = f" at {os.path.basename(self.loc[0])}:{self.loc[1]}" if self.loc else ""
+        where = f" at {where_text(self.loc)}" if self.loc else ""
         n = self.trip_count
         trips = f" ({n} iteration{'s' * (n != 1)})" if n is not None else ""
         return f"{self.op or 'a loop'}{where}{trips}"
@@ -93,6 +93,22 @@ class Loop:
         return {"op": self.op, "file": self.loc[0] if self.loc else None,
                 "line": self.loc[1] if self.loc else None, "trip_count": self.trip_count,
                 "hlo_name": self.hlo_name}
+
+
+def where_text(loc) -> str:
+    """'train.py:12', with the library's line when the op came from one:
+    'train.py:12 (in flax/linen/linear.py:287)'."""
+    if not loc:
+        return ""
+    if isinstance(loc, Loc):
+        return loc.short()
+    return f"{os.path.basename(loc[0])}:{loc[1]}"
+
+
+def _loc_json(loc) -> dict:
+    lib = loc.lib if isinstance(loc, Loc) else None
+    return {"file": loc[0] if loc else None, "line": loc[1] if loc else None,
+            "library_line": f"{lib_path(lib.file)}:{lib.line}" if lib is not None else None}
 
 
 def fmt_bytes(n) -> str:
@@ -301,8 +317,7 @@ class Report:
             "mesh": dict(self.mesh),
             "ops": [{"value": r.name, "op": r.op, "type": r.type, "sharding": r.sharding,
                      "per_device_type": r.local, "per_device_bytes": r.bytes,
-                     "file": r.loc[0] if r.loc else None,
-                     "line": r.loc[1] if r.loc else None,
+                     **_loc_json(r.loc),
                      "collectives": [c.name for c in r.collectives]} for r in self.rows],
             "collectives": [c.json() for c in self.collectives],
             "collective_bytes": sum(c.bytes for c in self.collectives),
@@ -344,6 +359,8 @@ def _rows(program, colls):
             key = (op.prim.name, os.path.basename(op.loc.file), op.loc.line)
             mine = [] if key in claimed else by_line.get(key, [])
             claimed.add(key)
+            for c in mine:       # the op's location, with its library line
+                c.loc = op.loc
             for i, v in enumerate(op.outputs):
                 name = namer.define(v)
                 local = _local_shape(v, program.mesh)
@@ -351,7 +368,7 @@ def _rows(program, colls):
                 rows.append(OpRow(name, op.prim.name, str(v.aval),
                                   str(v.sharding) if v.sharding is not None else "",
                                   f"{short_name(v.aval.dtype)}[{','.join(map(str, local))}]",
-                                  nbytes, (op.loc.file, op.loc.line) if op.loc.line else None,
+                                  nbytes, op.loc if op.loc.line else None,
                                   mine if i == 0 else []))
             for r in op.regions:
                 for v in r.inputs:
@@ -416,8 +433,7 @@ def _table(rows, indent="  "):
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-def _where(loc):
-    return f"{os.path.basename(loc[0])}:{loc[1]}" if loc else ""
+_where = where_text
 
 
 def _times(c):

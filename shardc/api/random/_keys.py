@@ -4,6 +4,9 @@ Outside a trace a typed key is jax's own key array (so it interoperates with
 jax.random); inside one it is a KeyArray, a pytree node over a traced uint32 (..., 2)
 array whose shape is the keys' batch shape and whose dtype is jax's key<fry>. A
 KeyArray rebuilt from concrete data (a jit's result) becomes a jax key array again.
+A KeyArray is also a jax tracer of shardc's trace (as shardc's Tracer is), so jax.random
+and jax.numpy take it inside a trace and their primitives on it are translated
+(shardc.frontends.rules_random).
 
 Uses jax's private prng module (jax 0.10.2, pinned in pyproject) only to convert jax
 key arrays to and from their uint32 data and to name their dtype.
@@ -28,13 +31,16 @@ def _aval(x):
     return aval(x)
 
 
-class KeyArray:
+class KeyArray(jax.core.Tracer):
     """Typed PRNG keys inside a trace: `shape` is the batch shape, `dtype` key<fry>;
     the uint32 key data is `_data`, of shape (*shape, 2)."""
     __slots__ = ("_data",)
 
     def __init__(self, data):
         self._data = data
+
+    aval = property(lambda self: jax.core.ShapedArray(self.shape, KEY_DTYPE))
+    _trace = property(lambda self: core.JAX_BRIDGE["jax_trace"])
 
     @property
     def shape(self):
@@ -80,8 +86,14 @@ def _flatten(k):
 
 def _unflatten(_, children):
     (data,) = children
-    if isinstance(data, jax.Array) and not core.is_tracer(data) and \
-            getattr(data, "dtype", None) == U32 and data.ndim >= 1 and data.shape[-1] == 2:
+    if isinstance(data, jax.core.Tracer):
+        if core.is_tracer(data):
+            return KeyArray(data)
+        # jax's own tracer (a jax.jit inside shardc's trace flattened the keys): jax's
+        # key array over it, as jax's jit would rebuild it
+        return _jprng.random_wrap(data, impl=IMPL)
+    if isinstance(data, jax.Array) and getattr(data, "dtype", None) == U32 and \
+            data.ndim >= 1 and data.shape[-1] == 2:
         return JaxKey(IMPL, data)       # a concrete result: a jax key array again
     return KeyArray(data)
 
