@@ -237,3 +237,33 @@ def test_pooling_windows_and_their_gradient(mesh2x4):
     both(f, x, mesh=mesh2x4)
     g = lambda x: sum(jnp.sum(o ** 2) for o in f(x))
     check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g))(x))
+
+
+def test_reduce_window_with_any_reducer(mesh2x4):
+    """lax.reduce_window with a reducer of its own (a product, a variadic max-and-index
+    pair), base and window dilation, and its gradient."""
+    x = put(mesh2x4, np.linspace(0.5, 1.5, 4 * 8, dtype=np.float32).reshape(4, 8), P("x"))
+    idx = jnp.broadcast_to(jnp.arange(8, dtype=jnp.int32), (4, 8))
+
+    def argmax_pair(a, b):
+        (av, ai), (bv, bi) = a, b
+        take = av >= bv
+        return jnp.where(take, av, bv), jnp.where(take, ai, bi)
+
+    def f(x):
+        prod = jax.lax.reduce_window(x, 1.0, jax.lax.mul, (1, 3), (1, 2), ((0, 0), (1, 1)))
+        dil = jax.lax.reduce_window(x, 0.0, lambda a, b: a + 2 * b, (2, 2), (1, 1), "VALID",
+                                    base_dilation=(1, 2), window_dilation=(2, 1))
+        mx, at = jax.lax.reduce_window((x, idx), (-jnp.inf, 0), argmax_pair, (1, 4), (1, 4),
+                                       "VALID")
+        return prod, dil, mx, at
+    both(f, x, mesh=mesh2x4)
+    # jax cannot differentiate a generic reduce_window; its reference is the same
+    # windows written as slices
+    g = lambda x: jnp.sum(f(x)[0]) + jnp.sum(f(x)[2] ** 2)
+
+    def g_ref(x):
+        p = jnp.pad(x, ((0, 0), (1, 1)), constant_values=1.0)
+        prod = jnp.stack([jnp.prod(p[:, 2 * j:2 * j + 3], axis=1) for j in range(4)], 1)
+        return jnp.sum(prod) + jnp.sum(x.reshape(4, 2, 4).max(-1) ** 2)
+    check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g_ref))(x))

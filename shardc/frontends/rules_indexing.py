@@ -122,16 +122,18 @@ def _scatter_other(*args, **params):
 
 # ---------------------------------------------------------------- reduce_window
 
-def _windowed(x, init, combine, window_dimensions, window_strides, padding,
+def _windowed(xs, inits, combine, window_dimensions, window_strides, padding,
               base_dilation, window_dilation):
-    if any(d != 1 for d in base_dilation):
-        raise unsupported("reduce_window", "base dilation")
+    """XLA's reduce_window over operands `xs` (one window reduction each): each window
+    offset is a strided slice of the padded (and base-dilated) operands, folded in
+    order by `combine(acc, part)` (lists; acc None at first), differentiable as they
+    are."""
     if int(np.prod(window_dimensions)) > 64:
         raise unsupported("reduce_window", "windows of more than 64 elements")
-    cfg = tuple((lo, hi, 0) for lo, hi in padding)
-    if any(lo or hi for lo, hi, _ in cfg):
-        x = _bind("pad", x, init, padding_config=cfg)
-    shape = core.aval_of(x).shape
+    cfg = tuple((lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation))
+    if any(lo or hi or i for lo, hi, i in cfg):
+        xs = [_bind("pad", x, init, padding_config=cfg) for x, init in zip(xs, inits)]
+    shape = core.aval_of(xs[0]).shape
     out_shape = [(n - (w - 1) * wd - 1) // s + 1 for n, w, s, wd in
                  zip(shape, window_dimensions, window_strides, window_dilation)]
     acc = None
@@ -139,9 +141,9 @@ def _windowed(x, init, combine, window_dimensions, window_strides, padding,
         start = tuple(o * wd for o, wd in zip(offs, window_dilation))
         limit = tuple(st + (m - 1) * s + 1 for st, m, s in
                       zip(start, out_shape, window_strides))
-        part = _bind("slice", x, start_indices=start, limit_indices=limit,
-                     strides=tuple(window_strides))
-        acc = part if acc is None else combine(acc, part)
+        part = [_bind("slice", x, start_indices=start, limit_indices=limit,
+                      strides=tuple(window_strides)) for x in xs]
+        acc = combine(acc, part)
     return acc
 
 
@@ -149,10 +151,32 @@ def _window_rule(name, combine, init_of):
     def run(x, *, window_dimensions, window_strides, padding, base_dilation,
             window_dilation):
         dt = core.aval_of(x).dtype
-        init = init_of(dt)
-        return _windowed(x, init, combine, window_dimensions, window_strides, padding,
-                         base_dilation, window_dilation)
+        (out,) = _windowed([x], [init_of(dt)],
+                           lambda a, b: b if a is None else [combine(a[0], b[0])],
+                           window_dimensions, window_strides, padding, base_dilation,
+                           window_dilation)
+        return out
     rule(name)(run)
+
+
+@rule("reduce_window")
+def _reduce_window(*args, jaxpr, consts, window_dimensions, window_strides, padding,
+                   base_dilation, window_dilation):
+    """lax.reduce_window with any reducer: its scalar jaxpr applied elementwise to the
+    accumulated and the next window slices."""
+    from .translate import eval_jaxpr
+    n = len(args) // 2
+    inits = list(args[n:])
+
+    def fold(acc, part):    # from the init values, as XLA's
+        if acc is None:
+            shape = core.aval_of(part[0]).shape
+            acc = [_bind("broadcast_in_dim", i, shape=shape, broadcast_dimensions=())
+                   for i in inits]
+        return eval_jaxpr(jaxpr, consts, [*acc, *part])
+    return _windowed(list(args[:n]), inits, fold,
+                     window_dimensions, window_strides, padding, base_dilation,
+                     window_dilation)
 
 
 def _lit(v, dt):
