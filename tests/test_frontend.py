@@ -267,3 +267,16 @@ def test_reduce_window_with_any_reducer(mesh2x4):
         prod = jnp.stack([jnp.prod(p[:, 2 * j:2 * j + 3], axis=1) for j in range(4)], 1)
         return jnp.sum(prod) + jnp.sum(x.reshape(4, 2, 4).max(-1) ** 2)
     check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g_ref))(x))
+
+
+@pytest.mark.parametrize("wrap", ["jit", "grad", "vmap"])
+def test_jax_transformations_around_shardc_are_a_clear_error(wrap):
+    """jax cannot trace into a shardc program (the other nesting is supported): a
+    shardc.jit function or a shardc.numpy call reached with a jax tracer says so at the
+    user's line."""
+    f = shardc.jit(lambda x: snp.sin(x) * 2)
+    for inner in (lambda x: f(x).sum(), lambda x: snp.sum(snp.sin(x))):
+        g = {"jit": jax.jit, "grad": jax.grad, "vmap": jax.vmap}[wrap](inner)
+        with pytest.raises(shardc.ShardcError, match="called on a jax tracer") as e:
+            g(jnp.ones(3))
+        assert "test_frontend.py" in str(e.value) and "shardc.jit(jax.grad(f))" in str(e.value)

@@ -41,6 +41,8 @@ def _leaf_key(x):
         return (x.aval, x.sharding)
     if type(x) is core.Tracer:      # a nested jit's traced argument (also a jax tracer)
         return (type(x), x.shape)
+    if isinstance(x, jax.core.Tracer):     # not shardc's: jax traces around shardc
+        raise core.foreign_tracer_error(x)
     if isinstance(x, jax.Array):
         return (x.shape, x.dtype, x.weak_type, x.sharding)
     if isinstance(x, np.ndarray):

@@ -131,6 +131,9 @@ def _place_arg(x, sharding, layout=None, *_):
 
 def _run(prim, args, params):
     """(outputs, cache entry) of one call, in Python."""
+    for a in args:
+        if isinstance(a, jax.core.Tracer):
+            raise core.foreign_tracer_error(a)
     mesh = mesh_of_args([a for a in args if isinstance(a, jax.Array)], [], None)
     specs, arrays, committed = [], [], mesh.mesh is not None
     for a in args:

@@ -187,6 +187,18 @@ def current_builder():
     return bs[-1] if bs else None
 
 
+def foreign_tracer_error(x) -> ShardcError:
+    """A shardc function reached with a jax transformation's tracer: jax traces around
+    shardc, which it cannot look into (shardc's frontend handles the other nesting)."""
+    a = x.aval
+    what = a.str_short() if hasattr(a, "str_short") else str(a)
+    return ShardcError(
+        f"a shardc function was called on a jax tracer ({type(x).__name__} {what}): "
+        "jax.jit, jax.grad or jax.vmap cannot trace into shardc's program. Put the jax "
+        "transformation inside instead (shardc imports jax code: shardc.jit(jax.grad(f)) "
+        "works), or use shardc.grad / shardc.vmap / shardc.jit around the whole function")
+
+
 def is_tracer(x) -> bool:
     return type(x) is Tracer
 
