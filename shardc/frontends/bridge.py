@@ -51,6 +51,10 @@ class ShardcTrace(jcore.Trace):
         return custom_vjp_of([], tracers, lambda xs: translate.eval_jaxpr(
             jaxpr, consts, list(xs)), bwd, out_trees)
 
+    def process_shard_map(self, primitive, fun, tracers, **params):
+        from .rules_manual import process_shard_map
+        return process_shard_map(primitive, fun, list(tracers), params)
+
     def process_map(self, map_primitive, f, tracers, params, /):
         raise translate.unsupported(map_primitive.name, "use shardc.pmap or shard_map")
 

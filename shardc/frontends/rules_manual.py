@@ -1,0 +1,229 @@
+"""jax's shard_map and its collectives, and platform_dependent.
+
+jax's `shard_map` primitive (an equation in a jaxpr, or bound on shardc's tracers through
+`process_shard_map`) becomes shardc's own shard_map op over the translated body, with
+jax's mesh, specs, manual axes and check_vma; inside it, jax's collectives become
+shardc's primitives of the same meaning. jax has already typed the body (its variance,
+the pvary it inserts, the check of out_specs), so the collectives bind shardc's raw
+primitives with exactly jax's axes: psum over an axis is an all-reduce, never rescaled.
+"""
+from __future__ import annotations
+
+import jax
+from jax._src import core as jcore
+
+from ..errors import ShardcError
+from ..ir.sharding import from_spec
+from ..ops import manual as m
+from ..ops import pvary as pv
+from ..trace import core
+from .translate import eval_jaxpr, rule, unsupported
+
+# ---------------------------------------------------------------- shard_map
+
+
+def process_shard_map(prim, fun, tracers, params):
+    """jax.shard_map called on shardc's values (ShardcTrace.process_shard_map): jax
+    traces the body to one shard_map equation (its own typing and checks), which is
+    translated; the result is the FlatTree jax's shard_map expects."""
+    from .bridge import jax_struct
+    box = []
+
+    def run(*xs):
+        ft = prim.bind(*xs, subfuns=(fun,), **params)
+        box.append(ft)
+        return list(ft.vals)
+    closed = jax.make_jaxpr(run)(*[jax_struct(t) for t in tracers])
+    outs = eval_jaxpr(closed.jaxpr, closed.consts, list(tracers))
+    return box[0].update(outs)
+
+
+def _sharding(spec, ndim, mesh, what):
+    if spec is None:
+        raise unsupported("shard_map", f"{what} is None (a static argument) in a jaxpr")
+    if getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
+        raise unsupported("shard_map", f"{what} {spec} has unreduced or reduced axes")
+    return from_spec(spec, ndim, mesh, what).closed()
+
+
+@rule("shard_map")
+def _shard_map(*args, mesh, in_specs, out_specs, jaxpr, check_vma, newly_manual_axes,
+               **_params):
+    """shardc's shard_map op over the body jaxpr: same mesh, specs, manual axes."""
+    from ..api.shard_map import _resolve_mesh
+    from ..ops.manual_region import bind_shard_map, manual_ctx
+    if manual_ctx() is not None:
+        raise unsupported("shard_map", "a shard_map nested in another shard_map")
+    b = core.current_builder()
+    concrete = _resolve_mesh(mesh)
+    shape = b.meshes.adopt(concrete).shape
+    manual = tuple(a for a in concrete.axis_names if a in newly_manual_axes)
+    if isinstance(jaxpr, jcore.ClosedJaxpr):
+        body, consts = jaxpr.jaxpr, jaxpr.consts
+    else:
+        body, consts = jaxpr, ()
+    in_sh = [_sharding(s, v.aval.ndim, shape, f"shard_map in_specs[{i}]")
+             for i, (s, v) in enumerate(zip(in_specs, body.invars))]
+    out_sh = [_sharding(s, v.aval.ndim, shape, f"shard_map out_specs[{i}]")
+              for i, (s, v) in enumerate(zip(out_specs, body.outvars))]
+    args = [_as_tracer(x) for x in args]
+    return bind_shard_map(lambda *xs: eval_jaxpr(body, consts, list(xs)), args, in_sh,
+                          out_sh, manual, shape, bool(check_vma), name="shard_map")
+
+
+def _as_tracer(x):
+    if core.is_tracer(x):
+        return x
+    from ..api import numpy as snp
+    return snp.asarray(x.value if hasattr(x, "value") and hasattr(x, "aval") else x)
+
+
+# ---------------------------------------------------------------- collectives
+
+def _axes(name, axis_name, groups=None):
+    """The manual context, jax's axis names as a tuple, and their sizes."""
+    from ..ops.manual_region import manual_ctx
+    if groups is not None:
+        raise unsupported(name, "axis_index_groups")
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    if any(not isinstance(a, str) for a in axes):
+        raise unsupported(name, f"positional axis {axis_name!r} (jax.pmap's)")
+    ctx = manual_ctx()
+    if ctx is None:
+        raise ShardcError(f"jax's `{name}` over axis {axis_name!r} outside a shard_map: "
+                          "collectives work inside jax.shard_map or shardc.shard_map bodies")
+    ctx.check_axes(name, axes)
+    return ctx, axes, tuple(ctx.mesh.sizes[a] for a in axes)
+
+
+def _reduction(prim, name):
+    def run(x, *, axes, axis_index_groups=None):
+        _, axes, sizes = _axes(name, axes, axis_index_groups)
+        return prim.bind(_as_tracer(x), axes=axes, sizes=sizes)
+    return run
+
+
+RULES_REDUCE = {"psum": m.psum_p, "psum_invariant": m.psum_p, "pmax": m.pmax_p,
+                "pmin": m.pmin_p}
+for _n, _p in RULES_REDUCE.items():
+    rule(_n)(_reduction(_p, _n))
+
+
+@rule("all_gather")
+def _all_gather(x, *, all_gather_dimension, axis_name, axis_size, tiled,
+                axis_index_groups=None):
+    _, axes, sizes = _axes("all_gather", axis_name, axis_index_groups)
+    return m.all_gather_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+                               axis=all_gather_dimension, tiled=tiled)
+
+
+@rule("reduce_scatter")
+def _reduce_scatter(x, *, scatter_dimension, axis_name, axis_size, tiled,
+                    axis_index_groups=None):
+    _, axes, sizes = _axes("psum_scatter", axis_name, axis_index_groups)
+    return m.psum_scatter_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+                                 scatter_dimension=scatter_dimension, tiled=tiled)
+
+
+@rule("all_to_all")
+def _all_to_all(x, *, axis_name, split_axis, concat_axis, tiled=False,
+                axis_index_groups=None):
+    # jax's primitive always has the tiled shape (all_to_all reshapes around it)
+    _, axes, sizes = _axes("all_to_all", axis_name, axis_index_groups)
+    return m.all_to_all_p.bind(_as_tracer(x), axes=axes, sizes=sizes, split_axis=split_axis,
+                               concat_axis=concat_axis)
+
+
+@rule("ppermute")
+def _ppermute(x, *, axis_name, perm):
+    _, axes, sizes = _axes("ppermute", axis_name)
+    return m.ppermute_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+                             perm=tuple((int(s), int(d)) for s, d in perm))
+
+
+@rule("axis_index")
+def _axis_index(*, axis_name):
+    ctx, axes, sizes = _axes("axis_index", axis_name)
+    return m.axis_index_p.bind(axes=axes, sizes=sizes, **_auto(ctx))
+
+
+@rule("pvary")
+def _pvary(x, *, axes):
+    """A typing-only op (the value is unchanged; its gradient is a psum): shardc's pvary
+    where variance is checked, as jax inserts it only there."""
+    ctx, axes, sizes = _axes("pvary", axes)
+    if not axes or not ctx.check_vma:
+        return x
+    order = tuple(a for a in ctx.mesh.names if a in axes)
+    return pv.pvary_p.bind(_as_tracer(x), axes=order,
+                           sizes=tuple(ctx.mesh.sizes[a] for a in order))
+
+
+@rule("pbroadcast")
+def _pbroadcast(x, *, axis_name, source):
+    """Every device gets the block of device `source` along the axes: a psum of the
+    block masked to that device (jax lowers its own only for GPUs)."""
+    from ..ops import lax as L
+    ctx, axes, sizes = _axes("pbroadcast", axis_name)
+    x = _as_tracer(x)
+    here = L.eq(m.axis_index_p.bind(axes=axes, sizes=sizes, **_auto(ctx)), int(source))
+    kept = L.select(here, x, L.zeros_like(x))
+    out = m.psum_p.bind(kept, axes=axes, sizes=sizes)
+    if not ctx.check_vma:
+        return out
+    return pv.pvary_p.bind(out, axes=axes, sizes=sizes)    # jax's result keeps x's variance
+
+
+def _auto(ctx):
+    # in a partial-manual body the index is computed where every axis is manual
+    auto = tuple(a for a in ctx.mesh.names if a not in ctx.axes)
+    return {"auto": auto} if auto else {}
+
+
+# ---------------------------------------------------------------- platform_dependent
+
+def target_platform() -> str:
+    """The platform shardc compiles for: the program's mesh's devices, else jax's
+    default device's; as jax's lowering names it (cuda/rocm, not gpu)."""
+    from ..runtime.meshes import current_mesh
+    b = core.current_builder()
+    mesh = b.meshes.info.mesh if b is not None and b.meshes is not None else None
+    if mesh is None:
+        mesh = current_mesh()
+    devs = getattr(mesh, "devices", None)
+    dev = devs.flat[0] if devs is not None and hasattr(devs, "flat") else jax.devices()[0]
+    platform = dev.platform
+    if platform == "gpu":
+        platform = getattr(dev.client, "platform", "cuda")
+        platform = "rocm" if "rocm" in str(getattr(dev.client, "platform_version", "")) \
+            else ("cuda" if platform == "gpu" else platform)
+    return platform
+
+
+@rule("platform_index")
+def _platform_index(*, platforms):
+    """jax.lax.platform_dependent's branch index, known at trace time: the branch whose
+    platforms include the target, else the default branch (platforms None)."""
+    import numpy as np
+    target = target_platform()
+    default = None
+    for i, ps in enumerate(platforms):
+        if ps is None:
+            default = i
+        elif target in ps:
+            return np.int32(i)
+    if default is None:
+        raise ShardcError(f"platform_dependent: no branch for the platform {target!r} shardc "
+                          f"compiles for (branches: {[p for p in platforms if p]}), and no "
+                          "default=; add one")
+    return np.int32(default)
+
+
+@rule("reshard")
+def _reshard(x, *, dst_sharding, concrete_mesh=None):
+    """jax.sharding.reshard (jax's transpose of shard_map reshards the seed cotangent):
+    shardc's reshard to the same spec on the program's mesh; constants stay as they are."""
+    if not core.is_tracer(x):
+        return x
+    from ..api.explicit import apply_out_sharding
+    return apply_out_sharding(x, dst_sharding.spec, "reshard")
