@@ -1,6 +1,8 @@
 """jax.shard_map and jax's collectives inside shardc.jit (the jaxpr-import frontend):
 each function under shardc.jit and jax.jit, values, dtypes and output shardings; their
 gradients both ways (shardc.grad, and jax.grad inside shardc.jit); platform_dependent."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -173,6 +175,15 @@ GRAD_CASES = {
         lambda b, u, v: jax.lax.pmean(jnp.sum(jax.lax.all_gather(b, "y", axis=1, tiled=True)
                                               @ u @ v * jax.lax.ppermute(b, "x", [(0, 1), (1, 0)])
                                               [:, :1]), ("x", "y")))(x, w1, w2))),
+    # unchecked: the cotangent of a replicated output is split among its copies
+    "unchecked": lambda m: (lambda x, w1, w2: jnp.sum(smap(
+        m, (P("x", "y"), P(None, "y"), P("y", None)), P(), check_vma=False)(
+        lambda b, u, v: jax.lax.psum(jnp.sum(jnp.tanh(b @ u[:4, :4]) * v[:4, :4]), ("x", "y")))(
+        x, w1, w2))),
+    # partial manual: y stays automatic inside
+    "partial": lambda m: (lambda x, w1, w2: jnp.sum(smap(
+        m, (P("x"), P(), P()), P(), axis_names={"x"})(
+        lambda b, u, v: jax.lax.pmean(jnp.sum(jnp.sin(b @ u @ v)), "x"))(x, w1, w2))),
 }
 
 
@@ -183,10 +194,33 @@ def test_gradients_both_ways(mesh2x4, case):
     w2 = put(mesh2x4, arr(32, 16, seed=2) / 4, P("y", None))
     loss = GRAD_CASES[case](mesh2x4)
     want = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2)
-    check_outputs(shardc.jit(shardc.grad(loss, argnums=(0, 1, 2)))(x, w1, w2), want,
-                  mesh2x4, what="jax.grad")
+    ours = shardc.jit(shardc.grad(loss, argnums=(0, 1, 2)))(x, w1, w2)
+    # shardc's own AD keeps a gradient sharded like its primal where the body leaves an
+    # axis free (partial manual); jax's leaves it to its partitioner
+    check_outputs(ours, want, None if case == "partial" else mesh2x4, what="jax.grad")
+    for g, p in zip(ours if case == "partial" else (), (x, w1, w2)):
+        assert g.sharding.is_equivalent_to(p.sharding, p.ndim), (g.sharding, p.sharding)
     check_outputs(shardc.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2), want,
                   mesh2x4, what="jax.grad")
+
+
+def test_locations_and_pbroadcast(mesh2x4):
+    """The collectives of a jax body name its lines; pbroadcast (which jax lowers only
+    for GPUs) copies the source device's block, against NumPy."""
+    x = put(mesh2x4, arr(8, 16), P("x", "y"))
+
+    def f(x):
+        @smap(mesh2x4, P("x", "y"), (P("x"), P("x", "y")))
+        def body(b):
+            return (jax.lax.psum(b, "y"),             # the psum's line
+                    jax.lax.pbroadcast(b, "y", 2))
+        return body(x)
+    line = f.__code__.co_firstlineno + 4
+    text = shardc.jit(f).trace(x).ir
+    assert re.search(rf'psum\(.*loc\("test_frontend_shard_map.py":{line}\)', text), text
+    _, got = shardc.jit(f)(x)
+    want = np.asarray(x).reshape(8, 4, 4)[:, 2:3].repeat(4, axis=1).reshape(8, 16)
+    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 def test_platform_dependent_picks_the_target_platform(mesh2x4):

@@ -183,21 +183,21 @@ def _auto(ctx):
 # ---------------------------------------------------------------- platform_dependent
 
 def target_platform() -> str:
-    """The platform shardc compiles for: the program's mesh's devices, else jax's
-    default device's; as jax's lowering names it (cuda/rocm, not gpu)."""
+    """The platform shardc compiles for: the devices of the program's mesh (or of the
+    context's), else of its single device; as jax's lowering names it (cuda, not gpu)."""
+    from jax._src.xla_bridge import canonicalize_platform
+
     from ..runtime.meshes import current_mesh
     b = core.current_builder()
-    mesh = b.meshes.info.mesh if b is not None and b.meshes is not None else None
-    if mesh is None:
+    info = b.meshes.info if b is not None and b.meshes is not None else None
+    mesh = info.mesh if info is not None else None
+    if mesh is None and isinstance(current_mesh(), jax.sharding.Mesh):
         mesh = current_mesh()
-    devs = getattr(mesh, "devices", None)
-    dev = devs.flat[0] if devs is not None and hasattr(devs, "flat") else jax.devices()[0]
-    platform = dev.platform
-    if platform == "gpu":
-        platform = getattr(dev.client, "platform", "cuda")
-        platform = "rocm" if "rocm" in str(getattr(dev.client, "platform_version", "")) \
-            else ("cuda" if platform == "gpu" else platform)
-    return platform
+    if mesh is not None:
+        dev = mesh.devices.flat[0]
+    else:
+        dev = info.devices[0] if info is not None else jax.devices()[0]
+    return canonicalize_platform(dev.platform)
 
 
 @rule("platform_index")
