@@ -157,6 +157,26 @@ def test_shard_map_in_jax_jit_and_with_context_mesh(mesh2x4):
         both(g, put(mesh2x4, arr(8, 16), P("x", "y")), mesh=mesh2x4)
 
 
+def test_keys_literals_and_weak_results(mesh2x4):
+    """Typed PRNG keys in and out of a body (dropout-style per-device keys), permuted
+    keys, and literal / weakly typed results."""
+    x = put(mesh2x4, arr(8, 16), P("x", "y"))
+
+    def f(x, key):
+        @smap(mesh2x4, (P("x", "y"), P()), (P("x", "y"), P("y"), P(), P(("x", "y"))))
+        def body(b, k):
+            k = jax.random.fold_in(k, jax.lax.axis_index("y"))
+            ks = jax.lax.ppermute(k, "y", [(i, (i + 1) % 4) for i in range(4)])
+            return (b + jax.random.normal(k, b.shape), k[None], jax.lax.psum(2.0, "y"),
+                    jax.lax.pmax(b[:1, 0] * 0 + 3, "y") + jax.random.key_data(ks)[:1])
+        out, keys, two, three = body(x, key)
+        return out, jax.random.key_data(keys), two, three
+    for key in (jax.random.key(0), jax.random.PRNGKey(1)):
+        if key.dtype == np.uint32:
+            key = jax.random.wrap_key_data(key)
+        both(f, x, key, mesh=mesh2x4)
+
+
 def test_body_closes_over_a_traced_value(mesh2x4):
     x, s = put(mesh2x4, arr(8, 16), P("x", "y")), put(mesh2x4, arr(16), P())
 

@@ -13,6 +13,8 @@ import jax
 from jax._src import core as jcore
 
 from ..errors import ShardcError
+from ..api.random._keys import KeyArray
+from ..ir.program import Lit
 from ..ir.sharding import from_spec
 from ..ops import manual as m
 from ..ops import pvary as pv
@@ -62,20 +64,36 @@ def _shard_map(*args, mesh, in_specs, out_specs, jaxpr, check_vma, newly_manual_
         body, consts = jaxpr.jaxpr, jaxpr.consts
     else:
         body, consts = jaxpr, ()
-    in_sh = [_sharding(s, v.aval.ndim, shape, f"shard_map in_specs[{i}]")
-             for i, (s, v) in enumerate(zip(in_specs, body.invars))]
-    out_sh = [_sharding(s, v.aval.ndim, shape, f"shard_map out_specs[{i}]")
-              for i, (s, v) in enumerate(zip(out_specs, body.outvars))]
-    args = [_as_tracer(x) for x in args]
-    return bind_shard_map(lambda *xs: eval_jaxpr(body, consts, list(xs)), args, in_sh,
-                          out_sh, manual, shape, bool(check_vma), name="shard_map")
+    # typed PRNG keys cross the boundary as their uint32 data (one more, whole dim)
+    key_in = [_is_key(v.aval) for v in body.invars]
+    key_out = [_is_key(v.aval) for v in body.outvars]
+    in_sh = [_sharding(s, v.aval.ndim + k, shape, f"shard_map in_specs[{i}]")
+             for i, (s, v, k) in enumerate(zip(in_specs, body.invars, key_in))]
+    out_sh = [_sharding(s, v.aval.ndim + k, shape, f"shard_map out_specs[{i}]")
+              for i, (s, v, k) in enumerate(zip(out_specs, body.outvars, key_out))]
+    args = [x._data if type(x) is KeyArray else _as_tracer(x) for x in args]
+
+    def run(*xs):    # a literal result (a jaxpr Literal) as a constant of its own type
+        xs = [KeyArray(x) if k else x for x, k in zip(xs, key_in)]
+        return [o._data if type(o) is KeyArray else _as_tracer(o) if isinstance(o, Lit)
+                else o for o in eval_jaxpr(body, consts, xs)]
+    outs = bind_shard_map(run, args, in_sh, out_sh, manual, shape, bool(check_vma),
+                          name="shard_map")
+    return [KeyArray(o) if k else o for o, k in zip(outs, key_out)]
+
+
+def _is_key(aval):
+    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
 
 
 def _as_tracer(x):
     if core.is_tracer(x):
         return x
+    if isinstance(x, Lit):      # keeps its dtype and weak type
+        from ..ops import lax as L
+        return L.full((), x.value, x.aval.dtype, weak=x.aval.weak)
     from ..api import numpy as snp
-    return snp.asarray(x.value if hasattr(x, "value") and hasattr(x, "aval") else x)
+    return snp.asarray(x)
 
 
 # ---------------------------------------------------------------- collectives
@@ -96,6 +114,16 @@ def _axes(name, axis_name, groups=None):
     return ctx, axes, tuple(ctx.mesh.sizes[a] for a in axes)
 
 
+def on_keys(fn):
+    """A data-movement collective on typed keys moves their uint32 data (the key dim
+    is last, so jax's dimension numbers stay valid)."""
+    def run(x, **params):
+        if type(x) is KeyArray:
+            return KeyArray(fn(x._data, **params))
+        return fn(x, **params)
+    return run
+
+
 def _reduction(prim, name):
     def run(x, *, axes, axis_index_groups=None):
         _, axes, sizes = _axes(name, axes, axis_index_groups)
@@ -110,6 +138,7 @@ for _n, _p in RULES_REDUCE.items():
 
 
 @rule("all_gather")
+@on_keys
 def _all_gather(x, *, all_gather_dimension, axis_name, axis_size, tiled,
                 axis_index_groups=None):
     _, axes, sizes = _axes("all_gather", axis_name, axis_index_groups)
@@ -126,6 +155,7 @@ def _reduce_scatter(x, *, scatter_dimension, axis_name, axis_size, tiled,
 
 
 @rule("all_to_all")
+@on_keys
 def _all_to_all(x, *, axis_name, split_axis, concat_axis, tiled=False,
                 axis_index_groups=None):
     # jax's primitive always has the tiled shape (all_to_all reshapes around it)
@@ -135,6 +165,7 @@ def _all_to_all(x, *, axis_name, split_axis, concat_axis, tiled=False,
 
 
 @rule("ppermute")
+@on_keys
 def _ppermute(x, *, axis_name, perm):
     _, axes, sizes = _axes("ppermute", axis_name)
     return m.ppermute_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
@@ -148,6 +179,7 @@ def _axis_index(*, axis_name):
 
 
 @rule("pvary")
+@on_keys
 def _pvary(x, *, axes):
     """A typing-only op (the value is unchanged; its gradient is a psum): shardc's pvary
     where variance is checked, as jax inserts it only there."""
@@ -160,6 +192,7 @@ def _pvary(x, *, axes):
 
 
 @rule("pbroadcast")
+@on_keys
 def _pbroadcast(x, *, axis_name, source):
     """Every device gets the block of device `source` along the axes: a psum of the
     block masked to that device (jax lowers its own only for GPUs)."""
