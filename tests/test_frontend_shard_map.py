@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardc
@@ -157,6 +157,16 @@ def test_shard_map_in_jax_jit_and_with_context_mesh(mesh2x4):
         both(g, put(mesh2x4, arr(8, 16), P("x", "y")), mesh=mesh2x4)
 
 
+def test_explicit_mesh_with_inferred_in_specs():
+    emesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    x = put(emesh, arr(8, 16), P("x", "y"))
+
+    def f(x):     # in_specs read from x's type, as jax does
+        return jax.shard_map(lambda b: jax.lax.psum(b, "y") * 2, out_specs=P("x"))(x)
+    with jax.set_mesh(emesh):
+        both(f, x, mesh=emesh)
+
+
 def test_keys_literals_and_weak_results(mesh2x4):
     """Typed PRNG keys in and out of a body (dropout-style per-device keys), permuted
     keys, and literal / weakly typed results."""
@@ -222,6 +232,22 @@ def test_gradients_both_ways(mesh2x4, case):
         assert g.sharding.is_equivalent_to(p.sharding, p.ndim), (g.sharding, p.sharding)
     check_outputs(shardc.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2), want,
                   mesh2x4, what="jax.grad")
+
+
+def test_scanned_shard_map_layers_and_their_gradients(mesh2x4):
+    x = put(mesh2x4, arr(8, 16), P("x"))
+    ws = put(mesh2x4, arr(3, 16, 16, seed=1) / 4, P(None, None, "y"))
+    vs = put(mesh2x4, arr(3, 16, 16, seed=2) / 4, P(None, "y", None))
+    layer = smap(mesh2x4, (P("x"), P(None, "y"), P("y", None)), P("x"))(
+        lambda h, a, b: jax.lax.psum(jnp.tanh(h @ a) @ b, "y"))
+
+    def loss(x, ws, vs):
+        h, _ = jax.lax.scan(lambda h, w: (layer(h, *w), None), x, (ws, vs))
+        return jnp.sum(h ** 2)
+    both(loss, x, ws, vs, mesh=mesh2x4)
+    want = jax.jit(jax.grad(loss, argnums=(1, 2)))(x, ws, vs)
+    for grad in (shardc.grad, jax.grad):
+        check_outputs(shardc.jit(grad(loss, argnums=(1, 2)))(x, ws, vs), want, mesh2x4)
 
 
 def test_locations_and_pbroadcast(mesh2x4):
