@@ -286,18 +286,26 @@ def test_platform_dependent_picks_the_target_platform(mesh2x4):
         shardc.jit(none)(x)
 
 
-def test_untranslatable_collective_names_it_and_the_line(mesh2x4):
+def _ragged(b):
+    z = jnp.zeros((4,), jnp.int32)
+    return jax.lax.ragged_all_to_all(b, jnp.zeros_like(b), z, z + 1, z, z + 1, axis_name="y")
+
+
+def _grouped(b):
+    return jax.lax.all_gather(b, "y", axis_index_groups=[[0, 1], [2, 3]], tiled=True)[:4]
+
+
+@pytest.mark.parametrize("op,name,at", [(_ragged, "ragged_all_to_all", 2),
+                                        (_grouped, "all_gather", 1)])
+def test_untranslatable_collective_names_it_and_the_line(mesh2x4, op, name, at):
     x = put(mesh2x4, arr(8, 16), P("x", "y"))
 
     def f(x):
-        def body(b):
-            out = jnp.zeros_like(b)
-            z = jnp.zeros((4,), jnp.int32)
-            return jax.lax.ragged_all_to_all(b, out, z, z + 1, z, z + 1, axis_name="y")
-        return jax.shard_map(body, mesh=mesh2x4, in_specs=P("x", "y"),
-                             out_specs=P("x", "y"))(x)
-    line = f.__code__.co_firstlineno + 4
+        return jax.shard_map(lambda b: op(b) * 2, mesh=mesh2x4, in_specs=P("x", "y"),
+                             out_specs=P("x", "y"), check_vma=False)(x)
+    line = op.__code__.co_firstlineno + at       # the collective's line
+    jax.jit(f).lower(x)     # jax takes it
     with pytest.raises(shardc.ShardcError) as e:
         shardc.jit(f)(x)
     msg = str(e.value)
-    assert "ragged_all_to_all" in msg and f"test_frontend_shard_map.py:{line}" in msg, msg
+    assert f"`{name}`" in msg and f"test_frontend_shard_map.py:{line}" in msg, msg

@@ -102,7 +102,8 @@ def _axes(name, axis_name, groups=None):
     """The manual context, jax's axis names as a tuple, and their sizes."""
     from ..ops.manual_region import manual_ctx
     if groups is not None:
-        raise unsupported(name, "axis_index_groups")
+        raise unsupported(name, f"axis_index_groups={groups!r}; shardc groups a collective by "
+                          "mesh axes only")
     axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
     if any(not isinstance(a, str) for a in axes):
         raise unsupported(name, f"positional axis {axis_name!r} (jax.pmap's)")
@@ -202,9 +203,8 @@ def _pbroadcast(x, *, axis_name, source):
     here = L.eq(m.axis_index_p.bind(axes=axes, sizes=sizes, **_auto(ctx)), int(source))
     kept = L.select(here, x, L.zeros_like(x))
     out = m.psum_p.bind(kept, axes=axes, sizes=sizes)
-    if not ctx.check_vma:
-        return out
-    return pv.pvary_p.bind(out, axes=axes, sizes=sizes)    # jax's result keeps x's variance
+    vary = ctx.vma_of(x.value)      # jax's result keeps x's variance
+    return _pvary(out, axes=tuple(a for a in axes if a in vary)) if ctx.check_vma else out
 
 
 def _auto(ctx):
