@@ -250,6 +250,29 @@ def test_scanned_shard_map_layers_and_their_gradients(mesh2x4):
         check_outputs(shardc.jit(grad(loss, argnums=(1, 2)))(x, ws, vs), want, mesh2x4)
 
 
+@pytest.mark.parametrize("check", [True, False])
+def test_jax_collectives_in_a_shardc_shard_map_body(mesh2x4, check):
+    """Mixed code: jax.lax collectives in shardc.shard_map's body (jax's axis sizes are
+    there; where checked an invariant operand is made varying first, as jax does, so
+    the gradient of psum(w) sums) against the same body in jax.shard_map."""
+    x = put(mesh2x4, arr(8, 16), P("x", "y"))
+    w = put(mesh2x4, arr(16, seed=1), P())
+
+    def body(b, w):
+        return (jax.lax.psum(w[:4], "x")[None] * jnp.sin(b) + jax.lax.pmean(b, "y")
+                + jax.lax.all_gather(w[:1], "y", tiled=True) + jax.lax.axis_index("y")
+                + jax.lax.psum_scatter(jnp.concatenate([b] * 4, 1), "y", scatter_dimension=1,
+                                       tiled=True))
+
+    def loss(sm):
+        return lambda x, w: jnp.sum(sm(body, mesh=mesh2x4, in_specs=(P("x", "y"), P()),
+                                       out_specs=P("x", "y"), check_vma=check)(x, w) ** 2)
+    ours, ref = loss(shardc.shard_map), loss(jax.shard_map)
+    check_outputs(shardc.jit(ours)(x, w), jax.jit(ref)(x, w), mesh2x4)
+    check_outputs(shardc.jit(shardc.grad(ours, argnums=(0, 1)))(x, w),
+                  jax.jit(jax.grad(ref, argnums=(0, 1)))(x, w), mesh2x4)
+
+
 def test_locations_and_pbroadcast(mesh2x4):
     """The collectives of a jax body name its lines; pbroadcast (which jax lowers only
     for GPUs) copies the source device's block, against NumPy."""

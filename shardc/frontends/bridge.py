@@ -101,8 +101,29 @@ def jax_aval(t):
     return hit
 
 
-def _enter():
-    return jcore.set_current_trace(TRACE)
+class _Enter:
+    """jax's current trace is shardc's; in a shard_map body jax's axis environment also
+    names its manual axes, so jax.lax collectives (whose Python code reads axis sizes
+    there) work in shardc.shard_map bodies too."""
+
+    def __init__(self):
+        from ..ops.manual_region import manual_ctx
+        ctx = manual_ctx()
+        self.ctxs = [jcore.set_current_trace(TRACE)]
+        if ctx is not None:
+            self.ctxs.append(jcore.extend_axis_env_nd(
+                [(a, ctx.mesh.sizes[a]) for a in ctx.axes]))
+
+    def __enter__(self):
+        for c in self.ctxs:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.ctxs):
+            c.__exit__(*exc)
+
+
+_enter = _Enter
 
 
 def install():

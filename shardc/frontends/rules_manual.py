@@ -115,6 +115,17 @@ def _axes(name, axis_name, groups=None):
     return ctx, axes, tuple(ctx.mesh.sizes[a] for a in axes)
 
 
+def _operand(ctx, x, axes):
+    """A collective's operand, first made varying over the axes it does not vary on
+    where variance is checked, as jax does (a no-op on a jax.shard_map body, typed by
+    jax already; in a shardc.shard_map body the gradient of psum(w) is then a psum)."""
+    x = _as_tracer(x)
+    if not ctx.check_vma:
+        return x
+    vary = ctx.vma_of(x.value)
+    return _pvary(x, axes=tuple(a for a in axes if a not in vary))
+
+
 def on_keys(fn):
     """A data-movement collective on typed keys moves their uint32 data (the key dim
     is last, so jax's dimension numbers stay valid)."""
@@ -127,8 +138,8 @@ def on_keys(fn):
 
 def _reduction(prim, name):
     def run(x, *, axes, axis_index_groups=None):
-        _, axes, sizes = _axes(name, axes, axis_index_groups)
-        return prim.bind(_as_tracer(x), axes=axes, sizes=sizes)
+        ctx, axes, sizes = _axes(name, axes, axis_index_groups)
+        return prim.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes)
     return run
 
 
@@ -142,16 +153,16 @@ for _n, _p in RULES_REDUCE.items():
 @on_keys
 def _all_gather(x, *, all_gather_dimension, axis_name, axis_size, tiled,
                 axis_index_groups=None):
-    _, axes, sizes = _axes("all_gather", axis_name, axis_index_groups)
-    return m.all_gather_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+    ctx, axes, sizes = _axes("all_gather", axis_name, axis_index_groups)
+    return m.all_gather_p.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes,
                                axis=all_gather_dimension, tiled=tiled)
 
 
 @rule("reduce_scatter")
 def _reduce_scatter(x, *, scatter_dimension, axis_name, axis_size, tiled,
                     axis_index_groups=None):
-    _, axes, sizes = _axes("psum_scatter", axis_name, axis_index_groups)
-    return m.psum_scatter_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+    ctx, axes, sizes = _axes("psum_scatter", axis_name, axis_index_groups)
+    return m.psum_scatter_p.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes,
                                  scatter_dimension=scatter_dimension, tiled=tiled)
 
 
@@ -160,16 +171,16 @@ def _reduce_scatter(x, *, scatter_dimension, axis_name, axis_size, tiled,
 def _all_to_all(x, *, axis_name, split_axis, concat_axis, tiled=False,
                 axis_index_groups=None):
     # jax's primitive always has the tiled shape (all_to_all reshapes around it)
-    _, axes, sizes = _axes("all_to_all", axis_name, axis_index_groups)
-    return m.all_to_all_p.bind(_as_tracer(x), axes=axes, sizes=sizes, split_axis=split_axis,
-                               concat_axis=concat_axis)
+    ctx, axes, sizes = _axes("all_to_all", axis_name, axis_index_groups)
+    return m.all_to_all_p.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes,
+                               split_axis=split_axis, concat_axis=concat_axis)
 
 
 @rule("ppermute")
 @on_keys
 def _ppermute(x, *, axis_name, perm):
-    _, axes, sizes = _axes("ppermute", axis_name)
-    return m.ppermute_p.bind(_as_tracer(x), axes=axes, sizes=sizes,
+    ctx, axes, sizes = _axes("ppermute", axis_name)
+    return m.ppermute_p.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes,
                              perm=tuple((int(s), int(d)) for s, d in perm))
 
 
@@ -199,7 +210,7 @@ def _pbroadcast(x, *, axis_name, source):
     block masked to that device (jax lowers its own only for GPUs)."""
     from ..ops import lax as L
     ctx, axes, sizes = _axes("pbroadcast", axis_name)
-    x = _as_tracer(x)
+    x = _operand(ctx, x, axes)
     here = L.eq(m.axis_index_p.bind(axes=axes, sizes=sizes, **_auto(ctx)), int(source))
     kept = L.select(here, x, L.zeros_like(x))
     out = m.psum_p.bind(kept, axes=axes, sizes=sizes)
