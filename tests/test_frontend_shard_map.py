@@ -120,6 +120,7 @@ def test_axis_index_pmax_pmin_pmean_and_pcast(mesh2x4):
     both(f, x, mesh=mesh2x4)
 
 
+@pytest.mark.filterwarnings("ignore:jax.experimental.shard_map is deprecated")
 def test_unchecked_body_and_experimental_shard_map(mesh2x4):
     from jax.experimental.shard_map import shard_map
     x = put(mesh2x4, arr(8, 16), P("x", "y"))
