@@ -51,6 +51,10 @@ class ShardcTrace(jcore.Trace):
         return custom_vjp_of([], tracers, lambda xs: translate.eval_jaxpr(
             jaxpr, consts, list(xs)), bwd, out_trees)
 
+    def process_shard_map(self, primitive, fun, tracers, **params):
+        from .rules_manual import process_shard_map
+        return process_shard_map(primitive, fun, list(tracers), params)
+
     def process_map(self, map_primitive, f, tracers, params, /):
         raise translate.unsupported(map_primitive.name, "use shardc.pmap or shard_map")
 
@@ -97,8 +101,29 @@ def jax_aval(t):
     return hit
 
 
-def _enter():
-    return jcore.set_current_trace(TRACE)
+class _Enter:
+    """jax's current trace is shardc's; in a shard_map body jax's axis environment also
+    names its manual axes, so jax.lax collectives (whose Python code reads axis sizes
+    there) work in shardc.shard_map bodies too."""
+
+    def __init__(self):
+        from ..ops.manual_region import manual_ctx
+        ctx = manual_ctx()
+        self.ctxs = [jcore.set_current_trace(TRACE)]
+        if ctx is not None:
+            self.ctxs.append(jcore.extend_axis_env_nd(
+                [(a, ctx.mesh.sizes[a]) for a in ctx.axes]))
+
+    def __enter__(self):
+        for c in self.ctxs:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.ctxs):
+            c.__exit__(*exc)
+
+
+_enter = _Enter
 
 
 def install():

@@ -307,7 +307,8 @@ def _constrain(x, s):
     return with_sharding_constraint(x, s)
 
 
-# the control-flow, custom-rule, random, gather/scatter and window rules register here
-from . import rules_control, rules_indexing, rules_random  # noqa: E402,F401
+# the control-flow, custom-rule, random, gather/scatter, window and shard_map rules
+# register here
+from . import rules_control, rules_indexing, rules_manual, rules_random  # noqa: E402,F401
 
 __all__ = ["apply", "eval_jaxpr", "eval_closed", "RULES"]
