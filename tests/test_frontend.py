@@ -280,3 +280,11 @@ def test_jax_transformations_around_shardc_are_a_clear_error(wrap):
         with pytest.raises(shardc.ShardcError, match="called on a jax tracer") as e:
             g(jnp.ones(3))
         assert "test_frontend.py" in str(e.value) and "shardc.jit(jax.grad(f))" in str(e.value)
+
+
+def test_tile_and_its_gradient(mesh2x4):
+    x = put(mesh2x4, X[:2, :4], P(None, "y"))
+    f = lambda x: (jnp.tile(x, (1, 3)), jnp.tile(x, (2, 2)), jnp.tile(x[0], 3))
+    both(f, x, mesh=mesh2x4)
+    g = lambda x: sum(jnp.sum(jnp.sin(o)) for o in f(x))
+    check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g))(x))

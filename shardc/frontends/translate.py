@@ -217,6 +217,16 @@ def _reshape(x, *, new_sizes, dimensions=None, sharding=None):
     return apply_sharding(_bind("reshape", x, shape=tuple(new_sizes)), sharding)
 
 
+@rule("tile")
+def _tile(x, *, reps):
+    # each dim n -> (rep, n), broadcast, then merged: rep copies of the dim, as jax's
+    shape = core.aval_of(x).shape
+    pairs = tuple(k for r, n in zip(reps, shape) for k in (r, n))
+    b = _bind("broadcast_in_dim", x, shape=pairs,
+              broadcast_dimensions=tuple(2 * i + 1 for i in range(len(shape))))
+    return _bind("reshape", b, shape=tuple(r * n for r, n in zip(reps, shape)))
+
+
 @rule("split")
 def _split(x, *, sizes, axis):
     from ..api.lax_ops import split
