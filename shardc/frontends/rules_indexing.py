@@ -114,10 +114,9 @@ rule("scatter-sub", "scatter_sub")(_scatter_rule(G.scatter_sub))
 rule("scatter")(_scatter_rule(G.scatter))
 
 
-@rule("scatter-mul", "scatter_mul", "scatter-min", "scatter_min", "scatter-max",
-      "scatter_max")
-def _scatter_other(*args, **params):
-    raise unsupported("scatter-mul/min/max", ".at[].multiply/min/max")
+rule("scatter-mul", "scatter_mul")(_scatter_rule(G.scatter_mul))
+rule("scatter-min", "scatter_min")(_scatter_rule(G.scatter_min))
+rule("scatter-max", "scatter_max")(_scatter_rule(G.scatter_max))
 
 
 # ---------------------------------------------------------------- reduce_window
