@@ -91,6 +91,9 @@ def _scatter_dn(idx, dn):
 def _scatter_rule(fn):
     def run(x, idx, upd, *, dimension_numbers, indices_are_sorted=False,
             unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
+        if fn is G.scatter and update_jaxpr is not None:   # (a plain scatter has none)
+            raise unsupported("scatter", "with an update function, as lax.scatter_apply "
+                              "binds it: use x.at[idx].apply")
         d = dimension_numbers
         axis = _along_axis(x, idx, d.update_window_dims, d.inserted_window_dims,
                            d.scatter_dims_to_operand_dims, d.operand_batching_dims,
