@@ -84,6 +84,12 @@ def test_sharded_operand_and_updates(mesh2x4, name):
     check_outputs(ours, ref, mesh2x4)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
+def test_scatter_add_batching_dims(mesh2x4, dtype):
+    # scatter_add shares the wrappers' handling of batching dims (it raised before)
+    _run("scatter_add", "batching", dtype, None, mesh2x4, [P("x", "y"), None, None])
+
+
 def test_dtype_mismatch_is_a_clear_error():
     dn = DN((), (0,), (0,))
     with pytest.raises(TypeError, match="same dtypes"):
