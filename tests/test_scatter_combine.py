@@ -207,6 +207,28 @@ def test_extremal_grads_at_ties(name):
     np.testing.assert_allclose(np.asarray(ours[0])[0], 1 / 3, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["add", "set", "min", "max"])
+def test_dropped_update_has_zero_gradient(name):
+    # a traced index out of bounds drops its update: scatter_add's gradient rule read the
+    # clamped position's cotangent for it (4 here), jax's is zero
+    x, u, i = jnp.arange(1.0, 5.0), jnp.array([1.0, 2.0, 3.0]), jnp.array([0, 7, 3])
+
+    def f(m, x, u, i):
+        return m.sum(getattr(x.at[i], name)(u) * jnp.arange(1.0, 5.0))
+    ours = shardc.jit(shardc.grad(lambda *a: f(snp, *a), 1))(x, u, i)
+    ref = jax.jit(jax.grad(lambda *a: f(jnp, *a), 1))(x, u, i)
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref))
+    dn = DN((1,), (0,), (0,))         # and a window out of bounds, through the primitive
+    ours = shardc.jit(shardc.grad(lambda u: snp.sum(shardc.ops.indexing.scatter_add_p.bind(
+        snp.zeros((4, 3)), np.array([[1], [4], [3]], np.int32), u,
+        update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,),
+        index_vector_dim=1) * np.arange(12.0).reshape(4, 3))))(np.ones((3, 3), np.float32))
+    ref = jax.grad(lambda u: jnp.sum(jax.lax.scatter_add(
+        jnp.zeros((4, 3)), np.array([[1], [4], [3]]), u, dn) * np.arange(12.0).reshape(4, 3)))(
+        np.ones((3, 3), np.float32))
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref))
+
+
 def _dense_mul(np_, x, idx, u):
     """scatter_mul of rows written densely (every update a factor of a one-hot row),
     which jax differentiates with repeated indices too."""

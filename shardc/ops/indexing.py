@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from . import elementwise as ew
 from ..ir.primitive import PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
@@ -157,22 +158,52 @@ scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rul
                           lower=_lower_scatter, prop_kind=PropKind.NONE)
 
 
-def window_gather(v, idx, upd_shape, *, update_window_dims, inserted_window_dims,
-                  scatter_dims_to_operand_dims, index_vector_dim):
-    """The windows of `v` a scatter with these dimension numbers writes, shaped as its
-    updates (`upd_shape`): the gather that is the scatter's transpose."""
-    from . import lax as L
+def _window_sizes(ndim, upd_shape, update_window_dims, inserted_window_dims):
     sizes, pos = [], 0
-    for d in range(L.aval(v).ndim):
+    for d in range(ndim):
         if d in inserted_window_dims:
             sizes.append(1)
         else:
             sizes.append(upd_shape[update_window_dims[pos]])
             pos += 1
+    return tuple(sizes)
+
+
+def window_gather(v, idx, upd_shape, *, update_window_dims, inserted_window_dims,
+                  scatter_dims_to_operand_dims, index_vector_dim):
+    """The windows of `v` a scatter with these dimension numbers writes, shaped as its
+    updates (`upd_shape`): the gather that is the scatter's transpose. The gather
+    clamps a window out of bounds, which the scatter drops: see dropped_to_zero."""
+    from . import lax as L
+    sizes = _window_sizes(L.aval(v).ndim, upd_shape, update_window_dims, inserted_window_dims)
     return gather_p.bind(v, idx, offset_dims=update_window_dims,
                          collapsed_slice_dims=inserted_window_dims,
                          start_index_map=scatter_dims_to_operand_dims,
-                         index_vector_dim=index_vector_dim, slice_sizes=tuple(sizes))
+                         index_vector_dim=index_vector_dim, slice_sizes=sizes)
+
+
+def dropped_to_zero(g, idx, operand_shape, *, update_window_dims, inserted_window_dims,
+                    scatter_dims_to_operand_dims, index_vector_dim):
+    """`g` (shaped as a scatter's updates) with zeros for the updates whose window is
+    out of bounds: XLA's scatter drops them, so their cotangent is zero."""
+    from . import lax as L
+    ga, ia = L.aval(g), L.aval(idx)
+    sizes = _window_sizes(len(operand_shape), ga.shape, update_window_dims,
+                          inserted_window_dims)
+    batch = tuple(n for d, n in enumerate(ia.shape) if d != index_vector_dim)
+    ok = None
+    for k, d in enumerate(scatter_dims_to_operand_dims):
+        col = idx
+        if index_vector_dim < ia.ndim:
+            lo, hi = [0] * ia.ndim, list(ia.shape)
+            lo[index_vector_dim], hi[index_vector_dim] = k, k + 1
+            col = L.reshape(L.slice(idx, lo, hi), batch)
+        good = ew.and_p.bind(L.ge(col, 0), L.le(col, operand_shape[d] - sizes[d]))
+        ok = good if ok is None else ew.and_p.bind(ok, good)
+    if ok is None:
+        return g
+    upd_batch = tuple(d for d in range(ga.ndim) if d not in update_window_dims)
+    return L.select(L.broadcast_in_dim(ok, ga.shape, upd_batch), g, L.zeros_like(g))
 
 
 def _vjps():
@@ -189,7 +220,8 @@ def _vjps():
 
     def scatter_vjp(ctx, cts, x, idx, upd, **dn):
         g = cts[0]
-        return [g, None, window_gather(g, idx, ctx.in_avals[2].shape, **dn)]
+        gu = window_gather(g, idx, ctx.in_avals[2].shape, **dn)
+        return [g, None, dropped_to_zero(gu, idx, ctx.in_avals[0].shape, **dn)]
     scatter_add_p.vjp = scatter_vjp
 
 

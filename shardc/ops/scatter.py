@@ -9,8 +9,9 @@ result that XLA's partitioner combines with the same op. Gradients are jax's
 the exact product of the other factors for the updates (which jax defines only for
 unique indices, where the two agree); for min / max the transpose of
 `_scatter_extremal_jvp`, which shares an element's cotangent equally among the tied
-updates (and the operand, if it ties too). Callers pass in-bound indices: the lax
-wrappers clamp them and turn a dropped update into the combiner's identity.
+updates (and the operand, if it ties too). An update whose window is out of bounds is
+dropped, as XLA's; the lax wrappers clamp such indices and turn the update into the
+combiner's identity instead (XLA's dropping differs once partitioned).
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def _rules():
     def wants(ctx, i):
         return ctx.active is None or ctx.active[i]
 
+    def drop(ctx, gu, idx, dn):        # (an update out of bounds was dropped)
+        return ix.dropped_to_zero(gu, idx, ctx.in_avals[0].shape, **dn)
+
     def mul_vjp(ctx, cts, x, idx, u, **dn):
         t = cts[0]
         back = partial(ix.window_gather, idx=idx, upd_shape=ctx.in_avals[2].shape, **dn)
@@ -71,7 +75,7 @@ def _rules():
             others = L.select(nz, L.select(L.eq(nzero, 0), L.div(prod, safe), zero),
                               L.select(L.eq(nzero, 1), prod, zero))
             gu = L.mul(back(L.mul(t, x)), others)
-        return [gx, None, gu]
+        return [gx, None, None if gu is None else drop(ctx, gu, idx, dn)]
     scatter_mul_p.vjp = mul_vjp
 
     def extremal_vjp(ctx, cts, x, idx, u, **dn):
@@ -92,7 +96,7 @@ def _rules():
             refs = ix.scatter_add_p.bind(L.zeros_like(x), idx, one, **dn)
             gx = L.select(L.gt(refs, 0), L.select(kept, each, L.zeros_like(x)), t)
         if wants(ctx, 2):
-            gu = L.select(won, back(each), zero)
+            gu = drop(ctx, L.select(won, back(each), zero), idx, dn)
         return [gx, None, gu]
     scatter_min_p.vjp = scatter_max_p.vjp = extremal_vjp
 
