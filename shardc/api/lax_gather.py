@@ -1,5 +1,5 @@
 """jax.lax's gather and scatter family (XLA's dimension numbers, jax's modes) over
-shardc's gather / scatter_add primitives."""
+shardc's gather, scatter_add and scatter_mul / _min / _max primitives."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -11,6 +11,8 @@ from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..ops import indexing as ix
+from ..ops import scatter as sc
+from ..ops.reduce import identity_of
 from ..ops import shape as shp
 from ..trace import core
 from .lax_ops import _arr, _shape, full, index_in_dim
@@ -101,36 +103,83 @@ def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
                 indices_are_sorted=False, unique_indices=False, mode=None):
     """XLA's scatter-add (index_vector_dim last). Out-of-bound windows are dropped (mode
     fill, the default) or clamped (clip, promise_in_bounds)."""
-    dn = dimension_numbers
-    if tuple(getattr(dn, "operand_batching_dims", ())) or \
-            tuple(getattr(dn, "scatter_indices_batching_dims", ())):
-        raise ShardcError("lax.scatter_add: batching dims are not supported")
+    return _scatter("scatter_add", ix.scatter_add_p, operand, scatter_indices, updates,
+                    dimension_numbers, mode)
+
+
+def scatter_mul(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """XLA's scatter-multiply: each element is the operand's times every update
+    scattered to it (repeated indices included). Modes as scatter_add's."""
+    return _scatter("scatter_mul", sc.scatter_mul_p, operand, scatter_indices, updates,
+                    dimension_numbers, mode)
+
+
+def scatter_min(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """XLA's scatter-min: the min of the operand's element and every update scattered
+    to it. Modes as scatter_add's."""
+    return _scatter("scatter_min", sc.scatter_min_p, operand, scatter_indices, updates,
+                    dimension_numbers, mode)
+
+
+def scatter_max(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """XLA's scatter-max: the max of the operand's element and every update scattered
+    to it. Modes as scatter_add's."""
+    return _scatter("scatter_max", sc.scatter_max_p, operand, scatter_indices, updates,
+                    dimension_numbers, mode)
+
+
+def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
+    """A scatter primitive with jax's modes: a window out of bounds is dropped (fill,
+    the default: its update becomes the combiner's identity at a clamped position; XLA's
+    own dropping of such indices differs once partitioned) or clamped (clip,
+    promise_in_bounds). Batching dims become index columns (an iota each)."""
     x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
-    if aval(x).dtype != aval(upd).dtype:
-        raise ShardcTypeError(f"lax.scatter_add requires arguments to have the same dtypes, "
-                              f"got {aval(x).dtype}, {aval(upd).dtype}.")
-    ua = aval(upd)
-    sizes = [1] * aval(x).ndim
+    xa, ua = aval(x), aval(upd)
+    if xa.dtype != ua.dtype:
+        raise ShardcTypeError(f"lax.{name} requires arguments to have the same dtypes, "
+                              f"got {xa.dtype}, {ua.dtype}.")
+    idx, inserted, smap = _batch_columns(idx, dn)
+    sizes = [1] * xa.ndim
     win = iter(ua.shape[d] for d in dn.update_window_dims)
-    for d in range(aval(x).ndim):
-        if d not in dn.inserted_window_dims:
+    for d in range(xa.ndim):
+        if d not in inserted:
             sizes[d] = next(win)
-    smap = tuple(dn.scatter_dims_to_operand_dims)
     if _mode(mode) == "fill":
-        # jax drops an update whose window is out of bounds; here it adds zero at a
-        # clamped position (XLA's own handling of such indices differs once partitioned)
-        ok = _in_bounds(idx, aval(x).shape, smap, sizes)
+        ok = _in_bounds(idx, xa.shape, smap, sizes)
         batch = tuple(d for d in range(ua.ndim) if d not in dn.update_window_dims)
         mask = shp.broadcast_in_dim_p.bind(ok, shape=ua.shape, broadcast_dimensions=batch)
-        zero = Lit(core._scalar(0, ua.dtype), ua.update(shape=(), weak=False))
+        kind = "add" if prim is ix.scatter_add_p else sc.KINDS[prim.name]
+        ident = Lit(core._scalar(identity_of(kind, ua.dtype), ua.dtype),
+                    ua.update(shape=(), weak=False))
         upd = ew.select_p.bind(mask, upd, shp.broadcast_in_dim_p.bind(
-            zero, shape=ua.shape, broadcast_dimensions=()))
-    idx = _clamp_starts(idx, aval(x).shape, smap, sizes)
-    return ix.scatter_add_p.bind(x, idx, upd,
-                                 update_window_dims=tuple(dn.update_window_dims),
-                                 inserted_window_dims=tuple(dn.inserted_window_dims),
-                                 scatter_dims_to_operand_dims=smap,
-                                 index_vector_dim=aval(idx).ndim - 1)
+            ident, shape=ua.shape, broadcast_dimensions=()))
+    idx = _clamp_starts(idx, xa.shape, smap, sizes)
+    return prim.bind(x, idx, upd, update_window_dims=tuple(dn.update_window_dims),
+                     inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap,
+                     index_vector_dim=aval(idx).ndim - 1)
+
+
+def _batch_columns(idx, dn):
+    """(indices, inserted_window_dims, scatter_dims_to_operand_dims) with jax's batching
+    dims as ordinary index columns: idx[..., k] = the position along the k-th batching
+    dim of the indices (what XLA does when it expands them)."""
+    inserted = tuple(dn.inserted_window_dims)
+    smap = tuple(dn.scatter_dims_to_operand_dims)
+    obd = tuple(getattr(dn, "operand_batching_dims", ()))
+    ibd = tuple(getattr(dn, "scatter_indices_batching_dims", ()))
+    if len(obd) != len(ibd):
+        raise ShardcError("scatter: operand_batching_dims and scatter_indices_batching_dims "
+                          "must have the same length")
+    if not obd:
+        return idx, inserted, smap
+    ia = aval(idx)
+    cols = [idx] + [shp.iota_p.bind(dtype=ia.dtype, shape=ia.shape[:-1] + (1,), dimension=d)
+                    for d in ibd]
+    idx = shp.concatenate_p.bind(*cols, dimension=ia.ndim - 1)
+    return idx, tuple(sorted(inserted + obd)), smap + obd
 
 
 def _in_bounds(idx, shape, start_index_map, slice_sizes):

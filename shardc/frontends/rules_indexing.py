@@ -91,6 +91,9 @@ def _scatter_dn(idx, dn):
 def _scatter_rule(fn):
     def run(x, idx, upd, *, dimension_numbers, indices_are_sorted=False,
             unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
+        if fn is G.scatter and update_jaxpr is not None:   # (a plain scatter has none)
+            raise unsupported("scatter", "with an update function, as lax.scatter_apply "
+                              "binds it: use x.at[idx].apply")
         d = dimension_numbers
         axis = _along_axis(x, idx, d.update_window_dims, d.inserted_window_dims,
                            d.scatter_dims_to_operand_dims, d.operand_batching_dims,
@@ -114,10 +117,9 @@ rule("scatter-sub", "scatter_sub")(_scatter_rule(G.scatter_sub))
 rule("scatter")(_scatter_rule(G.scatter))
 
 
-@rule("scatter-mul", "scatter_mul", "scatter-min", "scatter_min", "scatter-max",
-      "scatter_max")
-def _scatter_other(*args, **params):
-    raise unsupported("scatter-mul/min/max", ".at[].multiply/min/max")
+rule("scatter-mul", "scatter_mul")(_scatter_rule(G.scatter_mul))
+rule("scatter-min", "scatter_min")(_scatter_rule(G.scatter_min))
+rule("scatter-max", "scatter_max")(_scatter_rule(G.scatter_max))
 
 
 # ---------------------------------------------------------------- reduce_window

@@ -10,7 +10,7 @@ from . import complex, fft, numeric  # noqa: E402,F401
 from . import sort  # noqa: E402,F401
 from . import dynamic  # noqa: E402,F401
 from . import cumulative  # noqa: E402,F401
-from . import take  # noqa: E402,F401
+from . import scatter, take  # noqa: E402,F401
 from . import linalg_decomp  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
 from . import callback  # noqa: E402,F401

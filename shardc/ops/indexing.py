@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from . import elementwise as ew
 from ..ir.primitive import PropKind
 from ..errors import ShardcError
 from ..ir.program import Aval
@@ -121,9 +122,10 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
 
 
 def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims,
-                   scatter_dims_to_operand_dims, index_vector_dim):
+                   scatter_dims_to_operand_dims, index_vector_dim, kind="add"):
+    """stablehlo.scatter whose region combines with `kind` (add, mul, min, max)."""
     from .reduce import monoid_region
-    region = monoid_region(ctx, "add", ctx.in_avals[0])
+    region = monoid_region(ctx, kind, ctx.in_avals[0])
     dn = (f"#stablehlo.scatter<update_window_dims = [{', '.join(map(str, update_window_dims))}], "
           f"inserted_window_dims = [{', '.join(map(str, inserted_window_dims))}], "
           f"scatter_dims_to_operand_dims = [{', '.join(map(str, scatter_dims_to_operand_dims))}], "
@@ -156,6 +158,54 @@ scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rul
                           lower=_lower_scatter, prop_kind=PropKind.NONE)
 
 
+def _window_sizes(ndim, upd_shape, update_window_dims, inserted_window_dims):
+    sizes, pos = [], 0
+    for d in range(ndim):
+        if d in inserted_window_dims:
+            sizes.append(1)
+        else:
+            sizes.append(upd_shape[update_window_dims[pos]])
+            pos += 1
+    return tuple(sizes)
+
+
+def window_gather(v, idx, upd_shape, *, update_window_dims, inserted_window_dims,
+                  scatter_dims_to_operand_dims, index_vector_dim):
+    """The windows of `v` a scatter with these dimension numbers writes, shaped as its
+    updates (`upd_shape`): the gather that is the scatter's transpose. The gather
+    clamps a window out of bounds, which the scatter drops: see dropped_to_zero."""
+    from . import lax as L
+    sizes = _window_sizes(L.aval(v).ndim, upd_shape, update_window_dims, inserted_window_dims)
+    return gather_p.bind(v, idx, offset_dims=update_window_dims,
+                         collapsed_slice_dims=inserted_window_dims,
+                         start_index_map=scatter_dims_to_operand_dims,
+                         index_vector_dim=index_vector_dim, slice_sizes=sizes)
+
+
+def dropped_to_zero(g, idx, operand_shape, *, update_window_dims, inserted_window_dims,
+                    scatter_dims_to_operand_dims, index_vector_dim):
+    """`g` (shaped as a scatter's updates) with zeros for the updates whose window is
+    out of bounds: XLA's scatter drops them, so their cotangent is zero."""
+    from . import lax as L
+    ga, ia = L.aval(g), L.aval(idx)
+    sizes = _window_sizes(len(operand_shape), ga.shape, update_window_dims,
+                          inserted_window_dims)
+    batch = tuple(n for d, n in enumerate(ia.shape) if d != index_vector_dim)
+    ok = None
+    for k, d in enumerate(scatter_dims_to_operand_dims):
+        col = idx
+        if index_vector_dim < ia.ndim:
+            lo, hi = [0] * ia.ndim, list(ia.shape)
+            lo[index_vector_dim], hi[index_vector_dim] = k, k + 1
+            col = L.reshape(L.slice(idx, lo, hi), batch)
+        good = ew.and_p.bind(L.ge(col, 0), L.le(col, operand_shape[d] - sizes[d]))
+        ok = good if ok is None else ew.and_p.bind(ok, good)
+    if ok is None:
+        return g
+    upd_batch = tuple(d for d in range(ga.ndim) if d not in update_window_dims)
+    return L.select(L.broadcast_in_dim(ok, ga.shape, upd_batch), g, L.zeros_like(g))
+
+
 def _vjps():
     from . import lax as L      # looked up when a rule runs
 
@@ -168,23 +218,10 @@ def _vjps():
                                    index_vector_dim=index_vector_dim), None]
     gather_p.vjp = gather_vjp
 
-    def scatter_vjp(ctx, cts, x, idx, upd, *, update_window_dims, inserted_window_dims,
-                    scatter_dims_to_operand_dims, index_vector_dim):
+    def scatter_vjp(ctx, cts, x, idx, upd, **dn):
         g = cts[0]
-        ua = ctx.in_avals[2]
-        slice_sizes = []
-        pos = 0
-        for d in range(ctx.in_avals[0].ndim):
-            if d in inserted_window_dims:
-                slice_sizes.append(1)
-            else:
-                slice_sizes.append(ua.shape[update_window_dims[pos]])
-                pos += 1
-        gu = gather_p.bind(g, idx, offset_dims=update_window_dims,
-                           collapsed_slice_dims=inserted_window_dims,
-                           start_index_map=scatter_dims_to_operand_dims,
-                           index_vector_dim=index_vector_dim, slice_sizes=tuple(slice_sizes))
-        return [g, None, gu]
+        gu = window_gather(g, idx, ctx.in_avals[2].shape, **dn)
+        return [g, None, dropped_to_zero(gu, idx, ctx.in_avals[0].shape, **dn)]
     scatter_add_p.vjp = scatter_vjp
 
 
@@ -205,11 +242,36 @@ def _with_counter(ctx, idx, index_vector_dim):
     return L.concatenate([counter, idx], ivd), ivd
 
 
+def scatter_batch(prim):
+    """The batching rule of a scatter primitive (scatter_add and the combiners): the
+    operand and updates get the mapped dim; unmapped indices make it a window dim,
+    mapped ones index it by each example's number."""
+    from .batching import bcast, shift_axes
+
+    def run(ctx, args, batched, *, update_window_dims, inserted_window_dims,
+            scatter_dims_to_operand_dims, index_vector_dim):
+        x, idx, upd = args
+        x, upd = bcast(ctx, x, batched[0]), bcast(ctx, upd, batched[2])
+        if not batched[1]:
+            return prim.bind(
+                x, idx, upd, update_window_dims=(0, *shift_axes(update_window_dims)),
+                inserted_window_dims=shift_axes(inserted_window_dims),
+                scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
+                index_vector_dim=index_vector_dim), True
+        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
+        return prim.bind(
+            x, idx, upd, update_window_dims=shift_axes(update_window_dims),
+            inserted_window_dims=(0, *shift_axes(inserted_window_dims)),
+            scatter_dims_to_operand_dims=(0, *shift_axes(scatter_dims_to_operand_dims)),
+            index_vector_dim=ivd), True
+    return run
+
+
 def _batch_rules():
     """vmap. Only the indices mapped: more batch dims of the indices (the result's lead).
     The operand mapped too: its mapped dim is a window dim when the indices are not
     mapped, else it is indexed by each example's number (an iota in the index vectors)."""
-    from .batching import bcast, shift_axes
+    from .batching import shift_axes
 
     def gather_batch(ctx, args, batched, *, offset_dims, collapsed_slice_dims,
                      start_index_map, index_vector_dim, slice_sizes):
@@ -234,23 +296,7 @@ def _batch_rules():
                              index_vector_dim=ivd, slice_sizes=(1, *slice_sizes)), True
     gather_p.batch = gather_batch
 
-    def scatter_batch(ctx, args, batched, *, update_window_dims, inserted_window_dims,
-                      scatter_dims_to_operand_dims, index_vector_dim):
-        x, idx, upd = args
-        x, upd = bcast(ctx, x, batched[0]), bcast(ctx, upd, batched[2])
-        if not batched[1]:
-            return scatter_add_p.bind(
-                x, idx, upd, update_window_dims=(0, *shift_axes(update_window_dims)),
-                inserted_window_dims=shift_axes(inserted_window_dims),
-                scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
-                index_vector_dim=index_vector_dim), True
-        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
-        return scatter_add_p.bind(
-            x, idx, upd, update_window_dims=shift_axes(update_window_dims),
-            inserted_window_dims=(0, *shift_axes(inserted_window_dims)),
-            scatter_dims_to_operand_dims=(0, *shift_axes(scatter_dims_to_operand_dims)),
-            index_vector_dim=ivd), True
-    scatter_add_p.batch = scatter_batch
+    scatter_add_p.batch = scatter_batch(scatter_add_p)
 
 
 _batch_rules()

@@ -7,10 +7,12 @@ from an iota over x's elements otherwise. An integer-array index out of bounds
 names no element (jax drops such updates). `add` is exact with repeated indices
 (they add up, as in jax). `set` keeps each element's last write when the index is
 static (as jax does on CPU); with a traced index that repeats it writes the mean of
-the values (jax leaves the winner unspecified). `multiply`, `divide`, `power`,
-`min`, `max` and `apply` combine with the values x holds at idx, which for a repeated
-index would need the updates applied one after another: they accept indices that
-cannot repeat (ints, slices, or a NumPy index array without repeats).
+the values (jax leaves the winner unspecified). `multiply`, `divide`, `power`, `min`
+and `max` are one scatter whose region multiplies or takes the min / max, so every
+update is combined in, repeated indices included (as jax's). `apply` reads the values
+x holds at idx, which for a repeated index would need the function applied once per
+update: it accepts indices that cannot repeat (ints, slices, or a NumPy index array
+without repeats).
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from ...trace import core
 from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
+from ...ops.reduce import identity_of
+from ...ops.scatter import BY_KIND
 from ._creation import full, full_like, iota, zeros
 from ._indexing import _classify_shape
 from ._indexing import getitem
-from ._shapes import broadcast_to, concatenate, reshape
+from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
-    logical_or, maximum, minimum, multiply, power, subtract, where)
+    logical_or, power, remainder, subtract, where)
 from ._util import aval, convert, result_type
 
 
@@ -120,7 +124,7 @@ class _IndexUpdateRef:
     def multiply(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).multiply(values)
-        return self._combine("multiply", multiply, values)
+        return self._scatter("mul", values)
 
     mul = multiply
 
@@ -129,7 +133,7 @@ class _IndexUpdateRef:
         # an integer array comes back as floats (and untouched elements divide by 1)
         x = self.array
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
-        return divide(x, ones._combine("divide", multiply, values))
+        return divide(x, ones._scatter("mul", values))
 
     def power(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -138,20 +142,32 @@ class _IndexUpdateRef:
         # take x's dtype first (int_x.at[i].power(1.7) raises to the power 1)
         x = self.array
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
-        return power(x, ones._combine("power", multiply, values))
+        return power(x, ones._scatter("mul", values))
 
     def min(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).min(values)
-        return self._combine("min", minimum, values)
+        return self._scatter("min", values)
 
     def max(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).max(values)
-        return self._combine("max", maximum, values)
+        return self._scatter("max", values)
 
     def apply(self, func, **_):
         return self._combine("apply", lambda old, _: func(old), 0)
+
+    def _scatter(self, kind, values):
+        """x with `values` combined in at idx by one scatter whose region multiplies or
+        takes the min / max: each update in turn, repeated indices included (as jax's
+        scatter_mul / _min / _max). Combined in the promoted dtype, as jax."""
+        x = self.array
+        xa = aval(x)
+        pt = result_type(x, values)[0]
+        if pt != xa.dtype:
+            new = _IndexUpdateRef(convert(x, pt), self.index)._scatter(kind, values)
+            return convert(new, xa.dtype, xa.weak)
+        return _scatter_into(x, self.index, values, kind)
 
     def _combine(self, name, op, values):
         x = self.array
@@ -166,6 +182,46 @@ class _IndexUpdateRef:
         dt = aval(x).dtype
         return _IndexUpdateRef(x, self.index).set(convert(new, dt) if aval(new).dtype != dt
                                                   else new)
+
+
+def _scatter_into(x, idx, values, kind):
+    """x with the values scattered into the elements idx names by scatter_<kind>. The
+    flat positions (as _placed's) become coordinates into x itself, not into x
+    flattened, so x's sharding passes to the result as jax's does. A position out of
+    bounds is dropped: the combiner's identity at position 0 (left out when static)."""
+    xa = aval(x)
+    if xa.ndim == 0:
+        return reshape(_scatter_into(reshape(x, (1,)), (0,) + (
+            idx if isinstance(idx, tuple) else (idx,)), values, kind), ())
+    n = int(np.prod(xa.shape, dtype=np.int64))
+    it = dtypes.default_int()
+    entries = _classify_shape(xa.shape, idx)
+    static = not any(core.is_tracer(e) for e in entries)
+    pos = _positions(xa.shape, n, it, entries, static)
+    shape = np.shape(pos) if static else aval(pos).shape
+    k = int(np.prod(shape, dtype=np.int64))
+    v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
+    v = reshape(broadcast_to(v, shape), (k,))
+    if static:
+        flat = np.asarray(pos, np.int64).reshape(k)
+        keep = flat < n
+        if not keep.any():
+            return x
+        if not keep.all():
+            v = getitem(v, (np.nonzero(keep)[0],))
+        coords = np.stack(np.unravel_index(flat[keep], xa.shape), axis=1)
+        coords = coords.astype(np.int32 if n < 2**31 else np.int64)
+    else:
+        flat = reshape(pos, (k,))
+        inb = less(flat, n)
+        v = where(inb, v, full((k,), identity_of(kind, xa.dtype), xa.dtype))
+        flat = where(inb, flat, 0)
+        strides = np.cumprod((1,) + xa.shape[:0:-1])[::-1]
+        coords = stack([remainder(floor_divide(flat, int(s)), m)
+                        for s, m in zip(strides, xa.shape)], axis=1)
+    dims = tuple(range(xa.ndim))
+    return BY_KIND[kind].bind(x, coords, v, update_window_dims=(), inserted_window_dims=dims,
+                              scatter_dims_to_operand_dims=dims, index_vector_dim=1)
 
 
 def _static_int_entries(shape, entries):
