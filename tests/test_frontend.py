@@ -288,3 +288,13 @@ def test_tile_and_its_gradient(mesh2x4):
     both(f, x, mesh=mesh2x4)
     g = lambda x: sum(jnp.sum(jnp.sin(o)) for o in f(x))
     check_outputs(shardc.jit(shardc.grad(g))(x), jax.jit(jax.grad(g))(x))
+
+
+def test_jax_transformations_of_shardc_code_inside_shardc_jit_are_a_clear_error(mesh2x4):
+    cases = [lambda x: jax.grad(lambda x: snp.sum(snp.sin(x)))(x),
+             lambda x: jax.vmap(lambda r: snp.sum(r))(x),
+             lambda x: jax.grad(lambda x: snp.sum(shardc.shard_map(
+                 lambda b: b * 2, mesh=mesh2x4, in_specs=P("x"), out_specs=P("x"))(x)))(x)]
+    for f in cases:
+        with pytest.raises(shardc.ShardcError, match="cannot trace shardc's own functions"):
+            shardc.jit(f)(jnp.ones((8, 4)))

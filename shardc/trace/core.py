@@ -194,9 +194,10 @@ def foreign_tracer_error(x) -> ShardcError:
     what = a.str_short() if hasattr(a, "str_short") else str(a)
     return ShardcError(
         f"a shardc function was called on a jax tracer ({type(x).__name__} {what}): "
-        "jax.jit, jax.grad or jax.vmap cannot trace into shardc's program. Put the jax "
-        "transformation inside instead (shardc imports jax code: shardc.jit(jax.grad(f)) "
-        "works), or use shardc.grad / shardc.vmap / shardc.jit around the whole function")
+        "jax.jit, jax.grad and jax.vmap cannot trace shardc's own functions (shardc.numpy, "
+        "shardc.jit, shardc.shard_map). Transform them with shardc.grad / shardc.vmap / "
+        "shardc.jit, or write what jax transforms with jax.numpy: shardc imports jax code, "
+        "so shardc.jit(jax.grad(f)) works")
 
 
 def is_tracer(x) -> bool:
@@ -329,6 +330,8 @@ def aval_of(x) -> Aval:
 
 def constant_value(b: Builder, x):
     """A concrete value used inside a trace: a literal if scalar, else a constant op."""
+    if isinstance(x, jax.core.Tracer):     # a jax transformation's, around shardc code
+        raise foreign_tracer_error(x)
     aval = aval_of(x)
     if aval.shape == ():
         return Lit(_scalar(x, aval.dtype), aval)
