@@ -1,0 +1,270 @@
+"""Peak memory per device of a sharded program, from liveness over its ops in order
+(no compile), split as XLA's memory_analysis() splits it: arguments, outputs and
+temporaries (the peak of everything else live at once), peak = their sum less the
+donated arguments an output reuses.
+
+A value is live from the op that defines it to its last use and takes its shard's
+bytes. Collectives add buffers of their own, from the op's plan (costmodel.plan):
+  * an operand resharded for an op (a gathered weight, say) is a new buffer, live from
+    its first use to its last (XLA's CSE gives every use of one value resharded one way
+    the same buffer: a weight gathered for the forward pass is kept for the backward);
+  * an op whose reduction factors are sharded computes a partial result that lives
+    until its all-reduce, whose output is another buffer of the same size (XLA's
+    collectives run out of place); the backend's all-reduce combiner merges
+    independent all-reduces over the same axes into one op (`Hardware.combine_*`), so
+    each partial lives until the last one of its group is computed.
+A region op (scan, while, cond bodies) adds its body's own peak on top of what is live
+at the op. XLA fuses elementwise chains and packs its heap: the model counts every op
+result, an upper bound on the temporaries that the calibration keeps within 15 %.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .costmodel import CPU, local_bytes, plan
+from ..ir.program import Lit
+from ..propagate.factors import default_rule
+
+
+@dataclasses.dataclass
+class Memory:
+    """Per-device bytes: arguments, outputs, temporaries (their peak), `aliased` (donated
+    arguments reused as outputs); `at`: the op where the temporaries peak."""
+    arguments: int
+    outputs: int
+    temporaries: int
+    aliased: int = 0
+    at: object = None
+
+    @property
+    def peak(self) -> int:
+        return self.arguments + self.outputs + self.temporaries - self.aliased
+
+    def __str__(self):
+        return (f"peak {self.peak} B per device: arguments {self.arguments}, outputs "
+                f"{self.outputs}, temporaries {self.temporaries}"
+                + (f", aliased {self.aliased}" if self.aliased else ""))
+
+
+def _bytes(v, sharding, mesh) -> int:
+    try:
+        return local_bytes(v.aval, sharding, mesh)
+    except (AttributeError, TypeError):   # a token or an opaque type: no data to count
+        return 0
+
+
+def memory_breakdown(program, hw=CPU) -> Memory:
+    """Arguments, outputs and peak temporaries per device of a propagated program."""
+    mesh = program.mesh
+    args = sum(_bytes(v, v.sharding, mesh) for v in program.inputs)
+    outs, out_sizes = 0, []
+    for v, s in zip(program.outputs, program.out_shardings):
+        n = _bytes(v, s if s is not None else v.sharding, mesh)
+        outs += n
+        out_sizes.append((v.aval, s if s is not None else v.sharding, n))
+    aliased = 0
+    donate = program.meta.get("donate") or ()
+    for v, d in zip(program.inputs, donate):
+        if not d:
+            continue
+        for i, (a, s, n) in enumerate(out_sizes):
+            if a == v.aval and s == v.sharding:
+                aliased += n
+                out_sizes[i] = (None, None, 0)
+                break
+    skip = {id(v) for v in program.inputs} | {id(v) for v in program.outputs
+                                              if type(v) is not Lit}
+    temps, at = _peak(program, mesh, hw, skip)
+    return Memory(args, outs, temps, aliased, at)
+
+
+def peak_memory(program, hw=CPU) -> int:
+    """Predicted peak bytes per device (as arguments + outputs + temporaries - aliased
+    in XLA's memory_analysis())."""
+    return memory_breakdown(program, hw).peak
+
+
+def _uses(op):
+    """Values an op reads, those its regions' ops read included (a body may read an
+    outer value directly)."""
+    yield from op.inputs
+    for r in op.regions:
+        for o in r.walk():
+            yield from o.inputs
+
+
+# Ops XLA fuses into the elementwise or reduce kernel that reads their result (loop
+# and input fusion): their result is never a buffer of its own.
+_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota",
+                    "squeeze", "expand_dims"})
+
+
+def _fusible(op, rule):
+    return not op.regions and (op.prim.name in _CHEAP or (rule is not None and rule.elementwise))
+
+
+def _absorbs(op, rule):
+    return not op.regions and ((rule is not None and rule.elementwise)
+                               or op.prim.name.startswith("reduce_"))
+
+
+def _peak(p, mesh, hw, skip):
+    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
+    op where it is reached)."""
+    ops = p.ops
+    n = len(ops)
+    rules = [default_rule(op) for op in ops]
+    made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
+    users = {}
+    for i, op in enumerate(ops):
+        for v in _uses(op):
+            if type(v) is not Lit:
+                users.setdefault(id(v), set()).add(i)
+    outs = {id(v) for v in p.outputs if type(v) is not Lit}
+    # broadcasts and the like are fused into every consumer, other elementwise ops into
+    # their only one (XLA keeps a result several kernels read)
+    fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
+             if id(v) in users and id(v) not in outs and id(v) not in skip
+             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1)
+             and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
+    reads = [_reads(op, fused, made, ops) for op in ops]
+    last_use = {}
+    for i, vs in enumerate(reads):
+        for v in vs:
+            last_use[id(v)] = i
+    first, last, size, buf_of = {}, {}, {}, {}
+
+    def buffer(key, nbytes, at):
+        if key not in size:
+            size[key], first[key] = nbytes, at
+        last[key] = max(last.get(key, at), at)
+
+    for v in p.inputs:                     # a body's block arguments
+        if id(v) not in skip:
+            buffer(id(v), _bytes(v, v.sharding, mesh), 0)
+            buf_of[id(v)] = id(v)
+    extra = [0] * (n + 1)
+    masks, groups, open_ = {}, [], {}
+    into_output = set()
+    for i, op in enumerate(ops):
+        for v in reads[i]:
+            b = buf_of.get(id(v))
+            if b is not None:
+                last[b] = max(last[b], i)
+        mask = 0
+        for v in op.inputs:
+            mask |= masks.get(id(v), 0)
+        inline = op.regions and op.prim.name not in _LOOPS
+        if op.regions:     # an inlined body's arguments and results are the op's own
+            extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set())[0]
+                           for r in op.regions)
+        pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
+        reduced = pl is not None and pl.reduce
+        taken = set()
+        for k, v in enumerate(op.outputs):
+            if id(v) in fused:
+                continue
+            if id(v) in skip:      # an output: an operand dying here may become its buffer
+                if rules[i] is not None and rules[i].elementwise:
+                    into_output.update(buf_of.get(id(u)) for u in reads[i]
+                                       if last_use.get(id(u)) == i)
+                continue
+            nbytes = _bytes(v, v.sharding, mesh)
+            b = None
+            if inline or (rules[i] is not None and rules[i].elementwise):
+                # written over an operand that dies here
+                for u in reads[i]:
+                    bu = buf_of.get(id(u))
+                    if bu is not None and last_use.get(id(u)) == i and size[bu] == nbytes \
+                            and bu not in taken and id(u) not in outs:
+                        b = bu
+                        break
+            if b is None:
+                b = ("value", i, k)
+                buffer(b, nbytes, i)
+            taken.add(b)
+            buf_of[id(v)] = b
+        if pl is None:
+            for v in op.outputs:
+                masks[id(v)] = mask
+            continue
+        for v, t in zip(op.inputs, pl.targets):
+            if t is not None:
+                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh), i)
+        for k, (v, c) in enumerate(zip(op.outputs, pl.computed)):
+            if pl.result_comms[k] and not reduced:     # computed one way, then resharded
+                buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)
+        if reduced:
+            mask |= _combine(op, i, pl, mesh, hw, mask, open_, groups)
+        for v in op.outputs:
+            masks[id(v)] = mask
+    for g in groups:
+        at = max(i for i, _, _, _ in g)
+        for i, k, nbytes, resliced in g:
+            if len(g) > 1:     # combined: partials live until it runs, out of place
+                buffer(("partial", i, k), nbytes, i)
+                last[("partial", i, k)] = at
+                buffer(("reduced", i, k), nbytes, at)
+            elif resliced:     # in place, then sliced or moved to the result's sharding
+                buffer(("partial", i, k), nbytes, i)
+    for v in p.outputs:
+        b = buf_of.get(id(v)) if type(v) is not Lit else None
+        if b is not None:
+            last[b] = n
+    for b in into_output:
+        size.pop(b, None)
+    live = [0] * (n + 2)
+    for key, nbytes in size.items():
+        live[first[key]] += nbytes
+        live[last[key] + 1] -= nbytes
+    best, at, cur = 0, None, 0
+    for i in range(n + 1):
+        cur += live[i]
+        if cur + extra[i] > best:
+            best, at = cur + extra[i], ops[i] if i < n else None
+    return best, at
+
+
+_LOOPS = frozenset({"scan", "while", "cond"})   # bodies with buffers of their own
+
+
+def _ends(r):
+    return {id(v) for v in r.inputs} | {id(v) for v in r.outputs if type(v) is not Lit}
+
+
+def _reads(op, fused, made, ops):
+    """The buffers' values op reads: through producers fused into it, their operands."""
+    out, stack, seen = [], [v for v in _uses(op) if type(v) is not Lit], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if id(v) in fused:
+            stack += [u for u in ops[made[id(v)]].inputs if type(u) is not Lit]
+        else:
+            out.append(v)
+    return out
+
+
+def _combine(op, i, pl, mesh, hw, mask, open_, groups):
+    """Put op i's all-reduces in a combined group (XLA's all-reduce combiner: same
+    axes, none depending on another, within the backend's limits); returns op i's bit
+    for the dependency masks of the values downstream."""
+    bit = 1 << i
+    key = pl.reduce[0].axes
+    members = [(i, k, local_bytes(v.aval, c, mesh), bool(pl.result_comms[k]))
+               for k, (v, c) in enumerate(zip(op.outputs, pl.computed))]
+    g = open_.get(key)
+    if g is not None:
+        gmask, nbytes, group = g
+        new = nbytes + sum(m[2] for m in members)
+        if not mask & gmask and new <= hw.combine_bytes and \
+                len(group) + len(members) <= hw.combine_count:
+            group += members
+            open_[key] = (gmask | bit, new, group)
+            return bit
+    group = list(members)
+    groups.append(group)
+    open_[key] = (bit, sum(m[2] for m in members), group)
+    return bit
