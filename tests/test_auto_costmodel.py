@@ -88,7 +88,8 @@ func @f(%a: f32[16,32] [{x}, {}], %b: f32[16,32] [{}, {x}]) -> (f32[16,32] [{x},
 
 SCAN = """mesh <x=2, y=4>
 func @f(%h: f32[4,16] [{x}, {y}], %ws: f32[3,16,16] [{}, {}, {y}]) -> (f32[4,16] [{x}, {y}]) {
-  %0: f32[4,16] [{x}, {y}] = scan(%h, %ws) {num_carry=1, num_xs=1, length=3, reverse=False, unroll=1} {
+  %0: f32[4,16] [{x}, {y}] = scan(%h, %ws) {num_carry=1, num_xs=1, length=3, \
+reverse=False, unroll=1} {
   ^(%1: f32[4,16] [{x}, {y}], %2: f32[16,16] [{}, {y}]):
     %3: f32[4,16] [{x}, {y}] = dot_general(%1, %2) {contracting=((1,), (0,)), batch=((), ())}
     %4: f32[4,16] [{x}, {y}] = tanh(%3)
@@ -132,7 +133,8 @@ func @f(%a: f32[8,16] [{x}, {}], %w: f32[16,16] [{x}, {}]) -> (f32[8,16] [{x}, {
 
 
 TWO_SUMS = """mesh <x=2>
-func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[8,16] [{x}, {}]) -> (f32[4,16] [{}, {}], f32[4,16] [{}, {}]) {
+func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[8,16] [{x}, {}]) \
+-> (f32[4,16] [{}, {}], f32[4,16] [{}, {}]) {
   %0: f32[4,16] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
   %1: f32[4,16] [{}, {}] = dot_general(%a, %c) {contracting=((1,), (0,)), batch=((), ())}
   return %0, %1
@@ -151,7 +153,8 @@ def test_independent_all_reduces_combined_keep_their_buffers_live():
 
 def test_dependent_all_reduces_are_not_combined():
     p = parse_program("""mesh <x=2>
-func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[16,8] [{x}, {}]) -> (f32[4,8] [{}, {}]) {
+func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[16,8] [{x}, {}]) \
+-> (f32[4,8] [{}, {}]) {
   %0: f32[4,16] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
   %1: f32[4,8] [{}, {}] = dot_general(%0, %c) {contracting=((1,), (0,)), batch=((), ())}
   return %1
