@@ -139,10 +139,12 @@ def _peak(p, mesh, hw, skip):
             size[key], first[key] = nbytes, at
         last[key] = max(last.get(key, at), at)
 
+    buf_end = {}       # per buffer: the last use of any value in it
     for v in p.inputs:                     # a body's block arguments
         if id(v) not in skip:
             buffer(id(v), _bytes(v, v.sharding, mesh), 0)
             buf_of[id(v)] = id(v)
+            buf_end[id(v)] = last_use.get(id(v), 0)
     extra = [0] * (n + 1)
     masks, groups, open_ = {}, [], {}
     into_output = set()
@@ -167,7 +169,14 @@ def _peak(p, mesh, hw, skip):
             if id(v) in skip:      # an output: an operand dying here may become its buffer
                 if rules[i] is not None and rules[i].elementwise:
                     into_output.update(buf_of.get(id(u)) for u in reads[i]
-                                       if last_use.get(id(u)) == i)
+                                       if buf_end.get(buf_of.get(id(u))) == i)
+                continue
+            u = op.inputs[0] if len(op.inputs) == 1 else None
+            if op.prim.name in _ALIAS and type(u) is not Lit and id(u) not in fused and \
+                    u.sharding == v.sharding:     # the operand's buffer, not a copy
+                if id(u) in buf_of:
+                    buf_of[id(v)] = b = buf_of[id(u)]
+                    buf_end[b] = max(buf_end[b], last_use.get(id(v), i))
                 continue
             nbytes = _bytes(v, v.sharding, mesh)
             b = None
@@ -175,7 +184,7 @@ def _peak(p, mesh, hw, skip):
                 # written over an operand that dies here
                 for u in reads[i]:
                     bu = buf_of.get(id(u))
-                    if bu is not None and last_use.get(id(u)) == i and size[bu] == nbytes \
+                    if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
                             and bu not in taken and id(u) not in outs:
                         b = bu
                         break
@@ -184,6 +193,7 @@ def _peak(p, mesh, hw, skip):
                 buffer(b, nbytes, i)
             taken.add(b)
             buf_of[id(v)] = b
+            buf_end[b] = max(buf_end.get(b, i), last_use.get(id(v), i))
         if pl is None:
             for v in op.outputs:
                 masks[id(v)] = mask
@@ -226,6 +236,10 @@ def _peak(p, mesh, hw, skip):
 
 
 _LOOPS = frozenset({"scan", "while", "cond"})   # bodies with buffers of their own
+# Ops XLA turns into no-ops (a copy to the same layout, a bitcast, an annotation): the
+# result is its operand's buffer.
+_ALIAS = frozenset({"copy", "reshape", "sharding_constraint", "name", "pvary", "squeeze",
+                    "expand_dims"})
 
 
 def _ends(r):
