@@ -110,7 +110,7 @@ def test_a_scan_body_costs_length_times():
     assert b.collective_bytes == 3 * 128
     dot = next(c for op, c in b.ops if op.prim.name == "dot_general")
     assert dot.flops == 2 * 4 * 16 * 16 / 8 and dot.runs == 3
-    assert b.total.flops == pytest.approx(3 * (2 * 4 * 16 * 16 / 8 + 4 * 16 / 8))
+    assert b.flops == pytest.approx(3 * (2 * 4 * 16 * 16 / 8 + 4 * 16 / 8))
     assert "predicted step" in str(b)
 
 

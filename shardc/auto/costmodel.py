@@ -28,7 +28,7 @@ from ..ir.program import Lit
 from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..propagate import axes as ax
 from ..propagate.cost import reduction, reshard
-from ..propagate.factors import _FS, _project, _unproject, default_rule
+from ..propagate.factors import _FS, _project, _unproject, cached_rule, default_rule
 from ..propagate.state import _State
 
 INF = float("inf")
@@ -130,12 +130,6 @@ class Cost:
     def sent_bytes(self) -> int:
         return sum(c.sent for c in self.comm) * self.runs
 
-    def __add__(self, o: "Cost") -> "Cost":
-        return Cost(self.compute_s * self.runs + o.compute_s * o.runs,
-                    self.comm * self.runs + o.comm * o.runs,
-                    self.comm_s * self.runs + o.comm_s * o.runs,
-                    self.flops * self.runs + o.flops * o.runs)
-
 
 class Plan:
     """How one op runs: per operand the dims it is resharded to (None: as it is) and
@@ -192,7 +186,10 @@ def plan(op, in_dims=None, out_dims=None, mesh=None, rule=None) -> Plan | None:
         rule = default_rule(op)
     if rule is None:
         return None
-    ins, outs = _io_dims(op, in_dims, out_dims, mesh)
+    return _plan(op, rule, *_io_dims(op, in_dims, out_dims, mesh), mesh)
+
+
+def _plan(op, rule, ins, outs, mesh) -> Plan:
     sizes, kinds = rule.sizes, rule.kinds
     pf = [None if d is None else _factors_of(m, d, sizes) for m, d in zip(rule.operands, ins)]
     res = {}
@@ -286,13 +283,16 @@ def flops(op, pl: Plan) -> float:
     return work * (2 if n_tensors > 1 and REDUCTION in rule.kinds else 1)
 
 
-def op_cost(op, in_dims=None, out_dims=None, mesh=None, hw=CPU, seen=None) -> Cost:
+def op_cost(op, in_dims=None, out_dims=None, mesh=None, hw=CPU, seen=None,
+            rules=None) -> Cost:
     """Cost of one op under the given shardings (see `plan`). `seen`: a set of
-    (operand, target dims) already resharded earlier in the program, not paid again."""
-    pl = plan(op, in_dims, out_dims, mesh)
-    if pl is None:
+    (operand, target dims) already resharded earlier in the program, not paid again;
+    `rules`: a dict caching factor rules across calls (propagate's cached_rule)."""
+    rule = default_rule(op) if rules is None else cached_rule(op, rules)
+    if rule is None:
         return Cost()
     ins, outs = _io_dims(op, in_dims, out_dims, mesh)
+    pl = _plan(op, rule, ins, outs, mesh)
     comm = []
     for v, t, cs in zip(op.inputs, pl.targets, pl.operand_comms):
         if t is None or not cs:
@@ -328,21 +328,25 @@ def reshard_cost(aval, src, dst, mesh, hw=CPU) -> Cost:
 
 class Breakdown:
     """A program's predicted cost: `ops` [(op, Cost)] (a loop body's ops with `runs`
-    its trip count), `returns` [(value, Cost)] (reshards to the output shardings) and
-    `total`."""
+    its trip count), `returns` [(value, Cost)] (reshards to the output shardings), and
+    per call: compute_s, comm_s, total_s, flops, collective_bytes (as shardc.report
+    counts them), sent_bytes."""
 
     def __init__(self, ops, returns):
         self.ops, self.returns = ops, returns
-        total = Cost()
-        for _, c in ops + returns:
-            total = total + c
-        self.total = total
+        every = [c for _, c in ops + returns]
+        self.compute_s = sum(c.compute_s * c.runs for c in every)
+        self.comm_s = sum(c.comm_s * c.runs for c in every)
+        self.flops = sum(c.flops * c.runs for c in every)
+        self.collective_bytes = sum(c.comm_bytes for c in every)
+        self.sent_bytes = sum(c.sent_bytes for c in every)
 
     @property
-    def collective_bytes(self) -> int:
-        return self.total.comm_bytes
+    def total_s(self) -> float:
+        return self.compute_s + self.comm_s
 
     def by_kind(self) -> dict:
+        """Collective bytes per call by kind."""
         out = {}
         for _, c in self.ops + self.returns:
             for m in c.comm:
@@ -350,11 +354,10 @@ class Breakdown:
         return out
 
     def __str__(self):
-        t = self.total
         kinds = ", ".join(f"{k} {v} B" for k, v in self.by_kind().items()) or "none"
-        return (f"predicted step: {t.total_s * 1e3:.3f} ms (compute {t.compute_s * 1e3:.3f} "
-                f"ms, {t.flops:.3g} flops; communication {t.comm_s * 1e3:.3f} ms, "
-                f"{t.comm_bytes} B: {kinds})")
+        return (f"predicted step: {self.total_s * 1e3:.3f} ms (compute "
+                f"{self.compute_s * 1e3:.3f} ms, {self.flops:.3g} flops; communication "
+                f"{self.comm_s * 1e3:.3f} ms, {self.collective_bytes} B: {kinds})")
 
 
 def region_runs(op) -> list:
@@ -369,9 +372,8 @@ def region_runs(op) -> list:
 def program_cost(program, hw=CPU) -> Breakdown:
     """The predicted cost of a propagated program (every value has its sharding)."""
     mesh = program.mesh
-    seen = set()
     rows = []
-    _visit(program, mesh, hw, 1, seen, rows)
+    _visit(program, mesh, hw, 1, set(), rows, {})
     rets = []
     for v, s in zip(program.outputs, program.out_shardings):
         if type(v) is not Lit and s is not None and v.sharding != s:
@@ -381,9 +383,9 @@ def program_cost(program, hw=CPU) -> Breakdown:
     return Breakdown(rows, rets)
 
 
-def _visit(p, mesh, hw, runs, seen, rows):
+def _visit(p, mesh, hw, runs, seen, rows, rules):
     for op in p.ops:
-        c = op_cost(op, mesh=mesh, hw=hw, seen=seen)
+        c = op_cost(op, mesh=mesh, hw=hw, seen=seen, rules=rules)
         c.runs = runs
         rows.append((op, c))
         if not op.regions:
@@ -391,7 +393,7 @@ def _visit(p, mesh, hw, runs, seen, rows):
         subs = []
         for r, n in zip(op.regions, region_runs(op)):
             sub = []
-            _visit(r, mesh, hw, runs * n, seen, sub)
+            _visit(r, mesh, hw, runs * n, seen, sub, rules)
             subs.append(sub)
         if op.prim.name == "cond":     # one branch runs: count the costliest
             subs = [max(subs, key=lambda s: sum(c.total_s * c.runs for _, c in s))]

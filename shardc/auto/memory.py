@@ -23,7 +23,7 @@ import dataclasses
 
 from .costmodel import CPU, local_bytes, plan
 from ..ir.program import Lit
-from ..propagate.factors import default_rule
+from ..propagate.factors import cached_rule
 
 
 @dataclasses.dataclass
@@ -74,7 +74,7 @@ def memory_breakdown(program, hw=CPU) -> Memory:
                 break
     skip = {id(v) for v in program.inputs} | {id(v) for v in program.outputs
                                               if type(v) is not Lit}
-    temps, at = _peak(program, mesh, hw, skip)
+    temps, at = _peak(program, mesh, hw, skip, {})
     return Memory(args, outs, temps, aliased, at)
 
 
@@ -108,12 +108,12 @@ def _absorbs(op, rule):
                                or op.prim.name.startswith("reduce_"))
 
 
-def _peak(p, mesh, hw, skip):
+def _peak(p, mesh, hw, skip, cache):
     """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
     op where it is reached)."""
     ops = p.ops
     n = len(ops)
-    rules = [default_rule(op) for op in ops]
+    rules = [cached_rule(op, cache) for op in ops]
     made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     users = {}
     for i, op in enumerate(ops):
@@ -158,7 +158,7 @@ def _peak(p, mesh, hw, skip):
             mask |= masks.get(id(v), 0)
         inline = op.regions and op.prim.name not in _LOOPS
         if op.regions:     # an inlined body's arguments and results are the op's own
-            extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set())[0]
+            extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
                            for r in op.regions)
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
