@@ -11,9 +11,10 @@ An op's *plan* says how it runs under operand shardings `in_dims` and result sha
      an all-reduce (the dot handler's "lhs matches output, replicate rhs" and
      "contracting dims partitioned alike" cases; elementwise ops: operands to the
      result's sharding);
-  2. the operands agree with each other (not with the result): the op runs on their
-     sharding, its partial result is all-reduced, then resharded to the result (a
-     reduce-scatter is an all-reduce of the same buffer plus a local slice on CPU);
+  2. the operands agree with each other (not with the result) and split a reduction
+     factor: the op runs on their sharding, its partial result is all-reduced, then
+     resharded to the result (a reduce-scatter is an all-reduce of the same buffer
+     plus a local slice on CPU); other ops (a broadcast, say) go to 3;
   3. otherwise the result's sharding decides the pass factors, each reduction factor
      keeps the largest free axes an operand has, and operands are resharded to that.
 The collectives' bytes come from propagate/cost.py (`reshard`, `reduction`); a
@@ -219,8 +220,8 @@ def _plan(op, rule, ins, outs, mesh) -> Plan:
                 if fac.setdefault(f, a) != a or (a and kinds[f] == NEED_REPLICATION):
                     agree = False
         taken = [a for a in fac.values() for a in a]
-        if agree and len(taken) == len(set(taken)) and not any(
-                _clash([x], taken[i + 1:]) for i, x in enumerate(taken)):
+        if agree and any(fac.get(f) for f in red) and len(taken) == len(set(taken)) and \
+                not any(_clash([x], taken[i + 1:]) for i, x in enumerate(taken)):
             cands.append(fac)
     if not cands:     # 3. the result decides, reductions keep free operand axes
         fac = base()

@@ -140,6 +140,7 @@ def _peak(p, mesh, hw, skip, cache):
         last[key] = max(last.get(key, at), at)
 
     buf_end = {}       # per buffer: the last use of any value in it
+    params = {id(v) for v in p.inputs}
     for v in p.inputs:                     # a body's block arguments
         if id(v) not in skip:
             buffer(id(v), _bytes(v, v.sharding, mesh), 0)
@@ -199,8 +200,9 @@ def _peak(p, mesh, hw, skip, cache):
                 masks[id(v)] = mask
             continue
         for v, t in zip(op.inputs, pl.targets):
-            if t is not None:
-                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh), i)
+            if t is not None:    # an argument's reshard depends on nothing: XLA runs it first
+                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh),
+                       0 if id(v) in params else i)
         for k, (v, c) in enumerate(zip(op.outputs, pl.computed)):
             if pl.result_comms[k] and not reduced:     # computed one way, then resharded
                 buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)
