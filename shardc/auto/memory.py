@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .costmodel import CPU, local_bytes, plan
+from .costmodel import CPU, dims, local_bytes, plan
 from ..ir.program import Lit
 from ..propagate.factors import cached_rule
 
@@ -163,8 +163,23 @@ def _peak(p, mesh, hw, skip, cache):
                            for r in op.regions)
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
-        taken = set()
+        taken, partials = set(), {}
+
+        def over(nbytes):
+            """The buffer of an operand dying here that the result can overwrite."""
+            for u in reads[i]:
+                bu = buf_of.get(id(u))
+                if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
+                        and bu not in taken and id(u) not in outs:
+                    return bu
+            return None
+
         for k, v in enumerate(op.outputs):
+            if reduced:    # the op writes its partial sum; the all-reduce, the value
+                c = local_bytes(v.aval, pl.computed[k], mesh)
+                partials[k] = over(c) or ("partial", i, k)
+                buffer(partials[k], c, i)
+                taken.add(partials[k])
             if id(v) in fused:
                 continue
             if id(v) in skip:      # an output: an operand dying here may become its buffer
@@ -180,15 +195,8 @@ def _peak(p, mesh, hw, skip, cache):
                     buf_end[b] = max(buf_end[b], last_use.get(id(v), i))
                 continue
             nbytes = _bytes(v, v.sharding, mesh)
-            b = None
-            if inline or (rules[i] is not None and rules[i].elementwise):
-                # written over an operand that dies here
-                for u in reads[i]:
-                    bu = buf_of.get(id(u))
-                    if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
-                            and bu not in taken and id(u) not in outs:
-                        b = bu
-                        break
+            b = None if reduced else \
+                over(nbytes) if inline or (rules[i] and rules[i].elementwise) else None
             if b is None:
                 b = ("value", i, k)
                 buffer(b, nbytes, i)
@@ -207,33 +215,37 @@ def _peak(p, mesh, hw, skip, cache):
             if pl.result_comms[k] and not reduced:     # computed one way, then resharded
                 buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)
         if reduced:
-            mask |= _combine(op, i, pl, mesh, hw, mask, open_, groups)
+            mask |= _combine(op, i, pl, mesh, hw, mask, open_, groups, partials, buf_of)
         for v in op.outputs:
             masks[id(v)] = mask
-    for g in groups:
-        at = max(i for i, _, _, _ in g)
-        for i, k, nbytes, resliced in g:
-            if len(g) > 1:     # combined: partials live until it runs, out of place
-                buffer(("partial", i, k), nbytes, i)
-                last[("partial", i, k)] = at
+    # positions in half steps: an op at 2i; an all-reduce's result, and a value sliced
+    # from it, after its partial sums are gone (2g+1)
+    late = {}
+    for g in groups:        # partial sums live until their (combined) all-reduce runs
+        at = max(m[0] for m in g)
+        for i, k, nbytes, resliced, key, value in g:
+            if key is not None:
+                last[key] = max(last[key], at)
+            if resliced:       # its result, which the value is then sliced from
                 buffer(("reduced", i, k), nbytes, at)
-            elif resliced:     # in place, then sliced or moved to the result's sharding
-                buffer(("partial", i, k), nbytes, i)
+            if value is not None and value in size:
+                late[value] = 2 * at + resliced
     for v in p.outputs:
         b = buf_of.get(id(v)) if type(v) is not Lit else None
         if b is not None:
             last[b] = n
     for b in into_output:
         size.pop(b, None)
-    live = [0] * (n + 2)
+    live = [0] * (2 * n + 3)
     for key, nbytes in size.items():
-        live[first[key]] += nbytes
-        live[last[key] + 1] -= nbytes
+        start = late.get(key, 2 * first[key])
+        live[start] += nbytes
+        live[max(2 * last[key], start) + 1] -= nbytes
     best, at, cur = 0, None, 0
-    for i in range(n + 1):
+    for i in range(2 * n + 2):
         cur += live[i]
-        if cur + extra[i] > best:
-            best, at = cur + extra[i], ops[i] if i < n else None
+        if cur + extra[i // 2] > best:
+            best, at = cur + extra[i // 2], ops[i // 2] if i // 2 < n else None
     return best, at
 
 
@@ -263,13 +275,16 @@ def _reads(op, fused, made, ops):
     return out
 
 
-def _combine(op, i, pl, mesh, hw, mask, open_, groups):
+def _combine(op, i, pl, mesh, hw, mask, open_, groups, partials, buf_of):
     """Put op i's all-reduces in a combined group (XLA's all-reduce combiner: same
     axes, none depending on another, within the backend's limits); returns op i's bit
     for the dependency masks of the values downstream."""
     bit = 1 << i
     key = pl.reduce[0].axes
-    members = [(i, k, local_bytes(v.aval, c, mesh), bool(pl.result_comms[k]))
+    # (op, result, bytes, sliced from the all-reduce's result?, partial sum's buffer,
+    # the value's buffer)
+    members = [(i, k, local_bytes(v.aval, c, mesh), c != dims(v.sharding, v.aval.ndim, mesh),
+                partials.get(k), buf_of.get(id(v)))
                for k, (v, c) in enumerate(zip(op.outputs, pl.computed))]
     g = open_.get(key)
     if g is not None:
