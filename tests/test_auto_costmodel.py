@@ -190,14 +190,45 @@ def test_small_programs_temporaries_match_xla():
 
 # ---------------------------------------------------------------- calibration
 
-CALIBRATED = ["mlp_tp", "transformer_block", "train_step", "deep_mlp", "deep_mlp_scan"]
+DM = ("data", "model")
+
+
+def _fsdp(tree):
+    """Every leaf's first dim over the whole (data, model) mesh."""
+    import jax
+    return jax.tree.map(lambda a: PS(DM, *[None] * (a.ndim - 1)), tree)
+
+
+def _dp(tree):
+    import jax
+    return jax.tree.map(lambda a: PS(), tree)
+
+
+# (bench program, its argument specs or None for the bench's own): the bench programs
+# and the hand strategies the solver weighs against each other
+CALIBRATED = {
+    "mlp_tp": ("mlp_tp", None),
+    "transformer_block": ("transformer_block", None),
+    "train_step": ("train_step", None),
+    "deep_mlp": ("deep_mlp", None),
+    "deep_mlp_scan": ("deep_mlp_scan", None),
+    "mlp_tp/fsdp": ("mlp_tp", lambda x, *ws: (PS(DM, None), *_fsdp(ws))),
+    "transformer_block/fsdp": ("transformer_block", lambda x, p: (PS(DM, None, None),
+                                                                  _fsdp(p))),
+    "transformer_block/dp": ("transformer_block", lambda x, p: (PS(DM, None, None), _dp(p))),
+    "deep_mlp/fsdp": ("deep_mlp", lambda x, p: (PS(DM, None), _fsdp(p))),
+}
 
 
 def calibrate(name):
     """(predicted, compiled) collective bytes per call and peak bytes per device."""
-    prog = P.all_programs()[name]
+    bench, specs = CALIBRATED[name]
+    prog = dataclasses.replace(P.all_programs()[bench])
+    inputs = prog.make_inputs()
+    if specs is not None:
+        prog.specs = specs(*inputs)
     mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
-    args = P.place(prog, mesh, prog.make_inputs())
+    args = P.place(prog, mesh, inputs)
     compiled = prog.fresh(P.frameworks()["shardc"]).lower(*args).compile()
     program = compiled.lowered.traced.program
     xla_bytes = sum(c.bytes * c.runs for c in collectives(compiled.as_text(), mesh))
@@ -208,9 +239,8 @@ def calibrate(name):
             memory.peak_memory(program), xla_peak)
 
 
-@pytest.mark.parametrize("name", CALIBRATED)
+@pytest.mark.parametrize("name", list(CALIBRATED))
 def test_predictions_match_what_xla_compiles(name):
     ours_b, xla_b, ours_m, xla_m = calibrate(name)
-    assert xla_b > 0
     assert abs(ours_b - xla_b) <= 0.10 * xla_b, (ours_b, xla_b)
     assert abs(ours_m - xla_m) <= 0.15 * xla_m, (ours_m, xla_m)

@@ -4,18 +4,22 @@ temporaries (the peak of everything else live at once), peak = their sum less th
 donated arguments an output reuses.
 
 A value is live from the op that defines it to its last use and takes its shard's
-bytes. Collectives add buffers of their own, from the op's plan (costmodel.plan):
-  * an operand resharded for an op (a gathered weight, say) is a new buffer, live from
-    its first use to its last (XLA's CSE gives every use of one value resharded one way
-    the same buffer: a weight gathered for the forward pass is kept for the backward);
-  * an op whose reduction factors are sharded computes a partial result that lives
-    until its all-reduce, whose output is another buffer of the same size (XLA's
-    collectives run out of place); the backend's all-reduce combiner merges
-    independent all-reduces over the same axes into one op (`Hardware.combine_*`), so
-    each partial lives until the last one of its group is computed.
-A region op (scan, while, cond bodies) adds its body's own peak on top of what is live
-at the op. XLA fuses elementwise chains and packs its heap: the model counts every op
-result, an upper bound on the temporaries that the calibration keeps within 15 %.
+bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration test):
+  * broadcasts, reshapes and converts are fused into the elementwise or reduce ops
+    reading them, as is an elementwise op into its only reader: no buffer of their
+    own; copies, reshapes and annotations of a value are that value's buffer;
+  * an elementwise op (or an inlined body such as custom_vjp's) writes over an
+    operand of its size that dies there, and an elementwise op producing an output
+    makes that operand's buffer the output's (no temporary);
+  * an operand resharded for an op (a gathered weight) is a new buffer, live until
+    its last use (XLA's CSE gives every use of one value resharded one way the same
+    buffer: a weight gathered for the forward pass is kept for the backward); an
+    argument's reshard depends on nothing and is scheduled first;
+  * an op with sharded reduction factors writes a partial sum (over an operand
+    dying there if one fits) that lives until its all-reduce, which runs out of
+    place; the backend's combiner merges independent all-reduces over the same axes
+    (`Hardware.combine_*`), so each partial lives until the last of its group.
+A loop or cond body adds its own peak on top of what is live at the op.
 """
 from __future__ import annotations
 
