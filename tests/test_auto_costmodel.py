@@ -212,6 +212,7 @@ CALIBRATED = {
     "train_step": ("train_step", None),
     "deep_mlp": ("deep_mlp", None),
     "deep_mlp_scan": ("deep_mlp_scan", None),
+    "train_step_scan": ("train_step_scan", None),
     "mlp_tp/fsdp": ("mlp_tp", lambda x, *ws: (PS(DM, None), *_fsdp(ws))),
     "transformer_block/fsdp": ("transformer_block", lambda x, p: (PS(DM, None, None),
                                                                   _fsdp(p))),

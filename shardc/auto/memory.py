@@ -165,6 +165,11 @@ def _peak(p, mesh, hw, skip, cache):
         if op.regions:     # an inlined body's arguments and results are the op's own
             extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
                            for r in op.regions)
+        if op.prim.name == "scan":     # stacked inputs computed earlier (another loop's
+            # results, say) are copied into the loop's state by XLA's copy insertion
+            extra[i] += sum(_bytes(v, v.sharding, mesh)
+                            for v in op.inputs[op.params.get("num_carry", 0):]
+                            if type(v) is not Lit and id(v) in buf_of)
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
