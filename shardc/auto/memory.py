@@ -19,7 +19,8 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     dying there if one fits) that lives until its all-reduce, which runs out of
     place; the backend's combiner merges independent all-reduces over the same axes
     (`Hardware.combine_*`), so each partial lives until the last of its group.
-A loop or cond body adds its own peak on top of what is live at the op.
+A loop or cond body adds its own peak on top of what is live at the op, and a scan
+holds a copy of the stacked inputs computed before it (XLA's copy insertion).
 """
 from __future__ import annotations
 
