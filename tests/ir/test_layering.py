@@ -6,7 +6,7 @@ import pathlib
 SHARDC = pathlib.Path(__file__).resolve().parents[2] / "shardc"
 
 # Lowest first. A module may import its own stage and any stage before it.
-STAGES = ["errors", "ir", "trace", "propagate", "lower", "ops", "transforms", "runtime",
+STAGES = ["errors", "ir", "trace", "propagate", "auto", "lower", "ops", "transforms", "runtime",
           "api", "frontends", "tools", "public"]
 PUBLIC = {"", "numpy", "lax", "nn", "debug", "distributed", "report", "launch", "__main__",
           "ad_checkpoint", "random", "scipy", "sharding", "checkpoints"}

@@ -1,0 +1,311 @@
+"""Peak memory per device of a sharded program, from liveness over its ops in order
+(no compile), split as XLA's memory_analysis() splits it: arguments, outputs and
+temporaries (the peak of everything else live at once), peak = their sum less the
+donated arguments an output reuses.
+
+A value is live from the op that defines it to its last use and takes its shard's
+bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration test):
+  * broadcasts, reshapes and converts are fused into the elementwise or reduce ops
+    reading them, as is an elementwise op into its only reader: no buffer of their
+    own; copies, reshapes and annotations of a value are that value's buffer;
+  * an elementwise op (or an inlined body such as custom_vjp's) writes over an
+    operand of its size that dies there, and an elementwise op producing an output
+    makes that operand's buffer the output's (no temporary);
+  * an operand resharded for an op (a gathered weight) is a new buffer, live until
+    its last use (XLA's CSE gives every use of one value resharded one way the same
+    buffer: a weight gathered for the forward pass is kept for the backward); an
+    argument's reshard depends on nothing and is scheduled first;
+  * an op with sharded reduction factors writes a partial sum (over an operand
+    dying there if one fits) that lives until its all-reduce, which runs out of
+    place; the backend's combiner merges independent all-reduces over the same axes
+    (`Hardware.combine_*`), so each partial lives until the last of its group.
+A loop or cond body adds its own peak on top of what is live at the op, and a scan
+holds a copy of the stacked inputs computed before it (XLA's copy insertion).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .costmodel import CPU, dims, local_bytes, plan
+from ..ir.program import Lit
+from ..propagate.factors import cached_rule
+
+
+@dataclasses.dataclass
+class Memory:
+    """Per-device bytes: arguments, outputs, temporaries (their peak), `aliased` (donated
+    arguments reused as outputs); `at`: the op where the temporaries peak."""
+    arguments: int
+    outputs: int
+    temporaries: int
+    aliased: int = 0
+    at: object = None
+
+    @property
+    def peak(self) -> int:
+        return self.arguments + self.outputs + self.temporaries - self.aliased
+
+    def __str__(self):
+        return (f"peak {self.peak} B per device: arguments {self.arguments}, outputs "
+                f"{self.outputs}, temporaries {self.temporaries}"
+                + (f", aliased {self.aliased}" if self.aliased else ""))
+
+
+def _bytes(v, sharding, mesh) -> int:
+    try:
+        return local_bytes(v.aval, sharding, mesh)
+    except (AttributeError, TypeError):   # a token or an opaque type: no data to count
+        return 0
+
+
+def memory_breakdown(program, hw=CPU) -> Memory:
+    """Arguments, outputs and peak temporaries per device of a propagated program."""
+    mesh = program.mesh
+    args = sum(_bytes(v, v.sharding, mesh) for v in program.inputs)
+    outs, out_sizes = 0, []
+    for v, s in zip(program.outputs, program.out_shardings):
+        n = _bytes(v, s if s is not None else v.sharding, mesh)
+        outs += n
+        out_sizes.append((v.aval, s if s is not None else v.sharding, n))
+    aliased = 0
+    donate = program.meta.get("donate") or ()
+    for v, d in zip(program.inputs, donate):
+        if not d:
+            continue
+        for i, (a, s, n) in enumerate(out_sizes):
+            if a == v.aval and s == v.sharding:
+                aliased += n
+                out_sizes[i] = (None, None, 0)
+                break
+    skip = {id(v) for v in program.inputs} | {id(v) for v in program.outputs
+                                              if type(v) is not Lit}
+    temps, at = _peak(program, mesh, hw, skip, {})
+    return Memory(args, outs, temps, aliased, at)
+
+
+def peak_memory(program, hw=CPU) -> int:
+    """Predicted peak bytes per device (as arguments + outputs + temporaries - aliased
+    in XLA's memory_analysis())."""
+    return memory_breakdown(program, hw).peak
+
+
+def _uses(op):
+    """Values an op reads, those its regions' ops read included (a body may read an
+    outer value directly)."""
+    yield from op.inputs
+    for r in op.regions:
+        for o in r.walk():
+            yield from o.inputs
+
+
+# Ops XLA fuses into the elementwise or reduce kernel that reads their result (loop
+# and input fusion): their result is never a buffer of its own.
+_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota",
+                    "squeeze", "expand_dims"})
+
+
+def _fusible(op, rule):
+    return not op.regions and (op.prim.name in _CHEAP or (rule is not None and rule.elementwise))
+
+
+def _absorbs(op, rule):
+    return not op.regions and ((rule is not None and rule.elementwise)
+                               or op.prim.name.startswith("reduce_"))
+
+
+def _peak(p, mesh, hw, skip, cache):
+    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
+    op where it is reached)."""
+    ops = p.ops
+    n = len(ops)
+    rules = [cached_rule(op, cache) for op in ops]
+    made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
+    users = {}
+    for i, op in enumerate(ops):
+        for v in _uses(op):
+            if type(v) is not Lit:
+                users.setdefault(id(v), set()).add(i)
+    outs = {id(v) for v in p.outputs if type(v) is not Lit}
+    # broadcasts and the like are fused into every consumer, other elementwise ops into
+    # their only one (XLA keeps a result several kernels read)
+    fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
+             if id(v) in users and id(v) not in outs and id(v) not in skip
+             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1)
+             and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
+    reads = [_reads(op, fused, made, ops) for op in ops]
+    last_use = {}
+    for i, vs in enumerate(reads):
+        for v in vs:
+            last_use[id(v)] = i
+    first, last, size, buf_of = {}, {}, {}, {}
+
+    def buffer(key, nbytes, at):
+        if key not in size:
+            size[key], first[key] = nbytes, at
+        last[key] = max(last.get(key, at), at)
+
+    buf_end = {}       # per buffer: the last use of any value in it
+    params = {id(v) for v in p.inputs}
+    for v in p.inputs:                     # a body's block arguments
+        if id(v) not in skip:
+            buffer(id(v), _bytes(v, v.sharding, mesh), 0)
+            buf_of[id(v)] = id(v)
+            buf_end[id(v)] = last_use.get(id(v), 0)
+    extra = [0] * (n + 1)
+    masks, groups, open_ = {}, [], {}
+    into_output = set()
+    for i, op in enumerate(ops):
+        for v in reads[i]:
+            b = buf_of.get(id(v))
+            if b is not None:
+                last[b] = max(last[b], i)
+        mask = 0
+        for v in op.inputs:
+            mask |= masks.get(id(v), 0)
+        inline = op.regions and op.prim.name not in _LOOPS
+        if op.regions:     # an inlined body's arguments and results are the op's own
+            extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
+                           for r in op.regions)
+        if op.prim.name == "scan":     # stacked inputs computed earlier (another loop's
+            # results, say) are copied into the loop's state by XLA's copy insertion
+            extra[i] += sum(_bytes(v, v.sharding, mesh)
+                            for v in op.inputs[op.params.get("num_carry", 0):]
+                            if type(v) is not Lit and id(v) in buf_of)
+        pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
+        reduced = pl is not None and pl.reduce
+        taken, partials = set(), {}
+
+        def over(nbytes):
+            """The buffer of an operand dying here that the result can overwrite."""
+            for u in reads[i]:
+                bu = buf_of.get(id(u))
+                if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
+                        and bu not in taken and id(u) not in outs:
+                    return bu
+            return None
+
+        for k, v in enumerate(op.outputs):
+            if reduced:    # the op writes its partial sum; the all-reduce, the value
+                c = local_bytes(v.aval, pl.computed[k], mesh)
+                partials[k] = over(c) or ("partial", i, k)
+                buffer(partials[k], c, i)
+                taken.add(partials[k])
+            if id(v) in fused:
+                continue
+            if id(v) in skip:      # an output: an operand dying here may become its buffer
+                if rules[i] is not None and rules[i].elementwise:
+                    into_output.update(buf_of.get(id(u)) for u in reads[i]
+                                       if buf_end.get(buf_of.get(id(u))) == i)
+                continue
+            u = op.inputs[0] if len(op.inputs) == 1 else None
+            if op.prim.name in _ALIAS and type(u) is not Lit and id(u) not in fused and \
+                    u.sharding == v.sharding:     # the operand's buffer, not a copy
+                if id(u) in buf_of:
+                    buf_of[id(v)] = b = buf_of[id(u)]
+                    buf_end[b] = max(buf_end[b], last_use.get(id(v), i))
+                continue
+            nbytes = _bytes(v, v.sharding, mesh)
+            b = None if reduced else \
+                over(nbytes) if inline or (rules[i] and rules[i].elementwise) else None
+            if b is None:
+                b = ("value", i, k)
+                buffer(b, nbytes, i)
+            taken.add(b)
+            buf_of[id(v)] = b
+            buf_end[b] = max(buf_end.get(b, i), last_use.get(id(v), i))
+        if pl is None:
+            for v in op.outputs:
+                masks[id(v)] = mask
+            continue
+        for v, t in zip(op.inputs, pl.targets):
+            if t is not None:    # an argument's reshard depends on nothing: XLA runs it first
+                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh),
+                       0 if id(v) in params else i)
+        for k, (v, c) in enumerate(zip(op.outputs, pl.computed)):
+            if pl.result_comms[k] and not reduced:     # computed one way, then resharded
+                buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)
+        if reduced:
+            mask |= _combine(op, i, pl, mesh, hw, mask, open_, groups, partials, buf_of)
+        for v in op.outputs:
+            masks[id(v)] = mask
+    # positions in half steps: an op at 2i; an all-reduce's result, and a value sliced
+    # from it, after its partial sums are gone (2g+1)
+    late = {}
+    for g in groups:        # partial sums live until their (combined) all-reduce runs
+        at = max(m[0] for m in g)
+        for i, k, nbytes, resliced, key, value in g:
+            if key is not None:
+                last[key] = max(last[key], at)
+            if resliced:       # its result, which the value is then sliced from
+                buffer(("reduced", i, k), nbytes, at)
+            if value is not None and value in size:
+                late[value] = 2 * at + resliced
+    for v in p.outputs:
+        b = buf_of.get(id(v)) if type(v) is not Lit else None
+        if b is not None:
+            last[b] = n
+    for b in into_output:
+        size.pop(b, None)
+    live = [0] * (2 * n + 3)
+    for key, nbytes in size.items():
+        start = late.get(key, 2 * first[key])
+        live[start] += nbytes
+        live[max(2 * last[key], start) + 1] -= nbytes
+    best, at, cur = 0, None, 0
+    for i in range(2 * n + 2):
+        cur += live[i]
+        if cur + extra[i // 2] > best:
+            best, at = cur + extra[i // 2], ops[i // 2] if i // 2 < n else None
+    return best, at
+
+
+_LOOPS = frozenset({"scan", "while", "cond"})   # bodies with buffers of their own
+# Ops XLA turns into no-ops (a copy to the same layout, a bitcast, an annotation): the
+# result is its operand's buffer.
+_ALIAS = frozenset({"copy", "reshape", "sharding_constraint", "name", "pvary", "squeeze",
+                    "expand_dims"})
+
+
+def _ends(r):
+    return {id(v) for v in r.inputs} | {id(v) for v in r.outputs if type(v) is not Lit}
+
+
+def _reads(op, fused, made, ops):
+    """The buffers' values op reads: through producers fused into it, their operands."""
+    out, stack, seen = [], [v for v in _uses(op) if type(v) is not Lit], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if id(v) in fused:
+            stack += [u for u in ops[made[id(v)]].inputs if type(u) is not Lit]
+        else:
+            out.append(v)
+    return out
+
+
+def _combine(op, i, pl, mesh, hw, mask, open_, groups, partials, buf_of):
+    """Put op i's all-reduces in a combined group (XLA's all-reduce combiner: same
+    axes, none depending on another, within the backend's limits); returns op i's bit
+    for the dependency masks of the values downstream."""
+    bit = 1 << i
+    key = pl.reduce[0].axes
+    # (op, result, bytes, sliced from the all-reduce's result?, partial sum's buffer,
+    # the value's buffer)
+    members = [(i, k, local_bytes(v.aval, c, mesh), c != dims(v.sharding, v.aval.ndim, mesh),
+                partials.get(k), buf_of.get(id(v)))
+               for k, (v, c) in enumerate(zip(op.outputs, pl.computed))]
+    g = open_.get(key)
+    if g is not None:
+        gmask, nbytes, group = g
+        new = nbytes + sum(m[2] for m in members)
+        if not mask & gmask and new <= hw.combine_bytes and \
+                len(group) + len(members) <= hw.combine_count:
+            group += members
+            open_[key] = (gmask | bit, new, group)
+            return bit
+    group = list(members)
+    groups.append(group)
+    open_[key] = (bit, sum(m[2] for m in members), group)
+    return bit

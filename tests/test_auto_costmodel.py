@@ -1,0 +1,288 @@
+"""The cost model for automatic sharding (shardc/auto): hand-computed collectives, flops
+and peak memory of small IR programs under given (also hypothetical) shardings, and its
+calibration against what XLA compiles for the bench programs."""
+import dataclasses
+
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as PS
+
+import shardc
+from bench import programs as P
+from shardc.auto import costmodel as cm
+from shardc.auto import memory
+from shardc.ir.parse import parse_program
+from shardc.ir.program import Aval
+from shardc.ir.sharding import MeshShape, Sharding
+from shardc.tools.report import collectives
+
+MESH = MeshShape((("x", 2), ("y", 4)))
+F32 = np.dtype("float32")
+HW = cm.Hardware("test", 1e9, 1e9, {"x": 1e3, "*": 1e6}, {"x": 1.0, "*": 0.0})
+
+
+def kinds(cost):
+    return [(c.kind, tuple(a[0] for a in c.axes), c.buffer) for c in cost.comm]
+
+
+def test_reshard_time_is_latency_plus_bytes_over_the_slowest_axis():
+    a = Aval((16, 32), F32)                         # 2048 B
+    c = cm.reshard_cost(a, Sharding([["x"], []]), None, MESH, HW)
+    # all-gather over x: a ring sends half the 2048 B buffer, at x's 1e3 B/s, after 1 s
+    assert kinds(c) == [("all-gather", ("x",), 2048)]
+    assert c.comm_s == pytest.approx(1.0 + 1024 / 1e3)
+    c = cm.reshard_cost(a, [["x", "y"], []], None, MESH, HW)
+    # over both axes: 7/8 of 2048 B sent, x is the slowest link and has the latency
+    assert kinds(c) == [("all-gather", ("x", "y"), 2048)]
+    assert c.comm_s == pytest.approx(1.0 + 1792 / 1e3)
+    y_only = cm.reshard_cost(a, [["y"], []], None, MESH, HW)
+    assert y_only.comm_s == pytest.approx(1536 / 1e6)
+    # per-axis links from another profile
+    mixed = cm.GPU_NVLINK.on(x=cm.GPU_IB)
+    assert mixed.bandwidth("x") == cm.GPU_IB.bandwidth("x")
+    assert mixed.bandwidth("y") == cm.GPU_NVLINK.bandwidth("y")
+
+
+DOT = """mesh <x=2, y=4>
+func @f(%a: f32[8,16] [{}, {y}], %b: f32[16,32] [{y}, {}]) -> (f32[8,32] [{}, {}]) {
+  %0: f32[8,32] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
+  return %0
+}
+"""
+
+
+def test_dot_costs_under_its_own_and_hypothetical_shardings():
+    p = parse_program(DOT)
+    op = p.ops[0]
+    # as written: contraction on y, an all-reduce of the f32[8,32] (1024 B) result;
+    # 2*8*16*32 flops split over the 4 devices of y
+    c = cm.op_cost(op, mesh=MESH, hw=HW)
+    assert kinds(c) == [("all-reduce", ("y",), 1024)]
+    assert c.flops == 2 * 8 * 16 * 32 / 4
+    assert c.comm_s == pytest.approx(2 * 3 / 4 * 1024 / 1e6)
+    # rows on x in a and the result, b's rows (the contraction) on x too: a matches the
+    # result, so b is gathered whole (2048 B) and nothing is summed
+    c = cm.op_cost(op, [[["x"], []], [["x"], []]], [[["x"], []]], MESH, HW)
+    assert kinds(c) == [("all-gather", ("x",), 2048)]
+    assert c.flops == 2 * 8 * 16 * 32 / 2
+    # contraction on x in both operands, result columns on x: the operands agree, the
+    # partial f32[8,32] is all-reduced (1024 B) then sliced (a reduce-scatter)
+    c = cm.op_cost(op, [[[], ["x"]], [["x"], []]], [[[], ["x"]]], MESH, HW)
+    assert kinds(c) == [("all-reduce", ("x",), 1024)]
+    # replicated everything: no communication, every device does all the work
+    c = cm.op_cost(op, [None, None], [None], MESH, HW)
+    assert c.comm == [] and c.flops == 2 * 8 * 16 * 32
+
+
+def test_elementwise_operand_sharded_unlike_the_result_is_resharded():
+    p = parse_program("""mesh <x=2, y=4>
+func @f(%a: f32[16,32] [{x}, {}], %b: f32[16,32] [{}, {x}]) -> (f32[16,32] [{x}, {}]) {
+  %0: f32[16,32] [{x}, {}] = add(%a, %b)
+  return %0
+}
+""")
+    c = cm.op_cost(p.ops[0], mesh=MESH, hw=HW)
+    # b's 1024 B shard moves its x axis from dim 1 to dim 0
+    assert kinds(c) == [("all-to-all", ("x",), 1024)]
+    assert c.flops == 16 * 32 / 2
+
+
+SCAN = """mesh <x=2, y=4>
+func @f(%h: f32[4,16] [{x}, {y}], %ws: f32[3,16,16] [{}, {}, {y}]) -> (f32[4,16] [{x}, {y}]) {
+  %0: f32[4,16] [{x}, {y}] = scan(%h, %ws) {num_carry=1, num_xs=1, length=3, \
+reverse=False, unroll=1} {
+  ^(%1: f32[4,16] [{x}, {y}], %2: f32[16,16] [{}, {y}]):
+    %3: f32[4,16] [{x}, {y}] = dot_general(%1, %2) {contracting=((1,), (0,)), batch=((), ())}
+    %4: f32[4,16] [{x}, {y}] = tanh(%3)
+    return %4
+  }
+  return %0
+}
+"""
+
+
+def test_a_scan_body_costs_length_times():
+    p = parse_program(SCAN)
+    b = cm.program_cost(p, HW)
+    # per iteration the carry's columns (the contraction) are gathered over y to match
+    # the weight slice: its 32 B shard becomes 128 B; 3 iterations
+    assert [(k, c.buffer, cost.runs) for op, cost in b.ops for c in cost.comm
+            for k in [c.kind]] == [("all-gather", 128, 3)]
+    assert b.collective_bytes == 3 * 128
+    dot = next(c for op, c in b.ops if op.prim.name == "dot_general")
+    assert dot.flops == 2 * 4 * 16 * 16 / 8 and dot.runs == 3
+    assert b.flops == pytest.approx(3 * (2 * 4 * 16 * 16 / 8 + 4 * 16 / 8))
+    assert "predicted step" in str(b)
+
+
+def test_peak_memory_counts_a_gathered_weight_until_its_last_use():
+    p = parse_program("""mesh <x=2>
+func @f(%a: f32[8,16] [{x}, {}], %w: f32[16,16] [{x}, {}]) -> (f32[8,16] [{x}, {}]) {
+  %0: f32[8,16] [{x}, {}] = dot_general(%a, %w) {contracting=((1,), (0,)), batch=((), ())}
+  %1: f32[8,16] [{x}, {}] = tanh(%0)
+  %2: f32[8,16] [{x}, {}] = dot_general(%1, %w) {contracting=((1,), (0,)), batch=((), ())}
+  return %2
+}
+""")
+    m = memory.memory_breakdown(p)
+    # arguments: a 256 B and w 512 B per device; output 256 B. w is gathered whole
+    # (1024 B) once for both dots; %0 (256 B) and tanh, written over it, live until
+    # the second dot: 1280 B of temporaries
+    assert (m.arguments, m.outputs, m.temporaries) == (768, 256, 1280)
+    assert memory.peak_memory(p) == m.peak == 2304
+    assert cm.program_cost(p).collective_bytes == 1024      # one gather, reused
+
+
+TWO_SUMS = """mesh <x=2>
+func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[8,16] [{x}, {}]) \
+-> (f32[4,16] [{}, {}], f32[4,16] [{}, {}]) {
+  %0: f32[4,16] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
+  %1: f32[4,16] [{}, {}] = dot_general(%a, %c) {contracting=((1,), (0,)), batch=((), ())}
+  return %0, %1
+}
+"""
+
+
+def test_independent_all_reduces_combined_keep_their_buffers_live():
+    p = parse_program(TWO_SUMS)
+    # XLA:CPU combines the two independent all-reduces into one: both 256 B partial
+    # sums are live until it runs (its results are the outputs); alone, one at a time
+    assert memory.memory_breakdown(p).temporaries == 2 * 256
+    alone = dataclasses.replace(cm.CPU, combine_count=1)
+    assert memory.memory_breakdown(p, alone).temporaries == 256
+
+
+def test_dependent_all_reduces_are_not_combined():
+    p = parse_program("""mesh <x=2>
+func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[16,8] [{x}, {}]) \
+-> (f32[4,8] [{}, {}]) {
+  %0: f32[4,16] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}
+  %1: f32[4,8] [{}, {}] = dot_general(%0, %c) {contracting=((1,), (0,)), batch=((), ())}
+  return %1
+}
+""")
+    b = cm.program_cost(p)
+    # the second dot sums over c's x rows (an all-reduce of 128 B) rather than gather
+    # c (512 B): %0 is sliced to match, locally
+    assert [kinds(c) for _, c in b.ops] == [[("all-reduce", ("x",), 256)],
+                                            [("all-reduce", ("x",), 128)]]
+    # the first partial sum and %0 (its all-reduce's result, 256 B each); then %0, its
+    # 128 B slice and the second partial sum (128 B)
+    assert memory.memory_breakdown(p).temporaries == 2 * 256
+
+
+def test_small_programs_temporaries_match_xla():
+    mesh = shardc.make_mesh((2,), ("x",))
+
+    def put(shape, spec):
+        return shardc.device_put(np.ones(shape, np.float32), NamedSharding(mesh, spec))
+    rep = NamedSharding(mesh, PS())
+    cases = [(lambda a, b, c: (a @ b, a @ c), (rep, rep), PS("x", None)),
+             (lambda a, b, c: (a @ b) @ c.T, rep, PS(None, "x"))]
+    for fn, out, c_spec in cases:
+        args = (put((4, 8), PS(None, "x")), put((8, 16), PS("x", None)), put((8, 16), c_spec))
+        compiled = shardc.jit(fn, out_shardings=out).lower(*args).compile()
+        ours = memory.memory_breakdown(compiled.lowered.traced.program)
+        ma = compiled.memory_analysis()
+        assert ours.arguments == ma.argument_size_in_bytes
+        assert abs(ours.temporaries - ma.temp_size_in_bytes) <= 8, (ours, ma)
+
+
+# ---------------------------------------------------------------- calibration
+
+DM = ("data", "model")
+
+
+def _fsdp(tree):
+    """Every leaf's first dim over the whole (data, model) mesh."""
+    import jax
+    return jax.tree.map(lambda a: PS(DM, *[None] * (a.ndim - 1)), tree)
+
+
+def _dp(tree):
+    import jax
+    return jax.tree.map(lambda a: PS(), tree)
+
+
+# (bench program, its argument specs or None for the bench's own): the bench programs
+# and the hand strategies the solver weighs against each other
+CALIBRATED = {
+    "mlp_tp": ("mlp_tp", None),
+    "transformer_block": ("transformer_block", None),
+    "train_step": ("train_step", None),
+    "deep_mlp": ("deep_mlp", None),
+    "deep_mlp_scan": ("deep_mlp_scan", None),
+    "train_step_scan": ("train_step_scan", None),
+    "mlp_tp/fsdp": ("mlp_tp", lambda x, *ws: (PS(DM, None), *_fsdp(ws))),
+    "transformer_block/fsdp": ("transformer_block", lambda x, p: (PS(DM, None, None),
+                                                                  _fsdp(p))),
+    "transformer_block/dp": ("transformer_block", lambda x, p: (PS(DM, None, None), _dp(p))),
+    "deep_mlp/fsdp": ("deep_mlp", lambda x, p: (PS(DM, None), _fsdp(p))),
+}
+
+
+def calibrate(name):
+    """(predicted, compiled) collective bytes per call and peak bytes per device."""
+    bench, specs = CALIBRATED[name]
+    prog = dataclasses.replace(P.all_programs()[bench])
+    inputs = prog.make_inputs()
+    if specs is not None:
+        prog.specs = specs(*inputs)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    args = P.place(prog, mesh, inputs)
+    compiled = prog.fresh(P.frameworks()["shardc"]).lower(*args).compile()
+    program = compiled.lowered.traced.program
+    xla_bytes = sum(c.bytes * c.runs for c in collectives(compiled.as_text(), mesh))
+    ma = compiled.memory_analysis()
+    xla_peak = (ma.argument_size_in_bytes + ma.output_size_in_bytes +
+                ma.temp_size_in_bytes - ma.alias_size_in_bytes)
+    return (cm.program_cost(program).collective_bytes, xla_bytes,
+            memory.peak_memory(program), xla_peak)
+
+
+@pytest.mark.parametrize("name", list(CALIBRATED))
+def test_predictions_match_what_xla_compiles(name):
+    ours_b, xla_b, ours_m, xla_m = calibrate(name)
+    assert abs(ours_b - xla_b) <= 0.10 * xla_b, (ours_b, xla_b)
+    assert abs(ours_m - xla_m) <= 0.15 * xla_m, (ours_m, xla_m)
+
+
+def test_every_corpus_program_has_a_cost_under_any_sharding():
+    # the propagation corpus (every op family, regions included) as propagated, then
+    # each op under random hypothetical shardings: costs are found and never negative
+    import random
+
+    from shardc.propagate import passes
+    from tests.ir import corpus
+    rng = random.Random(0)
+
+    def some_dims(v, mesh):
+        if not hasattr(v, "name"):          # a literal
+            return None
+        out = [[] for _ in v.aval.shape]
+        for name, size in mesh.axes:
+            d = rng.randrange(len(out) + 1)     # a dim, or none
+            if d < len(out):
+                split = size
+                for a in out[d]:
+                    split *= mesh.sizes[a]
+                if v.aval.shape[d] % split == 0:
+                    out[d].append(name)
+        return out
+    n = 0
+    for case in corpus.all_cases():
+        p = parse_program(case.src)
+        try:
+            passes.prepare(p)
+            passes.propagate(p)
+        except Exception:       # the corpus's expected errors
+            continue
+        b = cm.program_cost(p)
+        assert b.collective_bytes >= 0 and b.flops >= 0
+        assert memory.peak_memory(p) >= memory.memory_breakdown(p).arguments
+        for op in p.walk():
+            c = cm.op_cost(op, [some_dims(v, p.mesh) for v in op.inputs],
+                           [some_dims(v, p.mesh) for v in op.outputs], p.mesh)
+            assert c.flops >= 0 and all(m.buffer >= 0 for m in c.comm)
+            n += 1
+    assert n > 400
