@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from math import ceil, prod
 
+from ..ir.primitive import Trait
 from ..ir.program import Lit
 from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..propagate import axes as ax
@@ -396,7 +397,7 @@ def _visit(p, mesh, hw, runs, seen, rows, rules):
             sub = []
             _visit(r, mesh, hw, runs * n, seen, sub, rules)
             subs.append(sub)
-        if op.prim.name == "cond":     # one branch runs: count the costliest
+        if op.prim.traits & Trait.BRANCHES:     # one branch runs: count the costliest
             subs = [max(subs, key=lambda s: sum(c.total_s * c.runs for _, c in s))]
         for sub in subs:
             rows += sub

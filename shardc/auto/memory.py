@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from .costmodel import CPU, dims, local_bytes, plan
+from ..ir.primitive import Trait
 from ..ir.program import Lit
 from ..propagate.factors import cached_rule
 
@@ -162,12 +163,12 @@ def _peak(p, mesh, hw, skip, cache):
         mask = 0
         for v in op.inputs:
             mask |= masks.get(id(v), 0)
-        inline = op.regions and op.prim.name not in _LOOPS
+        inline = op.regions and not op.prim.traits & _OWN_BUFFERS
         if op.regions:     # an inlined body's arguments and results are the op's own
             extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
                            for r in op.regions)
-        if op.prim.name == "scan":     # stacked inputs computed earlier (another loop's
-            # results, say) are copied into the loop's state by XLA's copy insertion
+        if op.prim.traits & Trait.SLICED_INPUTS:     # stacked inputs computed earlier
+            # (another loop's results, say) are copied into the loop's state by XLA
             extra[i] += sum(_bytes(v, v.sharding, mesh)
                             for v in op.inputs[op.params.get("num_carry", 0):]
                             if type(v) is not Lit and id(v) in buf_of)
@@ -259,7 +260,7 @@ def _peak(p, mesh, hw, skip, cache):
     return best, at
 
 
-_LOOPS = frozenset({"scan", "while", "cond"})   # bodies with buffers of their own
+_OWN_BUFFERS = Trait.LOOP | Trait.BRANCHES    # bodies with buffers of their own
 # Ops XLA turns into no-ops (a copy to the same layout, a bitcast, an annotation): the
 # result is its operand's buffer.
 _ALIAS = frozenset({"copy", "reshape", "sharding_constraint", "name", "pvary", "squeeze",

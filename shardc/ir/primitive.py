@@ -57,6 +57,10 @@ class Trait(enum.Flag):
     SHARDING_GROUP = enum.auto()  # ties its operand's sharding to all others of its group_id
     SHARDED_RESULTS = enum.auto()  # its results must carry a sharding in the IR (constraints:
     #                                propagation takes it as a source)
+    BRANCHES = enum.auto()        # its regions are alternatives: one runs per call (cond)
+    LOOP = enum.auto()            # its body runs many times over a loop state (scan, while)
+    SLICED_INPUTS = enum.auto()   # operands after `num_carry` are sliced per iteration
+    #                               (a scan's xs: XLA copies them into the loop state)
 
 
 # The explicit sharding rule of ops that pass no sharding between operands and

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
 from ..ir.program import Aval, Value
 from ..ir.rules import Edge
 from ..trace import core
@@ -98,7 +98,7 @@ def _cond_flow(op):
 
 cond_p = core.Primitive("cond", shape_rule=_cond_shape, sharding_rule=NO_FACTOR_RULE,
                         lower=_cond_lower, prop_kind=PropKind.NONE, multiple_results=True,
-                        num_regions=-1)
+                        num_regions=-1, traits=Trait.BRANCHES)
 cond_p.data_flow = _cond_flow
 
 
@@ -303,7 +303,7 @@ def _while_flow(op):
 
 while_p = core.Primitive("while", shape_rule=_while_shape, sharding_rule=NO_FACTOR_RULE,
                          lower=_while_lower, prop_kind=PropKind.NONE, multiple_results=True,
-                         num_regions=2)
+                         num_regions=2, traits=Trait.LOOP)
 while_p.data_flow = _while_flow
 
 

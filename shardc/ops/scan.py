@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
 from ..ir.program import Aval, Lit, Value
 from ..ir.rules import Edge
 from ..ir.sharding import Sharding
@@ -174,7 +174,7 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
 
 scan_p = core.Primitive("scan", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
                         lower=_lower, prop_kind=PropKind.NONE, multiple_results=True,
-                        num_regions=1)
+                        num_regions=1, traits=Trait.LOOP | Trait.SLICED_INPUTS)
 scan_p.data_flow = _data_flow
 
 

@@ -102,8 +102,9 @@ OPS.update({
          "scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
         (["f32[128]", "i32[64,1]", "f32[64]"], ["f32[128]"], "{update_window_dims=(), "
          "inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
-    ],
-})
+    ],})
+# the combiners share scatter_add's rule; XLA's factors for them are checked the same way
+OPS.update({k: OPS["scatter_add"] for k in ("scatter_mul", "scatter_min", "scatter_max")})
 # sorting, dynamic slices, cumulative ops, take_along_axis (shardc.ops.sort/dynamic/
 # cumulative/take)
 _S = "i32[]"
