@@ -1,0 +1,345 @@
+"""The sharding search: an integer linear program over per-op strategies (Alpa, OSDI'22),
+solved by HiGHS through scipy.optimize.milp.
+
+Variables: x[c, s] (binary) picks strategy s for every group of class c (graph.py:
+groups are ops with their followers, classes are the repeats of one group across
+layers); e[a, b, s, t] (continuous, the transportation polytope between two one-hot
+rows, hence 0/1 at a solution) for a pair of classes joined by edges whose reshard cost
+depends on both choices, with sum_t e = x[a, s] and sum_s e = x[b, t]. Edge costs that
+depend on one side only (a fixed producer, a class's edges to itself) are that side's.
+Objective: the seconds of the step (costmodel: compute and every op's own collectives,
+plus the reshards on the edges). `memory_budget` bounds the bytes per device of the
+inputs and outputs as sharded; a budget below what the most sharded choice needs is an
+error naming that smallest budget.
+
+`Solution.apply(program)` realizes the choice: the auto inputs' shardings, and a
+sharding_constraint on each result of every op the solver chose a strategy for, so
+shardc's propagation fills in the rest (the followers) as the solver assumed.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .costmodel import CPU
+from .graph import Graph
+from .strategies import key
+from ..errors import ShardcError
+from ..ir.primitive import PRIMITIVES
+from ..ir.program import Lit, Op, Value
+from ..propagate import axes as ax
+from ..propagate import passes
+
+
+class Prediction:
+    """What the solver predicts per step and device: seconds (compute, communication),
+    collective bytes (as shardc.report counts them), bytes of inputs and outputs."""
+    __slots__ = ("compute_s", "comm_s", "collective_bytes", "io_bytes")
+
+    def __init__(self, compute_s=0.0, comm_s=0.0, collective_bytes=0, io_bytes=0):
+        self.compute_s, self.comm_s = compute_s, comm_s
+        self.collective_bytes, self.io_bytes = collective_bytes, io_bytes
+
+    @property
+    def total_s(self):
+        return self.compute_s + self.comm_s
+
+    def __repr__(self):
+        return (f"Prediction({self.total_s * 1e3:.4f} ms: compute {self.compute_s * 1e3:.4f}"
+                f" ms, communication {self.comm_s * 1e3:.4f} ms, "
+                f"{self.collective_bytes} B collectives; inputs+outputs {self.io_bytes} B)")
+
+
+class Alternative:
+    """For an auto input: its sharding and what its class costs with it, against the
+    best other sharding with every other choice kept (`next_*`: None if it has none)."""
+    __slots__ = ("sharding", "cost_s", "next_sharding", "next_cost_s", "bytes", "next_bytes")
+
+    def __init__(self, sharding, cost_s, next_sharding, next_cost_s, nbytes, next_bytes):
+        self.sharding, self.cost_s = sharding, cost_s
+        self.next_sharding, self.next_cost_s = next_sharding, next_cost_s
+        self.bytes, self.next_bytes = nbytes, next_bytes
+
+    def __repr__(self):
+        return (f"Alternative({self.sharding} {self.cost_s:.3g} s, next {self.next_sharding}"
+                f" {self.next_cost_s if self.next_cost_s is None else f'{self.next_cost_s:.3g}'}"
+                " s)")
+
+
+class Solution:
+    """The solver's choice. `input_shardings`: {input index: Sharding} of the auto
+    inputs; `constraints`: [(value, Sharding)] for the results of the chosen ops;
+    `dims`: {id(value): dims} of every top-level value; `predicted`: a Prediction;
+    `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
+    `constraint_rows`, `groups`, `classes`: the problem's size and time."""
+
+    def __init__(self):
+        self.input_shardings, self.constraints, self.dims = {}, [], {}
+        self.alternatives = {}
+        self.predicted = Prediction()
+        self.solve_s = 0.0
+        self.variables = self.constraint_rows = self.groups = self.classes = 0
+        self.objective = 0.0
+
+    def apply(self, program):
+        """Write the choice into `program` (the one solved): auto inputs' shardings and a
+        sharding_constraint after every chosen op's result. Returns `program`."""
+        for i, s in self.input_shardings.items():
+            program.inputs[i].sharding = s
+        wsc = PRIMITIVES["sharding_constraint"]
+        after = {}
+        for v, s in self.constraints:
+            after[id(v)] = s
+        renamed = {}
+        ops = []
+        for op in program.ops:
+            op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                         for v in op.inputs]
+            for r in op.regions:
+                _rename(r, renamed)
+            ops.append(op)
+            for v in op.outputs:
+                s = after.get(id(v))
+                if s is None:
+                    continue
+                c = Value(v.aval, s)
+                ops.append(Op(wsc, [v], [c], {"sharding": s}, op.loc))
+                renamed[id(v)] = c
+        program.ops = ops
+        program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                           for v in program.outputs]
+        return program
+
+
+def _rename(region, renamed):
+    for op in region.ops:
+        op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v for v in op.inputs]
+        for r in op.regions:
+            _rename(r, renamed)
+    region.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                      for v in region.outputs]
+
+
+def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
+          time_limit=120.0) -> Solution:
+    """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
+    in place) whose inputs at indices `auto` are free; every other input keeps its
+    sharding. `rounds`: layer clustering's refinement rounds (0: none)."""
+    t0 = time.perf_counter()
+    passes.prepare(program)
+    g = Graph(program, set(auto), hw)
+    classes = g.classes(rounds)
+    ilp = _Ilp(g, classes)
+    if memory_budget is not None:
+        need = ilp.min_memory()
+        if need > memory_budget:
+            raise ShardcError(
+                f"no sharding of the program fits memory_budget={int(memory_budget)} B per "
+                f"device: its inputs and outputs alone need at least {int(need)} B per "
+                f"device (sharded as far as they go); raise memory_budget to at least "
+                f"{int(need)}")
+    chosen = ilp.solve(memory_budget, time_limit)
+    sol = _decode(g, classes, ilp, chosen)
+    sol.solve_s = time.perf_counter() - t0
+    return sol
+
+
+class _Ilp:
+    def __init__(self, g, classes):
+        self.g, self.classes = g, classes
+        cls = {}
+        for c, members in enumerate(classes):
+            for grp in members:
+                cls[id(grp)] = c
+        self.cls = cls
+        self.cost = [sum(grp.cost for grp in m) for m in classes]
+        self.mem = [sum(grp.mem for grp in m) for m in classes]
+        pairs = {}
+        for e in g.edges:
+            a, b = cls[id(e.src)], cls[id(e.dst)]
+            m = g.matrix(e)
+            if a == b:
+                self.cost[a] = self.cost[a] + np.diag(m)
+            elif m.shape[0] == 1:
+                self.cost[b] = self.cost[b] + m[0]
+            elif m.shape[1] == 1:
+                self.cost[a] = self.cost[a] + m[:, 0]
+            else:
+                if a > b:
+                    a, b, m = b, a, m.T
+                pairs[(a, b)] = pairs[(a, b)] + m if (a, b) in pairs else m.copy()
+        self.pairs = {}
+        for (a, b), m in pairs.items():
+            # a cost that is a sum of one term per side needs no joint variables
+            rest = m - m[:, :1] - m[:1, :] + m[0, 0]
+            if np.allclose(rest, 0.0, atol=1e-15):
+                self.cost[a] = self.cost[a] + m[:, 0] - m[0, 0]
+                self.cost[b] = self.cost[b] + m[0, :]
+            else:
+                self.pairs[(a, b)] = m
+
+        # sharding groups (a gradient tied to its parameter): for every sharding D, the
+        # choices giving one value D are taken as often as those giving the other D
+        self.ties = {}
+        for vals in g.tied.values():
+            vals = [v for v in vals if id(v) in g.where]
+            for v in vals[1:]:
+                a, b = cls[id(g.where[id(vals[0])])], cls[id(g.where[id(v)])]
+                da = tuple(map(key, g.where[id(vals[0])].values[id(vals[0])]))
+                db = tuple(map(key, g.where[id(v)].values[id(v)]))
+                self.ties[(a, da, b, db)] = None
+
+    def min_memory(self) -> float:
+        return float(sum(m.min() for m in self.mem))
+
+    def solve(self, budget, time_limit):
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_matrix
+        off, n = [], 0
+        for c in self.cost:
+            off.append(n)
+            n += len(c)
+        nx = n
+        poff = {}
+        for ab, m in self.pairs.items():
+            poff[ab] = n
+            n += m.size
+        obj = np.concatenate(self.cost + [m.ravel() for m in self.pairs.values()])
+        rows, cols, vals, lo, hi = [], [], [], [], []
+        r = 0
+        for c, cost in enumerate(self.cost):           # one choice per class
+            k = len(cost)
+            rows += [r] * k
+            cols += range(off[c], off[c] + k)
+            vals += [1.0] * k
+            lo.append(1.0)
+            hi.append(1.0)
+            r += 1
+        for (a, b), m in self.pairs.items():
+            na, nb = m.shape
+            base = poff[(a, b)]
+            for s in range(na):                 # sum_t e[s, t] = x[a, s]
+                rows += [r] * (nb + 1)
+                cols += list(range(base + s * nb, base + s * nb + nb)) + [off[a] + s]
+                vals += [1.0] * nb + [-1.0]
+                r += 1
+            for t in range(nb):                 # sum_s e[s, t] = x[b, t]
+                rows += [r] * (na + 1)
+                cols += list(range(base + t, base + na * nb, nb)) + [off[b] + t]
+                vals += [1.0] * na + [-1.0]
+                r += 1
+            lo += [0.0] * (na + nb)
+            hi += [0.0] * (na + nb)
+        for a, da, b, db in self.ties:
+            for d in set(da) | set(db):
+                coef = {}
+                for s, x in enumerate(da):
+                    if x == d:
+                        coef[off[a] + s] = coef.get(off[a] + s, 0.0) + 1.0
+                for t, x in enumerate(db):
+                    if x == d:
+                        coef[off[b] + t] = coef.get(off[b] + t, 0.0) - 1.0
+                coef = {c: v for c, v in coef.items() if v}
+                if coef:
+                    rows += [r] * len(coef)
+                    cols += coef.keys()
+                    vals += coef.values()
+                    lo.append(0.0)
+                    hi.append(0.0)
+                    r += 1
+        if budget is not None:
+            for c, mem in enumerate(self.mem):
+                rows += [r] * len(mem)
+                cols += range(off[c], off[c] + len(mem))
+                vals += list(mem)
+            lo.append(-np.inf)
+            hi.append(float(budget))
+            r += 1
+        a = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
+        integ = np.zeros(n)
+        integ[:nx] = 1
+        self.variables, self.rows = n, r
+        res = milp(obj, integrality=integ, bounds=Bounds(0.0, 1.0),
+                   constraints=LinearConstraint(a, lo, hi),
+                   options={"time_limit": time_limit, "presolve": True})
+        if res.x is None:
+            raise ShardcError(f"the sharding search found no solution: {res.message}")
+        self.objective = float(res.fun)
+        x = res.x
+        return [int(np.argmax(x[off[c]:off[c] + len(cost)]))
+                for c, cost in enumerate(self.cost)]
+
+    def local_cost(self, c, chosen) -> np.ndarray:
+        """Class c's cost per choice with every other class's choice kept."""
+        out = self.cost[c].copy()
+        for (a, b), m in self.pairs.items():
+            if a == c:
+                out += m[:, chosen[b]]
+            elif b == c:
+                out += m[chosen[a], :]
+        return out
+
+
+def _decode(g, classes, ilp, chosen) -> Solution:
+    mesh = g.mesh
+    sol = Solution()
+    sol.groups, sol.classes = len(g.groups), len(classes)
+    sol.variables, sol.constraint_rows = ilp.variables, ilp.rows
+    sol.objective = ilp.objective
+    pick = {}
+    for c, members in enumerate(classes):
+        for grp in members:
+            pick[id(grp)] = chosen[c]
+    pred = sol.predicted
+    for grp in g.groups:
+        s = pick[id(grp)]
+        pred.io_bytes += int(grp.mem[s])
+        for vid, ds in grp.values.items():
+            sol.dims[vid] = ds[s]
+        for op, ss in grp.members:
+            st = ss[s]
+            pred.compute_s += st.compute_s
+            pred.comm_s += st.comm_s
+            pred.collective_bytes += st.comm_bytes
+            if len(ss) > 1 and op is grp.members[0][0]:
+                for v, d in zip(op.outputs, st.outs):
+                    sol.constraints.append((v, ax.sharding_of(d, mesh)))
+        for i, v in grp.inputs:
+            if grp.auto:
+                sol.input_shardings[i] = ax.sharding_of(grp.values[id(v)][s], mesh)
+    for e in g.edges:
+        src = e.src.values[id(e.value)][pick[id(e.src)]]
+        secs, nbytes = g.reshard(e.value.aval, src, e.targets[pick[id(e.dst)]])
+        pred.comm_s += secs
+        pred.collective_bytes += nbytes
+    for v, s in zip(g.program.outputs, g.program.out_shardings):
+        if s is not None and type(v) is not Lit and id(v) in sol.dims:
+            secs, nbytes = g.reshard(v.aval, sol.dims[id(v)],
+                                     ax.dims_of(s, v.aval.ndim, mesh))
+            pred.comm_s += secs
+            pred.collective_bytes += nbytes
+    for c, members in enumerate(classes):
+        for grp in members:
+            if not grp.auto:
+                continue
+            local = ilp.local_cost(c, chosen)
+            s = chosen[c]
+            others = [t for t in range(grp.n) if t != s]
+            t = min(others, key=lambda t: local[t]) if others else None
+            for i, v in grp.inputs:
+                ds = grp.values[id(v)]
+                sol.alternatives[i] = _alt(ds, s, t, local, v, mesh)
+    return sol
+
+
+def _alt(ds, s, t, local, v, mesh):
+    from .costmodel import local_bytes
+    return Alternative(ax.sharding_of(ds[s], mesh), float(local[s]),
+                       None if t is None else ax.sharding_of(ds[t], mesh),
+                       None if t is None else float(local[t]),
+                       local_bytes(v.aval, ds[s], mesh),
+                       None if t is None else local_bytes(v.aval, ds[t], mesh))
+
+
+__all__ = ["solve", "Solution", "Prediction", "Alternative", "key"]
