@@ -32,6 +32,9 @@ from ..propagate import axes as ax
 from ..propagate import passes
 
 
+_DISP = False
+
+
 class Prediction:
     """What the solver predicts per step and device: seconds (compute, communication),
     collective bytes (as shardc.report counts them), bytes of inputs and outputs."""
@@ -122,10 +125,12 @@ def _rename(region, renamed):
 
 
 def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
-          time_limit=120.0) -> Solution:
+          time_limit=120.0, gap=5e-4) -> Solution:
     """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
     in place) whose inputs at indices `auto` are free; every other input keeps its
-    sharding. `rounds`: layer clustering's refinement rounds (0: none)."""
+    sharding. `rounds`: layer clustering's refinement rounds (0: none); `gap`: the
+    relative optimality gap HiGHS may stop at; `time_limit`: seconds it may take (it
+    then returns the best choice found)."""
     t0 = time.perf_counter()
     passes.prepare(program)
     g = Graph(program, set(auto), hw)
@@ -139,7 +144,7 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
                 f"device: its inputs and outputs alone need at least {int(need)} B per "
                 f"device (sharded as far as they go); raise memory_budget to at least "
                 f"{int(need)}")
-    chosen = ilp.solve(memory_budget, time_limit)
+    chosen = ilp.solve(memory_budget, time_limit, gap)
     sol = _decode(g, classes, ilp, chosen)
     sol.solve_s = time.perf_counter() - t0
     return sol
@@ -169,7 +174,7 @@ class _Ilp:
                 if a > b:
                     a, b, m = b, a, m.T
                 pairs[(a, b)] = pairs[(a, b)] + m if (a, b) in pairs else m.copy()
-        self.pairs = {}
+        self.full = {}
         for (a, b), m in pairs.items():
             # a cost that is a sum of one term per side needs no joint variables
             rest = m - m[:, :1] - m[:1, :] + m[0, 0]
@@ -177,8 +182,7 @@ class _Ilp:
                 self.cost[a] = self.cost[a] + m[:, 0] - m[0, 0]
                 self.cost[b] = self.cost[b] + m[0, :]
             else:
-                self.pairs[(a, b)] = m
-
+                self.full[(a, b)] = m
         # sharding groups (a gradient tied to its parameter): for every sharding D, the
         # choices giving one value D are taken as often as those giving the other D
         self.ties = {}
@@ -189,49 +193,64 @@ class _Ilp:
                 da = tuple(map(key, g.where[id(vals[0])].values[id(vals[0])]))
                 db = tuple(map(key, g.where[id(v)].values[id(v)]))
                 self.ties[(a, da, b, db)] = None
+        self.keep = _prune(self.cost, self.mem, self.full, self.ties)
+        self.pairs = {}
+        for (a, b), m in self.full.items():
+            m = m[self.keep[a]][:, self.keep[b]]
+            # choices whose rows (columns) are alike share joint variables: the
+            # transportation between the merged one-hot rows is as exact
+            m1, rg = np.unique(m, axis=0, return_inverse=True)
+            m2, cg = np.unique(m1, axis=1, return_inverse=True)
+            self.pairs[(a, b)] = (m2, rg.ravel(), cg.ravel())
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))
 
-    def solve(self, budget, time_limit):
+    def solve(self, budget, time_limit, gap):
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_matrix
+        keep = self.keep
+        cost = [c[k] for c, k in zip(self.cost, keep)]
         off, n = [], 0
-        for c in self.cost:
+        for c in cost:
             off.append(n)
             n += len(c)
         nx = n
         poff = {}
-        for ab, m in self.pairs.items():
+        for ab, (m, _, _) in self.pairs.items():
             poff[ab] = n
             n += m.size
-        obj = np.concatenate(self.cost + [m.ravel() for m in self.pairs.values()])
+        obj = np.concatenate(cost + [m.ravel() for m, _, _ in self.pairs.values()])
         rows, cols, vals, lo, hi = [], [], [], [], []
         r = 0
-        for c, cost in enumerate(self.cost):           # one choice per class
-            k = len(cost)
+        for c, cc in enumerate(cost):           # one choice per class
+            k = len(cc)
             rows += [r] * k
             cols += range(off[c], off[c] + k)
             vals += [1.0] * k
             lo.append(1.0)
             hi.append(1.0)
             r += 1
-        for (a, b), m in self.pairs.items():
+        for (a, b), (m, rg, cg) in self.pairs.items():
             na, nb = m.shape
             base = poff[(a, b)]
-            for s in range(na):                 # sum_t e[s, t] = x[a, s]
-                rows += [r] * (nb + 1)
-                cols += list(range(base + s * nb, base + s * nb + nb)) + [off[a] + s]
-                vals += [1.0] * nb + [-1.0]
+            for s in range(na):     # sum_t e[S, t] = x[a, S], S a set of rows alike
+                xs = [off[a] + i for i in np.flatnonzero(rg == s)]
+                rows += [r] * (nb + len(xs))
+                cols += list(range(base + s * nb, base + s * nb + nb)) + xs
+                vals += [1.0] * nb + [-1.0] * len(xs)
                 r += 1
-            for t in range(nb):                 # sum_s e[s, t] = x[b, t]
-                rows += [r] * (na + 1)
-                cols += list(range(base + t, base + na * nb, nb)) + [off[b] + t]
-                vals += [1.0] * na + [-1.0]
+            for t in range(nb):     # sum_s e[s, T] = x[b, T]
+                xs = [off[b] + i for i in np.flatnonzero(cg == t)]
+                rows += [r] * (na + len(xs))
+                cols += list(range(base + t, base + na * nb, nb)) + xs
+                vals += [1.0] * na + [-1.0] * len(xs)
                 r += 1
             lo += [0.0] * (na + nb)
             hi += [0.0] * (na + nb)
         for a, da, b, db in self.ties:
+            da = [da[i] for i in keep[a]]
+            db = [db[i] for i in keep[b]]
             for d in set(da) | set(db):
                 coef = {}
                 for s, x in enumerate(da):
@@ -250,6 +269,7 @@ class _Ilp:
                     r += 1
         if budget is not None:
             for c, mem in enumerate(self.mem):
+                mem = mem[keep[c]]
                 rows += [r] * len(mem)
                 cols += range(off[c], off[c] + len(mem))
                 vals += list(mem)
@@ -262,23 +282,61 @@ class _Ilp:
         self.variables, self.rows = n, r
         res = milp(obj, integrality=integ, bounds=Bounds(0.0, 1.0),
                    constraints=LinearConstraint(a, lo, hi),
-                   options={"time_limit": time_limit, "presolve": True})
+                   options={"time_limit": time_limit, "presolve": True, "disp": _DISP,
+                            "mip_rel_gap": gap})
         if res.x is None:
             raise ShardcError(f"the sharding search found no solution: {res.message}")
         self.objective = float(res.fun)
         x = res.x
-        return [int(np.argmax(x[off[c]:off[c] + len(cost)]))
-                for c, cost in enumerate(self.cost)]
+        return [int(keep[c][np.argmax(x[off[c]:off[c] + len(cc)])])
+                for c, cc in enumerate(cost)]
 
     def local_cost(self, c, chosen) -> np.ndarray:
         """Class c's cost per choice with every other class's choice kept."""
         out = self.cost[c].copy()
-        for (a, b), m in self.pairs.items():
+        for (a, b), m in self.full.items():
             if a == c:
                 out += m[:, chosen[b]]
             elif b == c:
                 out += m[chosen[a], :]
         return out
+
+
+def _prune(cost, mem, full, ties, rounds=4) -> list:
+    """Per class the choices to keep: a choice no cheaper, no smaller and no better
+    placed towards any neighbour's remaining choices than another (with the same tied
+    shardings) is dropped; the optimum is among the rest. Returns index arrays."""
+    alive = [np.ones(len(c), bool) for c in cost]
+    sig = [[() for _ in c] for c in cost]
+    for a, da, b, db in ties:
+        for c, d in ((a, da), (b, db)):
+            sig[c] = [t + (x,) for t, x in zip(sig[c], d)]
+    for _ in range(rounds):
+        changed = False
+        for c in range(len(cost)):
+            idx = np.flatnonzero(alive[c])
+            if len(idx) < 2:
+                continue
+            cols = [cost[c][idx, None], mem[c][idx, None]]
+            for (a, b), m in full.items():
+                if a == c:
+                    cols.append(m[idx][:, alive[b]])
+                elif b == c:
+                    cols.append(m[alive[a]][:, idx].T)
+            prof = np.hstack(cols)
+            le = (prof[None, :, :] <= prof[:, None, :] + 1e-15).all(-1)    # [s, s']: s' <= s
+            eq = le & le.T
+            lower = np.arange(len(idx))[None, :] < np.arange(len(idx))[:, None]
+            same = np.array([[sig[c][i] == sig[c][j] for j in idx] for i in idx])
+            dead = ((le & ~eq) | (eq & lower)) & same
+            np.fill_diagonal(dead, False)
+            drop = dead.any(1)
+            if drop.any():
+                alive[c][idx[drop]] = False
+                changed = True
+        if not changed:
+            break
+    return [np.flatnonzero(a) for a in alive]
 
 
 def _decode(g, classes, ilp, chosen) -> Solution:
