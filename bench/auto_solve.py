@@ -73,8 +73,10 @@ def main(argv):
         sol = solve(program, auto)
         print(f"{layers:3d} layers: {len(program.ops):6d} ops traced in {traced:.1f} s; "
               f"solved in {sol.solve_s:.2f} s: {sol.groups} groups in {sol.classes} classes, "
-              f"{sol.variables} variables, {sol.constraint_rows} constraints; "
-              f"{sol.predicted}")
+              f"{sol.variables} variables, {sol.constraint_rows} constraints "
+              f"({', '.join(f'{k} {v:.2f} s' for k, v in sol.times.items())}); "
+              f"objective {sol.objective * 1e3:.3f} ms, LP bound {sol.bound * 1e3:.3f} ms")
+        print(" ", sol.predicted)
         print("  layer 0:", {k: str(sol.input_shardings[i]) for i, k in zip(auto, sorted(
             gpt_shapes(1)[0][0]))})
 

@@ -76,7 +76,8 @@ class Solution:
     inputs; `constraints`: [(value, Sharding)] for the results of the chosen ops;
     `dims`: {id(value): dims} of every top-level value; `predicted`: a Prediction;
     `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
-    `constraint_rows`, `groups`, `classes`: the problem's size and time."""
+    `constraint_rows`, `groups`, `classes`: the problem's size and time; `objective`
+    (seconds) and `bound`, the LP relaxation's, below the optimum."""
 
     def __init__(self):
         self.input_shardings, self.constraints, self.dims = {}, [], {}
@@ -84,7 +85,8 @@ class Solution:
         self.predicted = Prediction()
         self.solve_s = 0.0
         self.variables = self.constraint_rows = self.groups = self.classes = 0
-        self.objective = 0.0
+        self.objective = self.bound = 0.0
+        self.times = {}
 
     def apply(self, program):
         """Write the choice into `program` (the one solved): auto inputs' shardings and a
@@ -126,17 +128,19 @@ def _rename(region, renamed):
 
 
 def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
-          time_limit=120.0, gap=5e-4) -> Solution:
+          time_limit=120.0, gap=5e-4, exact=False) -> Solution:
     """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
     in place) whose inputs at indices `auto` are free; every other input keeps its
     sharding. `rounds`: layer clustering's refinement rounds (0: none); `gap`: the
     relative optimality gap HiGHS may stop at; `time_limit`: seconds it may take (it
-    then returns the best choice found)."""
+    then returns the best choice found); `exact`: the MIP over every choice, not only
+    those the LP relaxation weighs (slower: 10 s rather than 1 on a 12-layer GPT)."""
     t0 = time.perf_counter()
     passes.prepare(program)
     g = Graph(program, set(auto), hw)
     classes = g.classes(rounds)
     ilp = _Ilp(g, classes)
+    ilp.times["graph"] = time.perf_counter() - t0
     if memory_budget is not None:
         need = ilp.min_memory()
         if need > memory_budget:
@@ -145,15 +149,17 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
                 f"device: its inputs and outputs alone need at least {int(need)} B per "
                 f"device (sharded as far as they go); raise memory_budget to at least "
                 f"{int(need)}")
-    chosen = ilp.solve(memory_budget, time_limit, gap)
+    chosen = ilp.solve(memory_budget, time_limit, gap, exact)
     sol = _decode(g, classes, ilp, chosen)
     sol.solve_s = time.perf_counter() - t0
+    sol.times = ilp.times
     return sol
 
 
 class _Ilp:
     def __init__(self, g, classes):
         self.g, self.classes = g, classes
+        self.times = {}
         cls = {}
         for c, members in enumerate(classes):
             for grp in members:
@@ -172,18 +178,21 @@ class _Ilp:
             elif m.shape[1] == 1:
                 self.cost[a] = self.cost[a] + m[:, 0]
             else:
-                if a > b:
-                    a, b, m = b, a, m.T
-                pairs[(a, b)] = pairs[(a, b)] + m if (a, b) in pairs else m.copy()
+                # edges alike (the same reshard between the same classes: a layer's
+                # repeats) add up; others keep joint variables of their own, fewer
+                # than for their sum, whose rows and columns would rarely be alike
+                k = (a, b, id(m)) if a < b else (b, a, id(m))
+                m = m if a < b else m.T
+                pairs[k] = pairs[k] + m if k in pairs else m.copy()
         self.full = {}
-        for (a, b), m in pairs.items():
+        for (a, b, tag), m in pairs.items():
             # a cost that is a sum of one term per side needs no joint variables
             rest = m - m[:, :1] - m[:1, :] + m[0, 0]
             if np.allclose(rest, 0.0, atol=1e-15):
                 self.cost[a] = self.cost[a] + m[:, 0] - m[0, 0]
                 self.cost[b] = self.cost[b] + m[0, :]
             else:
-                self.full[(a, b)] = m
+                self.full[(a, b, tag)] = m
         # sharding groups (a gradient tied to its parameter): for every sharding D, the
         # choices giving one value D are taken as often as those giving the other D
         self.ties = {}
@@ -195,37 +204,74 @@ class _Ilp:
                 db = tuple(map(key, g.where[id(v)].values[id(v)]))
                 self.ties[(a, da, b, db)] = None
         self.keep = _prune(self.cost, self.mem, self.full, self.ties)
-        self.pairs = {}
-        for (a, b), m in self.full.items():
-            m = m[self.keep[a]][:, self.keep[b]]
-            # choices whose rows (columns) are alike share joint variables: the
-            # transportation between the merged one-hot rows is as exact
-            m1, rg = np.unique(m, axis=0, return_inverse=True)
-            m2, cg = np.unique(m1, axis=1, return_inverse=True)
-            self.pairs[(a, b)] = (m2, rg.ravel(), cg.ravel())
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))
 
-    def solve(self, budget, time_limit, gap):
+    def solve(self, budget, time_limit, gap, exact=False):
+        """The chosen choice per class. The LP relaxation first (Alpa's ILPs are
+        nearly integral: a class's LP weight is mostly on one choice or split among
+        ties); the MIP then chooses among the choices the LP weighs (the whole problem
+        again if they admit no solution). `bound` is the relaxation's objective, a
+        lower bound on the optimum: `objective / bound - 1` bounds how far from it."""
         from scipy.optimize import Bounds, LinearConstraint, milp
+        opts = {"time_limit": time_limit, "presolve": True, "disp": _DISP}
+        prob = self._problem(self.keep, budget)
+        self.variables, self.rows = prob[0].size, prob[2].shape[0]
+        obj, integ, a, lo, hi, off, lens = prob
+        t0 = time.perf_counter()
+        lp = milp(obj, bounds=Bounds(0.0, 1.0), constraints=LinearConstraint(a, lo, hi),
+                  options=opts)
+        self.times["lp"] = time.perf_counter() - t0
+        if lp.x is None:
+            raise ShardcError(f"the sharding search found no solution: {lp.message}")
+        self.bound = float(lp.fun) / 1e6
+        keep = [k[lp.x[o:o + n] > 1e-6] for k, o, n in zip(self.keep, off, lens)]
+        for attempt in ([self.keep] if exact else [keep, self.keep]):
+            obj, integ, a, lo, hi, off, lens = self._problem(attempt, budget)
+            res = milp(obj, integrality=integ, bounds=Bounds(0.0, 1.0),
+                       constraints=LinearConstraint(a, lo, hi),
+                       options=dict(opts, mip_rel_gap=gap))
+            if res.x is not None:
+                break
+        self.times["mip"] = time.perf_counter() - t0 - self.times["lp"]
+        self.fixed = sum(len(k) == 1 for k in attempt)
+        if res.x is None:
+            raise ShardcError(f"the sharding search found no solution: {res.message}")
+        self.objective = float(res.fun) / 1e6
+        return [int(k[np.argmax(res.x[o:o + n])]) for k, o, n in zip(attempt, off, lens)]
+
+    def _problem(self, keep, budget):
+        """(objective, integrality, A, lower, upper, x offsets, x counts) with the
+        choices `keep` per class."""
         from scipy.sparse import coo_matrix
-        keep = self.keep
+        pairs = {}
         cost = [c[k] for c, k in zip(self.cost, keep)]
+        for (a, b, tag), m in self.full.items():
+            m = m[keep[a]][:, keep[b]]
+            if m.shape[0] == 1 or m.shape[1] == 1:     # one side decided: its own cost
+                cost[a] = cost[a] + m.min(1) if m.shape[1] == 1 else cost[a]
+                cost[b] = cost[b] + m[0] if m.shape[0] == 1 and m.shape[1] > 1 else cost[b]
+                continue
+            # choices whose rows (columns) are alike share joint variables: the
+            # transportation between the merged one-hot rows is as exact
+            m1, rg = np.unique(m, axis=0, return_inverse=True)
+            m2, cg = np.unique(m1, axis=1, return_inverse=True)
+            pairs[(a, b, tag)] = (m2, rg.ravel(), cg.ravel())
         off, n = [], 0
         for c in cost:
             off.append(n)
             n += len(c)
         nx = n
         poff = {}
-        for ab, (m, _, _) in self.pairs.items():
+        for ab, (m, _, _) in pairs.items():
             poff[ab] = n
             n += m.size
         # in microseconds (HiGHS's tolerances suit numbers near 1), and among choices
         # alike in time the one holding fewer bytes (1 ns per MB)
         obj = np.concatenate([(c + _BYTE_S * m[k]) * 1e6 for c, m, k in
                               zip(cost, self.mem, keep)]
-                             + [m.ravel() * 1e6 for m, _, _ in self.pairs.values()])
+                             + [m.ravel() * 1e6 for m, _, _ in pairs.values()])
         rows, cols, vals, lo, hi = [], [], [], [], []
         r = 0
         for c, cc in enumerate(cost):           # one choice per class
@@ -236,9 +282,9 @@ class _Ilp:
             lo.append(1.0)
             hi.append(1.0)
             r += 1
-        for (a, b), (m, rg, cg) in self.pairs.items():
+        for (a, b, tag), (m, rg, cg) in pairs.items():
             na, nb = m.shape
-            base = poff[(a, b)]
+            base = poff[(a, b, tag)]
             for s in range(na):     # sum_t e[S, t] = x[a, S], S a set of rows alike
                 xs = [off[a] + i for i in np.flatnonzero(rg == s)]
                 rows += [r] * (nb + len(xs))
@@ -284,22 +330,12 @@ class _Ilp:
         a = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
         integ = np.zeros(n)
         integ[:nx] = 1
-        self.variables, self.rows = n, r
-        res = milp(obj, integrality=integ, bounds=Bounds(0.0, 1.0),
-                   constraints=LinearConstraint(a, lo, hi),
-                   options={"time_limit": time_limit, "presolve": True, "disp": _DISP,
-                            "mip_rel_gap": gap})
-        if res.x is None:
-            raise ShardcError(f"the sharding search found no solution: {res.message}")
-        self.objective = float(res.fun) / 1e6
-        x = res.x
-        return [int(keep[c][np.argmax(x[off[c]:off[c] + len(cc)])])
-                for c, cc in enumerate(cost)]
+        return obj, integ, a, lo, hi, off, [len(c) for c in cost]
 
     def local_cost(self, c, chosen) -> np.ndarray:
         """Class c's cost per choice with every other class's choice kept."""
         out = self.cost[c].copy()
-        for (a, b), m in self.full.items():
+        for (a, b, _), m in self.full.items():
             if a == c:
                 out += m[:, chosen[b]]
             elif b == c:
@@ -323,7 +359,7 @@ def _prune(cost, mem, full, ties, rounds=4) -> list:
             if len(idx) < 2:
                 continue
             cols = [cost[c][idx, None], mem[c][idx, None]]
-            for (a, b), m in full.items():
+            for (a, b, _), m in full.items():
                 if a == c:
                     cols.append(m[idx][:, alive[b]])
                 elif b == c:
@@ -349,7 +385,7 @@ def _decode(g, classes, ilp, chosen) -> Solution:
     sol = Solution()
     sol.groups, sol.classes = len(g.groups), len(classes)
     sol.variables, sol.constraint_rows = ilp.variables, ilp.rows
-    sol.objective = ilp.objective
+    sol.objective, sol.bound = ilp.objective, ilp.bound
     pick = {}
     for c, members in enumerate(classes):
         for grp in members:
