@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 from .costmodel import CPU
-from .graph import Graph
+from .graph import Graph, _bytes
+from .memory import _uses, memory_breakdown
+from .solution import Alternative, Prediction, Solution
 from .strategies import key
 from ..errors import ShardcError
-from ..ir.primitive import PRIMITIVES
-from ..ir.program import Lit, Op, Value
+from ..ir.program import Lit
 from ..propagate import axes as ax
 from ..propagate import passes
 
@@ -36,105 +37,15 @@ _DISP = False
 _BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held
 
 
-class Prediction:
-    """What the solver predicts per step and device: seconds (compute, communication),
-    collective bytes (as shardc.report counts them), bytes of inputs and outputs."""
-    __slots__ = ("compute_s", "comm_s", "collective_bytes", "io_bytes")
-
-    def __init__(self, compute_s=0.0, comm_s=0.0, collective_bytes=0, io_bytes=0):
-        self.compute_s, self.comm_s = compute_s, comm_s
-        self.collective_bytes, self.io_bytes = collective_bytes, io_bytes
-
-    @property
-    def total_s(self):
-        return self.compute_s + self.comm_s
-
-    def __repr__(self):
-        return (f"Prediction({self.total_s * 1e3:.4f} ms: compute {self.compute_s * 1e3:.4f}"
-                f" ms, communication {self.comm_s * 1e3:.4f} ms, "
-                f"{self.collective_bytes} B collectives; inputs+outputs {self.io_bytes} B)")
-
-
-class Alternative:
-    """For an auto input: its sharding and what its class costs with it, against the
-    best other sharding with every other choice kept (`next_*`: None if it has none)."""
-    __slots__ = ("sharding", "cost_s", "next_sharding", "next_cost_s", "bytes", "next_bytes")
-
-    def __init__(self, sharding, cost_s, next_sharding, next_cost_s, nbytes, next_bytes):
-        self.sharding, self.cost_s = sharding, cost_s
-        self.next_sharding, self.next_cost_s = next_sharding, next_cost_s
-        self.bytes, self.next_bytes = nbytes, next_bytes
-
-    def __repr__(self):
-        return (f"Alternative({self.sharding} {self.cost_s:.3g} s, next {self.next_sharding}"
-                f" {self.next_cost_s if self.next_cost_s is None else f'{self.next_cost_s:.3g}'}"
-                " s)")
-
-
-class Solution:
-    """The solver's choice. `input_shardings`: {input index: Sharding} of the auto
-    inputs; `constraints`: [(value, Sharding)] for the results of the chosen ops;
-    `dims`: {id(value): dims} of every top-level value; `predicted`: a Prediction;
-    `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
-    `constraint_rows`, `groups`, `classes`: the problem's size and time; `objective`
-    (seconds) and `bound`, the LP relaxation's, below the optimum."""
-
-    def __init__(self):
-        self.input_shardings, self.constraints, self.dims = {}, [], {}
-        self.alternatives = {}
-        self.predicted = Prediction()
-        self.solve_s = 0.0
-        self.variables = self.constraint_rows = self.groups = self.classes = 0
-        self.objective = self.bound = 0.0
-        self.times = {}
-
-    def apply(self, program):
-        """Write the choice into `program` (the one solved): auto inputs' shardings and a
-        sharding_constraint after every chosen op's result. Returns `program`."""
-        for i, s in self.input_shardings.items():
-            program.inputs[i].sharding = s
-        wsc = PRIMITIVES["sharding_constraint"]
-        after = {}
-        for v, s in self.constraints:
-            after[id(v)] = s
-        renamed = {}
-        ops = []
-        for op in program.ops:
-            op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                         for v in op.inputs]
-            for r in op.regions:
-                _rename(r, renamed)
-            ops.append(op)
-            for v in op.outputs:
-                s = after.get(id(v))
-                if s is None:
-                    continue
-                c = Value(v.aval, s)
-                ops.append(Op(wsc, [v], [c], {"sharding": s}, op.loc))
-                renamed[id(v)] = c
-        program.ops = ops
-        program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                           for v in program.outputs]
-        return program
-
-
-def _rename(region, renamed):
-    for op in region.ops:
-        op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v for v in op.inputs]
-        for r in op.regions:
-            _rename(r, renamed)
-    region.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                      for v in region.outputs]
-
-
 def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
-          time_limit=120.0, gap=5e-4, exact=False) -> Solution:
+          time_limit=120.0, gap=5e-4, exact=False, cuts=6) -> Solution:
     """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
     in place) whose inputs at indices `auto` are free; every other input keeps its
     sharding. `rounds`: layer clustering's refinement rounds (0: none); `gap`: the
     relative optimality gap HiGHS may stop at; `time_limit`: seconds it may take (it
     then returns the best choice found); `exact`: the MIP over every choice, not only
-    those the LP relaxation weighs (slower: 10 s rather than 1 on a 12-layer GPT)."""
+    those the LP relaxation weighs (slower: 10 s rather than 1 on a 12-layer GPT);
+    `cuts`: how many times the budget is re-imposed on the values live at the peak."""
     t0 = time.perf_counter()
     passes.prepare(program)
     g = Graph(program, set(auto), hw)
@@ -151,6 +62,24 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
                 f"{int(need)}")
     chosen = ilp.solve(memory_budget, time_limit, gap, exact)
     sol = _decode(g, classes, ilp, chosen)
+    best = sol
+    for _ in range(cuts if memory_budget is not None else 0):
+        # the budget holds the peak of what is live at once: while the choice's peak
+        # (the memory model's) is over it, constrain what is live where it peaks
+        if sol.predicted.peak_bytes <= memory_budget or not ilp.cut(sol, memory_budget):
+            break
+        try:
+            chosen = ilp.solve(memory_budget, time_limit, gap, exact)
+        except ShardcError:
+            break
+        sol = _decode(g, classes, ilp, chosen)
+        best = min(best, sol, key=lambda s: s.predicted.peak_bytes)
+    if memory_budget is not None and sol.predicted.peak_bytes > memory_budget:
+        raise ShardcError(
+            f"no sharding found fits memory_budget={int(memory_budget)} B per device at "
+            f"its peak: the inputs and outputs need at least {int(need)} B, and the "
+            f"smallest peak found is {best.predicted.peak_bytes} B per device; raise "
+            f"memory_budget to at least {best.predicted.peak_bytes}")
     sol.solve_s = time.perf_counter() - t0
     sol.times = ilp.times
     return sol
@@ -160,6 +89,7 @@ class _Ilp:
     def __init__(self, g, classes):
         self.g, self.classes = g, classes
         self.times = {}
+        self.cuts = []       # (bytes per class per choice, cap): peak constraints
         cls = {}
         for c, members in enumerate(classes):
             for grp in members:
@@ -204,6 +134,37 @@ class _Ilp:
                 db = tuple(map(key, g.where[id(v)].values[id(v)]))
                 self.ties[(a, da, b, db)] = None
         self.keep = _prune(self.cost, self.mem, self.full, self.ties)
+
+    def cut(self, sol, budget) -> bool:
+        """Constrain the bytes live where `sol` peaks (memory model): the inputs and
+        outputs, and the values defined before that op and read at or after it, each
+        as its class's choice shards it; what the model counts beyond those (operands
+        resharded for an op, partial sums) is taken as it is at `sol`."""
+        at = sol.predicted.peak_at
+        ops = self.g.program.ops
+        if at is None or at not in ops:
+            return False
+        i = ops.index(at)
+        last = {}
+        for j, op in enumerate(ops):
+            for v in _uses(op):
+                last[id(v)] = j
+        for v in self.g.program.outputs:
+            last.pop(id(v), None)          # outputs are counted with the inputs
+        live = [np.zeros(len(c)) for c in self.cost]
+        now = 0
+        for op in ops[:i + 1]:
+            for v in op.outputs:
+                if last.get(id(v), -1) < i or id(v) not in self.g.where:
+                    continue
+                grp = self.g.where[id(v)]
+                c = self.cls[id(grp)]
+                nb = np.array([_bytes(v, d, self.g.mesh) for d in grp.values[id(v)]])
+                live[c] = live[c] + nb
+                now += nb[sol.choice[c]]
+        rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
+        self.cuts.append((live, budget - max(rest, 0)))
+        return True
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))
@@ -319,14 +280,15 @@ class _Ilp:
                     hi.append(0.0)
                     r += 1
         if budget is not None:
-            for c, mem in enumerate(self.mem):
-                mem = mem[keep[c]]
-                rows += [r] * len(mem)
-                cols += range(off[c], off[c] + len(mem))
-                vals += list(mem)
-            lo.append(-np.inf)
-            hi.append(float(budget))
-            r += 1
+            for extra, cap in [(None, budget)] + self.cuts:
+                for c, mem in enumerate(self.mem):
+                    mem = (mem if extra is None else mem + extra[c])[keep[c]]
+                    rows += [r] * len(mem)
+                    cols += range(off[c], off[c] + len(mem))
+                    vals += list(mem)
+                lo.append(-np.inf)
+                hi.append(float(cap))
+                r += 1
         a = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
         integ = np.zeros(n)
         integ[:nx] = 1
@@ -386,6 +348,7 @@ def _decode(g, classes, ilp, chosen) -> Solution:
     sol.groups, sol.classes = len(g.groups), len(classes)
     sol.variables, sol.constraint_rows = ilp.variables, ilp.rows
     sol.objective, sol.bound = ilp.objective, ilp.bound
+    sol.choice = chosen
     pick = {}
     for c, members in enumerate(classes):
         for grp in members:
@@ -418,6 +381,8 @@ def _decode(g, classes, ilp, chosen) -> Solution:
                                      ax.dims_of(s, v.aval.ndim, mesh))
             pred.comm_s += secs
             pred.collective_bytes += nbytes
+    m = _assumed_memory(g, sol)
+    pred.peak_bytes, pred.peak_at = m.peak, m.at
     for c, members in enumerate(classes):
         for grp in members:
             if not grp.auto:
@@ -430,6 +395,22 @@ def _decode(g, classes, ilp, chosen) -> Solution:
                 ds = grp.values[id(v)]
                 sol.alternatives[i] = _alt(ds, s, t, local, v, mesh)
     return sol
+
+
+def _assumed_memory(g, sol):
+    """The memory model's breakdown of the program with its top-level values sharded as
+    `sol` chose (set for the count, then unset)."""
+    p, saved = g.program, []
+    for v in list(p.inputs) + [v for op in p.ops for v in op.outputs]:
+        d = sol.dims.get(id(v))
+        if d is not None:
+            saved.append((v, v.sharding))
+            v.sharding = ax.sharding_of(d, g.mesh)
+    try:
+        return memory_breakdown(p, g.hw)
+    finally:
+        for v, s in saved:
+            v.sharding = s
 
 
 def _alt(ds, s, t, local, v, mesh):
