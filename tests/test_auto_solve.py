@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding, PartitionSpec as PS
 import shardc
 from shardc.auto import costmodel as cm
 from shardc.auto import memory
-from shardc.auto.solve import solve
+from shardc.auto.solve import factorizations, solve, solve_mesh
 from shardc.errors import ShardcError
 from shardc.ir.sharding import Sharding
 from shardc.propagate import passes
@@ -176,3 +176,16 @@ def test_a_realized_program_computes_what_jax_jit_does():
     got = compiled(xs, w1, w2)
     want = jax.jit(lambda x, a, b: jax.nn.gelu(x @ a) @ b)(x, w1, w2)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-5)
+
+
+def test_mesh_shape_search_tries_every_factorization():
+    assert factorizations(8, 2) == [(1, 8), (2, 4), (4, 2), (8, 1)]
+
+    def build(shape):
+        m = shardc.make_mesh(shape, DM)
+        x = jax.ShapeDtypeStruct((8, D), np.float32, sharding=NamedSharding(m, PS("data")))
+        return trace(mlp, x, sds((D, F)), sds((F, D)))._program, [1, 2]
+    best, sol, tried = solve_mesh(build, 8, DM)
+    assert set(tried) == set(factorizations(8, 2))
+    assert all(sol.objective <= s.objective for s in tried.values())
+    assert tried[best] is sol

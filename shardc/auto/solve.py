@@ -85,6 +85,35 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
     return sol
 
 
+def factorizations(n, k) -> list:
+    """Every way to write `n` as an ordered product of `k` positive factors."""
+    if k == 1:
+        return [(n,)]
+    return [(d,) + rest for d in range(1, n + 1) if n % d == 0
+            for rest in factorizations(n // d, k - 1)]
+
+
+def solve_mesh(build, n_devices, axis_names, **kw):
+    """The mesh shape too: `build(shape)` gives (traced program, auto input indices) on
+    a mesh of `shape` (a size per name of `axis_names`); every factorization of
+    `n_devices` is solved (keywords as `solve`'s). Returns (best shape, its Solution,
+    {shape: Solution, or the ShardcError that shape met})."""
+    tried = {}
+    for shape in factorizations(n_devices, len(axis_names)):
+        program, auto = build(shape)
+        try:
+            tried[shape] = solve(program, auto, **kw)
+        except ShardcError as e:
+            tried[shape] = e
+    ok = {k: v for k, v in tried.items() if isinstance(v, Solution)}
+    if not ok:
+        raise ShardcError(f"no mesh shape of {n_devices} devices over {tuple(axis_names)} "
+                          "admits a sharding: " + "; ".join(
+                              f"{k}: {v}" for k, v in tried.items()))
+    best = min(ok, key=lambda k: ok[k].objective)
+    return best, ok[best], tried
+
+
 class _Ilp:
     def __init__(self, g, classes):
         self.g, self.classes = g, classes
