@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from .costmodel import CPU, dims as to_dims, local_bytes, reshard_cost
-from .strategies import (Strategy, dims_choices, fixed_strategy, follow, follows, is_fixed,
-                         key, op_strategies)
+from .strategies import (Strategy, dims_choices, fixed_strategy, follow, follows, inline,
+                         inline_strategies, is_fixed, key, op_strategies)
 from ..ir.program import Lit
 from ..propagate.factors import cached_rule
 
@@ -121,7 +121,9 @@ class Graph:
             g.label += ((_sig(op), g.vlabel[id(v)]),)
         else:
             k = None
-            if is_fixed(op) or cached_rule(op, self.rules) is None:
+            if inline(op):
+                ss = inline_strategies(op, self.mesh)
+            elif is_fixed(op) or cached_rule(op, self.rules) is None:
                 ss = [fixed_strategy(op, self.mesh)]
             else:
                 ss = op_strategies(op, self.mesh, self.hw, self.rules, self.cache)

@@ -393,9 +393,12 @@ def _decode(g, classes, ilp, chosen) -> Solution:
             pred.compute_s += st.compute_s
             pred.comm_s += st.comm_s
             pred.collective_bytes += st.comm_bytes
-            if len(ss) > 1 and op is grp.members[0][0]:
+            if len(ss) > 1:
+                # every result the choice decided, followers' too: propagation would
+                # otherwise merge a follower's other operands and users into it
                 for v, d in zip(op.outputs, st.outs):
-                    sol.constraints.append((v, ax.sharding_of(d, mesh)))
+                    if v.aval.ndim:
+                        sol.constraints.append((v, ax.sharding_of(d, mesh)))
         for i, v in grp.inputs:
             if grp.auto:
                 sol.input_shardings[i] = ax.sharding_of(grp.values[id(v)][s], mesh)

@@ -108,12 +108,40 @@ def op_strategies(op, mesh, hw=CPU, rules=None, cache=None) -> list:
     return list(best.values())
 
 
+_LOOPS = frozenset({"scan", "while", "cond"})
+
+
+def inline(op) -> bool:
+    """A region op whose body runs once in place (custom_vjp_call, custom_jvp_call,
+    checkpoint) with every array operand and result of one shape (relu, gelu): it is
+    taken as elementwise, its body's shardings left to propagation."""
+    if not op.regions or op.prim.name in _LOOPS or op.prim.operand_constraints is not None \
+            or op.prim.source_of is not None:
+        return False
+    shapes = {v.aval.shape for v in list(op.inputs) + list(op.outputs)
+              if type(v) is not Lit and v.aval.ndim}
+    return len(shapes) == 1 and all(type(v) is Lit or v.aval.ndim == 0 or
+                                    v.aval.shape in shapes for v in op.outputs)
+
+
 def is_fixed(op) -> bool:
     """Ops the solver takes as they are: sources (sharding constraints, shard_map's
-    results), regions, ops without a factor rule, explicit-mode types."""
-    return (op.prim.source_of is not None or bool(op.regions)
+    results), loops and other regions, explicit-mode types."""
+    return (op.prim.source_of is not None or (bool(op.regions) and not inline(op))
             or op.prim.operand_constraints is not None
             or any(v.aval.ts is not None and any(v.aval.ts.dims) for v in op.outputs))
+
+
+def _as_elementwise(op, d) -> Strategy:
+    """An inline region op with every array at dims `d` (scalars whole)."""
+    def at(v):
+        return None if type(v) is Lit else d if v.aval.ndim else []
+    return Strategy([at(v) for v in op.inputs], [at(v) for v in op.outputs])
+
+
+def inline_strategies(op, mesh) -> list:
+    shape = next(v.aval.shape for v in op.outputs if v.aval.ndim)
+    return [_as_elementwise(op, d) for d in dims_choices(shape, mesh)]
 
 
 def fixed_strategy(op, mesh) -> Strategy:
@@ -147,6 +175,9 @@ def follows(op, rules, choices=None) -> int | None:
     elementwise op's operands, the one whose producer has the most choices, so a
     mask from an iota does not decide), and needs no variables of its own.
     `choices(value)`: how many choices the value's producer has."""
+    if inline(op):
+        arrays = [k for k, v in enumerate(op.inputs) if type(v) is not Lit and v.aval.ndim]
+        return arrays[0] if len(arrays) == 1 else None
     if is_fixed(op) or len(op.outputs) != 1:
         return None
     rule = cached_rule(op, rules)
@@ -164,6 +195,8 @@ def follows(op, rules, choices=None) -> int | None:
 def follow(op, k, d, mesh, hw, rules, cache) -> Strategy:
     """A follower's strategy when operand `k` has dims `d`: the factors take its axes
     (and other operands are needed as they map onto those factors)."""
+    if op.regions:
+        return _as_elementwise(op, d)
     rule = cached_rule(op, rules)
     fac = _factors_of(rule.operands[k], d, rule.sizes)
     ins = [None if type(v) is Lit else d if i == k else _unproj(m, fac, rule.sizes)
