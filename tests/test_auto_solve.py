@@ -215,3 +215,22 @@ def test_train_step_realized_as_predicted_and_no_worse_than_fsdp():
     # (a value resharded one way for several uses is paid once, not per use)
     assert 0.8 * sol.predicted.comm_s <= cost.comm_s <= sol.predicted.comm_s
     assert cost.total_s <= hand_cost(step, args(PS("fsdp")))
+
+
+def test_constraints_that_reshard_nothing_hold_no_memory():
+    from shardc.ir.parse import parse_program
+    body = """mesh <x=2>
+func @f(%a: f32[8,16] [{x}, {}], %w: f32[16,16] [{}, {x}]) -> (f32[8,16] [{x}, {x}]) {
+  %0: f32[16,16] [{}, {x}] = copy(%w)
+  %c0: f32[16,16] [{}, {x}] = sharding_constraint(%0) {sharding=[{}, {x}]}
+  %1: f32[8,16] [{x}, {}] = dot_general(%a, %c0) {contracting=((1,), (0,)), batch=((), ())}
+  return %1
+}
+"""
+    bare = "\n".join(ln for ln in body.splitlines() if "sharding_constraint" not in ln)
+    with_wsc, without = parse_program(body), parse_program(bare.replace("%c0", "%0"))
+    # the copy of a parameter is the parameter's buffer, constrained or not (the copy
+    # was taken as fused into the constraint, which then counted a buffer of its own)
+    assert memory.memory_breakdown(with_wsc).temporaries == \
+        memory.memory_breakdown(without).temporaries
+    assert memory.peak_memory(with_wsc) == memory.peak_memory(without)
