@@ -4,17 +4,24 @@ solved by HiGHS through scipy.optimize.milp.
 Variables: x[c, s] (binary) picks strategy s for every group of class c (graph.py:
 groups are ops with their followers, classes are the repeats of one group across
 layers); e[a, b, s, t] (continuous, the transportation polytope between two one-hot
-rows, hence 0/1 at a solution) for a pair of classes joined by edges whose reshard cost
-depends on both choices, with sum_t e = x[a, s] and sum_s e = x[b, t]. Edge costs that
-depend on one side only (a fixed producer, a class's edges to itself) are that side's.
+rows, hence 0/1 at a solution) for classes joined by an edge whose reshard cost
+depends on both choices, with sum_t e = x[a, s] and sum_s e = x[b, t] (choices alike
+towards the edge share their rows). Edge costs that depend on one side only (a fixed
+producer, a class's edges to itself, a sum of one term per side) are that side's.
+Sharding groups (a gradient tied to its parameter) are equalities between choices.
 Objective: the seconds of the step (costmodel: compute and every op's own collectives,
-plus the reshards on the edges). `memory_budget` bounds the bytes per device of the
-inputs and outputs as sharded; a budget below what the most sharded choice needs is an
-error naming that smallest budget.
+plus the reshards on the edges; a reshard used twice is paid twice, XLA pays it once).
+The LP relaxation is solved first and the MIP among the choices it weighs.
+
+`memory_budget` bounds the peak bytes per device (memory.py's model of the choice):
+the inputs and outputs as sharded always, and while the choice's peak is over budget,
+the values live where it peaks (re-solved, a few times). A budget below what the
+inputs and outputs need sharded as far as they go, or below every peak found, is an
+error naming that amount.
 
 `Solution.apply(program)` realizes the choice: the auto inputs' shardings, and a
-sharding_constraint on each result of every op the solver chose a strategy for, so
-shardc's propagation fills in the rest (the followers) as the solver assumed.
+sharding_constraint on every result the choice decided, so shardc's propagation
+reproduces it (and fills in what it did not decide: region bodies, fixed ops).
 """
 from __future__ import annotations
 
