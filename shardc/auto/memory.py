@@ -28,7 +28,7 @@ import dataclasses
 
 from .costmodel import CPU, dims, local_bytes, plan
 from ..ir.primitive import Trait
-from ..ir.program import Lit
+from ..ir.program import Lit, Op, Program
 from ..propagate.factors import cached_rule
 
 
@@ -78,10 +78,38 @@ def memory_breakdown(program, hw=CPU) -> Memory:
                 aliased += n
                 out_sizes[i] = (None, None, 0)
                 break
-    skip = {id(v) for v in program.inputs} | {id(v) for v in program.outputs
-                                              if type(v) is not Lit}
-    temps, at = _peak(program, mesh, hw, skip, {})
+    view, origin = _without_annotations(program)
+    skip = {id(v) for v in view.inputs} | {id(v) for v in view.outputs if type(v) is not Lit}
+    temps, at = _peak(view, mesh, hw, skip, {})
+    at = origin.get(id(at), at)
     return Memory(args, outs, temps, aliased, at)
+
+
+def _without_annotations(p):
+    """`p` without its top-level sharding constraints that reshard nothing (XLA emits
+    no code for them; the solver adds one per value it decides): a view, `p` is left
+    alone; and {id(op in the view): op in `p`}."""
+    same = {}
+    for op in p.ops:
+        if op.prim.name == "sharding_constraint" and type(op.inputs[0]) is not Lit and \
+                op.inputs[0].sharding is not None and \
+                op.inputs[0].sharding.dims == op.outputs[0].sharding.dims:
+            same[id(op.outputs[0])] = same.get(id(op.inputs[0]), op.inputs[0])
+    if not same:
+        return p, {}
+    ops, origin = [], {}
+    for op in p.ops:
+        if id(op.outputs[0]) in same if op.outputs else False:
+            continue
+        if any(id(v) in same for v in op.inputs):
+            new = Op(op.prim, [same.get(id(v), v) for v in op.inputs], op.outputs,
+                     op.params, op.loc, op.regions)
+            origin[id(new)] = op
+            op = new
+        ops.append(op)
+    view = Program(p.name, p.inputs, ops, [same.get(id(v), v) for v in p.outputs], p.mesh)
+    view.out_shardings, view.meta = p.out_shardings, p.meta
+    return view, origin
 
 
 def peak_memory(program, hw=CPU) -> int:

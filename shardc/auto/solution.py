@@ -1,0 +1,104 @@
+"""What the sharding search chose (solve.py), how to write it into the program, and
+what it predicts."""
+from __future__ import annotations
+
+from ..ir.primitive import PRIMITIVES
+from ..ir.program import Lit, Op, Value
+
+
+class Prediction:
+    """What the solver predicts per step and device: seconds (compute, communication),
+    collective bytes (as shardc.report counts them, each use's reshard counted: XLA
+    reuses one value resharded one way, so the realized program may need fewer),
+    bytes of inputs and outputs, and the memory model's peak bytes and the op where
+    it is reached."""
+    __slots__ = ("compute_s", "comm_s", "collective_bytes", "io_bytes", "peak_bytes",
+                 "peak_at")
+
+    def __init__(self, compute_s=0.0, comm_s=0.0, collective_bytes=0, io_bytes=0):
+        self.compute_s, self.comm_s = compute_s, comm_s
+        self.collective_bytes, self.io_bytes = collective_bytes, io_bytes
+        self.peak_bytes, self.peak_at = 0, None
+
+    @property
+    def total_s(self):
+        return self.compute_s + self.comm_s
+
+    def __repr__(self):
+        return (f"Prediction({self.total_s * 1e3:.4f} ms: compute {self.compute_s * 1e3:.4f}"
+                f" ms, communication {self.comm_s * 1e3:.4f} ms, "
+                f"{self.collective_bytes} B collectives; inputs+outputs {self.io_bytes} B, "
+                f"peak {self.peak_bytes} B)")
+
+
+class Alternative:
+    """For an auto input: its sharding and what its class costs with it, against the
+    best other sharding with every other choice kept (`next_*`: None if it has none)."""
+    __slots__ = ("sharding", "cost_s", "next_sharding", "next_cost_s", "bytes", "next_bytes")
+
+    def __init__(self, sharding, cost_s, next_sharding, next_cost_s, nbytes, next_bytes):
+        self.sharding, self.cost_s = sharding, cost_s
+        self.next_sharding, self.next_cost_s = next_sharding, next_cost_s
+        self.bytes, self.next_bytes = nbytes, next_bytes
+
+    def __repr__(self):
+        return (f"Alternative({self.sharding} {self.cost_s:.3g} s, next {self.next_sharding}"
+                f" {self.next_cost_s if self.next_cost_s is None else f'{self.next_cost_s:.3g}'}"
+                " s)")
+
+
+class Solution:
+    """The solver's choice. `input_shardings`: {input index: Sharding} of the auto
+    inputs; `constraints`: [(value, Sharding)] for the results of the chosen ops;
+    `dims`: {id(value): dims} of every top-level value; `predicted`: a Prediction;
+    `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
+    `constraint_rows`, `groups`, `classes`: the problem's size and time; `objective`
+    (seconds) and `bound`, the LP relaxation's, below the optimum."""
+
+    def __init__(self):
+        self.input_shardings, self.constraints, self.dims = {}, [], {}
+        self.alternatives = {}
+        self.predicted = Prediction()
+        self.solve_s = 0.0
+        self.variables = self.constraint_rows = self.groups = self.classes = 0
+        self.objective = self.bound = 0.0
+        self.times = {}
+        self.choice = []     # per class of the problem, its choice
+
+    def apply(self, program):
+        """Write the choice into `program` (the one solved): auto inputs' shardings and a
+        sharding_constraint after every chosen op's result. Returns `program`."""
+        for i, s in self.input_shardings.items():
+            program.inputs[i].sharding = s
+        wsc = PRIMITIVES["sharding_constraint"]
+        after = {}
+        for v, s in self.constraints:
+            after[id(v)] = s
+        renamed = {}
+        ops = []
+        for op in program.ops:
+            op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                         for v in op.inputs]
+            for r in op.regions:
+                _rename(r, renamed)
+            ops.append(op)
+            for v in op.outputs:
+                s = after.get(id(v))
+                if s is None:
+                    continue
+                c = Value(v.aval, s)
+                ops.append(Op(wsc, [v], [c], {"sharding": s}, op.loc))
+                renamed[id(v)] = c
+        program.ops = ops
+        program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                           for v in program.outputs]
+        return program
+
+
+def _rename(region, renamed):
+    for op in region.ops:
+        op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v for v in op.inputs]
+        for r in op.regions:
+            _rename(r, renamed)
+    region.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
+                      for v in region.outputs]

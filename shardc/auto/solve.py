@@ -1,0 +1,464 @@
+"""The sharding search: an integer linear program over per-op strategies (Alpa, OSDI'22),
+solved by HiGHS through scipy.optimize.milp.
+
+Variables: x[c, s] (binary) picks strategy s for every group of class c (graph.py:
+groups are ops with their followers, classes are the repeats of one group across
+layers); e[a, b, s, t] (continuous, the transportation polytope between two one-hot
+rows, hence 0/1 at a solution) for classes joined by an edge whose reshard cost
+depends on both choices, with sum_t e = x[a, s] and sum_s e = x[b, t] (choices alike
+towards the edge share their rows). Edge costs that depend on one side only (a fixed
+producer, a class's edges to itself, a sum of one term per side) are that side's.
+Sharding groups (a gradient tied to its parameter) are equalities between choices.
+Objective: the seconds of the step (costmodel: compute and every op's own collectives,
+plus the reshards on the edges; a reshard used twice is paid twice, XLA pays it once).
+The LP relaxation is solved first and the MIP among the choices it weighs.
+
+`memory_budget` bounds the peak bytes per device (memory.py's model of the choice):
+the inputs and outputs as sharded always, and while the choice's peak is over budget,
+the values live where it peaks (re-solved, a few times). A budget below what the
+inputs and outputs need sharded as far as they go, or below every peak found, is an
+error naming that amount.
+
+`Solution.apply(program)` realizes the choice: the auto inputs' shardings, and a
+sharding_constraint on every result the choice decided, so shardc's propagation
+reproduces it (and fills in what it did not decide: region bodies, fixed ops).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .costmodel import CPU
+from .graph import Graph, _bytes
+from .memory import _uses, memory_breakdown
+from .solution import Alternative, Prediction, Solution
+from .strategies import key
+from ..errors import ShardcError
+from ..ir.program import Lit
+from ..propagate import axes as ax
+from ..propagate import passes
+
+
+_DISP = False
+_BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held
+
+
+def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
+          time_limit=120.0, gap=5e-4, exact=False, cuts=6) -> Solution:
+    """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
+    in place) whose inputs at indices `auto` are free; every other input keeps its
+    sharding. `rounds`: layer clustering's refinement rounds (0: none); `gap`: the
+    relative optimality gap HiGHS may stop at; `time_limit`: seconds it may take (it
+    then returns the best choice found); `exact`: the MIP over every choice, not only
+    those the LP relaxation weighs (slower: 10 s rather than 1 on a 12-layer GPT);
+    `cuts`: how many times the budget is re-imposed on the values live at the peak."""
+    t0 = time.perf_counter()
+    passes.prepare(program)
+    g = Graph(program, set(auto), hw)
+    classes = g.classes(rounds)
+    ilp = _Ilp(g, classes)
+    ilp.times["graph"] = time.perf_counter() - t0
+    if memory_budget is not None:
+        need = ilp.min_memory()
+        if need > memory_budget:
+            raise ShardcError(
+                f"no sharding of the program fits memory_budget={int(memory_budget)} B per "
+                f"device: its inputs and outputs alone need at least {int(need)} B per "
+                f"device (sharded as far as they go); raise memory_budget to at least "
+                f"{int(need)}")
+    chosen = ilp.solve(memory_budget, time_limit, gap, exact)
+    sol = _decode(g, classes, ilp, chosen)
+    best = sol
+    for _ in range(cuts if memory_budget is not None else 0):
+        # the budget holds the peak of what is live at once: while the choice's peak
+        # (the memory model's) is over it, constrain what is live where it peaks
+        if sol.predicted.peak_bytes <= memory_budget or not ilp.cut(sol, memory_budget):
+            break
+        try:
+            chosen = ilp.solve(memory_budget, time_limit, gap, exact)
+        except ShardcError:
+            break
+        sol = _decode(g, classes, ilp, chosen)
+        best = min(best, sol, key=lambda s: s.predicted.peak_bytes)
+    if memory_budget is not None and sol.predicted.peak_bytes > memory_budget:
+        raise ShardcError(
+            f"no sharding found fits memory_budget={int(memory_budget)} B per device at "
+            f"its peak: the inputs and outputs need at least {int(need)} B, and the "
+            f"smallest peak found is {best.predicted.peak_bytes} B per device; raise "
+            f"memory_budget to at least {best.predicted.peak_bytes}")
+    sol.solve_s = time.perf_counter() - t0
+    sol.times = ilp.times
+    return sol
+
+
+def factorizations(n, k) -> list:
+    """Every way to write `n` as an ordered product of `k` positive factors."""
+    if k == 1:
+        return [(n,)]
+    return [(d,) + rest for d in range(1, n + 1) if n % d == 0
+            for rest in factorizations(n // d, k - 1)]
+
+
+def solve_mesh(build, n_devices, axis_names, **kw):
+    """The mesh shape too: `build(shape)` gives (traced program, auto input indices) on
+    a mesh of `shape` (a size per name of `axis_names`); every factorization of
+    `n_devices` is solved (keywords as `solve`'s). Returns (best shape, its Solution,
+    {shape: Solution, or the ShardcError that shape met})."""
+    tried = {}
+    for shape in factorizations(n_devices, len(axis_names)):
+        program, auto = build(shape)
+        try:
+            tried[shape] = solve(program, auto, **kw)
+        except ShardcError as e:
+            tried[shape] = e
+    ok = {k: v for k, v in tried.items() if isinstance(v, Solution)}
+    if not ok:
+        raise ShardcError(f"no mesh shape of {n_devices} devices over {tuple(axis_names)} "
+                          "admits a sharding: " + "; ".join(
+                              f"{k}: {v}" for k, v in tried.items()))
+    best = min(ok, key=lambda k: ok[k].objective)
+    return best, ok[best], tried
+
+
+class _Ilp:
+    def __init__(self, g, classes):
+        self.g, self.classes = g, classes
+        self.times = {}
+        self.cuts = []       # (bytes per class per choice, cap): peak constraints
+        cls = {}
+        for c, members in enumerate(classes):
+            for grp in members:
+                cls[id(grp)] = c
+        self.cls = cls
+        self.cost = [sum(grp.cost for grp in m) for m in classes]
+        self.mem = [sum(grp.mem for grp in m) for m in classes]
+        pairs = {}
+        for e in g.edges:
+            a, b = cls[id(e.src)], cls[id(e.dst)]
+            m = g.matrix(e)
+            if a == b:
+                self.cost[a] = self.cost[a] + np.diag(m)
+            elif m.shape[0] == 1:
+                self.cost[b] = self.cost[b] + m[0]
+            elif m.shape[1] == 1:
+                self.cost[a] = self.cost[a] + m[:, 0]
+            else:
+                # edges alike (the same reshard between the same classes: a layer's
+                # repeats) add up; others keep joint variables of their own, fewer
+                # than for their sum, whose rows and columns would rarely be alike
+                k = (a, b, id(m)) if a < b else (b, a, id(m))
+                m = m if a < b else m.T
+                pairs[k] = pairs[k] + m if k in pairs else m.copy()
+        self.full = {}
+        for (a, b, tag), m in pairs.items():
+            # a cost that is a sum of one term per side needs no joint variables
+            rest = m - m[:, :1] - m[:1, :] + m[0, 0]
+            if np.allclose(rest, 0.0, atol=1e-15):
+                self.cost[a] = self.cost[a] + m[:, 0] - m[0, 0]
+                self.cost[b] = self.cost[b] + m[0, :]
+            else:
+                self.full[(a, b, tag)] = m
+        # sharding groups (a gradient tied to its parameter): for every sharding D, the
+        # choices giving one value D are taken as often as those giving the other D
+        self.ties = {}
+        for vals in g.tied.values():
+            vals = [v for v in vals if id(v) in g.where]
+            for v in vals[1:]:
+                a, b = cls[id(g.where[id(vals[0])])], cls[id(g.where[id(v)])]
+                da = tuple(map(key, g.where[id(vals[0])].values[id(vals[0])]))
+                db = tuple(map(key, g.where[id(v)].values[id(v)]))
+                self.ties[(a, da, b, db)] = None
+        self.keep = _prune(self.cost, self.mem, self.full, self.ties)
+
+    def cut(self, sol, budget) -> bool:
+        """Constrain the bytes live where `sol` peaks (memory model): the inputs and
+        outputs, and the values defined before that op and read at or after it, each
+        as its class's choice shards it; what the model counts beyond those (operands
+        resharded for an op, partial sums) is taken as it is at `sol`."""
+        at = sol.predicted.peak_at
+        ops = self.g.program.ops
+        if at is None or at not in ops:
+            return False
+        i = ops.index(at)
+        last = {}
+        for j, op in enumerate(ops):
+            for v in _uses(op):
+                last[id(v)] = j
+        for v in self.g.program.outputs:
+            last.pop(id(v), None)          # outputs are counted with the inputs
+        live = [np.zeros(len(c)) for c in self.cost]
+        now = 0
+        for op in ops[:i + 1]:
+            for v in op.outputs:
+                if last.get(id(v), -1) < i or id(v) not in self.g.where:
+                    continue
+                grp = self.g.where[id(v)]
+                c = self.cls[id(grp)]
+                nb = np.array([_bytes(v, d, self.g.mesh) for d in grp.values[id(v)]])
+                live[c] = live[c] + nb
+                now += nb[sol.choice[c]]
+        rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
+        self.cuts.append((live, budget - max(rest, 0)))
+        return True
+
+    def min_memory(self) -> float:
+        return float(sum(m.min() for m in self.mem))
+
+    def solve(self, budget, time_limit, gap, exact=False):
+        """The chosen choice per class. The LP relaxation first (Alpa's ILPs are
+        nearly integral: a class's LP weight is mostly on one choice or split among
+        ties); the MIP then chooses among the choices the LP weighs (the whole problem
+        again if they admit no solution). `bound` is the relaxation's objective, a
+        lower bound on the optimum: `objective / bound - 1` bounds how far from it."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        opts = {"time_limit": time_limit, "presolve": True, "disp": _DISP}
+        prob = self._problem(self.keep, budget)
+        self.variables, self.rows = prob[0].size, prob[2].shape[0]
+        obj, integ, a, lo, hi, off, lens = prob
+        t0 = time.perf_counter()
+        lp = milp(obj, bounds=Bounds(0.0, 1.0), constraints=LinearConstraint(a, lo, hi),
+                  options=opts)
+        self.times["lp"] = time.perf_counter() - t0
+        if lp.x is None:
+            raise ShardcError(f"the sharding search found no solution: {lp.message}")
+        self.bound = float(lp.fun) / 1e6
+        keep = [k[lp.x[o:o + n] > 1e-6] for k, o, n in zip(self.keep, off, lens)]
+        for attempt in ([self.keep] if exact else [keep, self.keep]):
+            obj, integ, a, lo, hi, off, lens = self._problem(attempt, budget)
+            res = milp(obj, integrality=integ, bounds=Bounds(0.0, 1.0),
+                       constraints=LinearConstraint(a, lo, hi),
+                       options=dict(opts, mip_rel_gap=gap))
+            if res.x is not None:
+                break
+        self.times["mip"] = time.perf_counter() - t0 - self.times["lp"]
+        self.fixed = sum(len(k) == 1 for k in attempt)
+        if res.x is None:
+            raise ShardcError(f"the sharding search found no solution: {res.message}")
+        self.objective = float(res.fun) / 1e6
+        return [int(k[np.argmax(res.x[o:o + n])]) for k, o, n in zip(attempt, off, lens)]
+
+    def _problem(self, keep, budget):
+        """(objective, integrality, A, lower, upper, x offsets, x counts) with the
+        choices `keep` per class."""
+        from scipy.sparse import coo_matrix
+        pairs = {}
+        cost = [c[k] for c, k in zip(self.cost, keep)]
+        for (a, b, tag), m in self.full.items():
+            m = m[keep[a]][:, keep[b]]
+            if m.shape[0] == 1 or m.shape[1] == 1:     # one side decided: its own cost
+                cost[a] = cost[a] + m.min(1) if m.shape[1] == 1 else cost[a]
+                cost[b] = cost[b] + m[0] if m.shape[0] == 1 and m.shape[1] > 1 else cost[b]
+                continue
+            # choices whose rows (columns) are alike share joint variables: the
+            # transportation between the merged one-hot rows is as exact
+            m1, rg = np.unique(m, axis=0, return_inverse=True)
+            m2, cg = np.unique(m1, axis=1, return_inverse=True)
+            pairs[(a, b, tag)] = (m2, rg.ravel(), cg.ravel())
+        off, n = [], 0
+        for c in cost:
+            off.append(n)
+            n += len(c)
+        nx = n
+        poff = {}
+        for ab, (m, _, _) in pairs.items():
+            poff[ab] = n
+            n += m.size
+        # in microseconds (HiGHS's tolerances suit numbers near 1), and among choices
+        # alike in time the one holding fewer bytes (1 ns per MB)
+        obj = np.concatenate([(c + _BYTE_S * m[k]) * 1e6 for c, m, k in
+                              zip(cost, self.mem, keep)]
+                             + [m.ravel() * 1e6 for m, _, _ in pairs.values()])
+        rows, cols, vals, lo, hi = [], [], [], [], []
+        r = 0
+        for c, cc in enumerate(cost):           # one choice per class
+            k = len(cc)
+            rows += [r] * k
+            cols += range(off[c], off[c] + k)
+            vals += [1.0] * k
+            lo.append(1.0)
+            hi.append(1.0)
+            r += 1
+        for (a, b, tag), (m, rg, cg) in pairs.items():
+            na, nb = m.shape
+            base = poff[(a, b, tag)]
+            for s in range(na):     # sum_t e[S, t] = x[a, S], S a set of rows alike
+                xs = [off[a] + i for i in np.flatnonzero(rg == s)]
+                rows += [r] * (nb + len(xs))
+                cols += list(range(base + s * nb, base + s * nb + nb)) + xs
+                vals += [1.0] * nb + [-1.0] * len(xs)
+                r += 1
+            for t in range(nb):     # sum_s e[s, T] = x[b, T]
+                xs = [off[b] + i for i in np.flatnonzero(cg == t)]
+                rows += [r] * (na + len(xs))
+                cols += list(range(base + t, base + na * nb, nb)) + xs
+                vals += [1.0] * na + [-1.0] * len(xs)
+                r += 1
+            lo += [0.0] * (na + nb)
+            hi += [0.0] * (na + nb)
+        for a, da, b, db in self.ties:
+            da = [da[i] for i in keep[a]]
+            db = [db[i] for i in keep[b]]
+            for d in set(da) | set(db):
+                coef = {}
+                for s, x in enumerate(da):
+                    if x == d:
+                        coef[off[a] + s] = coef.get(off[a] + s, 0.0) + 1.0
+                for t, x in enumerate(db):
+                    if x == d:
+                        coef[off[b] + t] = coef.get(off[b] + t, 0.0) - 1.0
+                coef = {c: v for c, v in coef.items() if v}
+                if coef:
+                    rows += [r] * len(coef)
+                    cols += coef.keys()
+                    vals += coef.values()
+                    lo.append(0.0)
+                    hi.append(0.0)
+                    r += 1
+        if budget is not None:
+            for extra, cap in [(None, budget)] + self.cuts:
+                for c, mem in enumerate(self.mem):
+                    mem = (mem if extra is None else mem + extra[c])[keep[c]]
+                    rows += [r] * len(mem)
+                    cols += range(off[c], off[c] + len(mem))
+                    vals += list(mem)
+                lo.append(-np.inf)
+                hi.append(float(cap))
+                r += 1
+        a = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
+        integ = np.zeros(n)
+        integ[:nx] = 1
+        return obj, integ, a, lo, hi, off, [len(c) for c in cost]
+
+    def local_cost(self, c, chosen) -> np.ndarray:
+        """Class c's cost per choice with every other class's choice kept."""
+        out = self.cost[c].copy()
+        for (a, b, _), m in self.full.items():
+            if a == c:
+                out += m[:, chosen[b]]
+            elif b == c:
+                out += m[chosen[a], :]
+        return out
+
+
+def _prune(cost, mem, full, ties, rounds=4) -> list:
+    """Per class the choices to keep: a choice no cheaper, no smaller and no better
+    placed towards any neighbour's remaining choices than another (with the same tied
+    shardings) is dropped; the optimum is among the rest. Returns index arrays."""
+    alive = [np.ones(len(c), bool) for c in cost]
+    sig = [[() for _ in c] for c in cost]
+    for a, da, b, db in ties:
+        for c, d in ((a, da), (b, db)):
+            sig[c] = [t + (x,) for t, x in zip(sig[c], d)]
+    for _ in range(rounds):
+        changed = False
+        for c in range(len(cost)):
+            idx = np.flatnonzero(alive[c])
+            if len(idx) < 2:
+                continue
+            cols = [cost[c][idx, None], mem[c][idx, None]]
+            for (a, b, _), m in full.items():
+                if a == c:
+                    cols.append(m[idx][:, alive[b]])
+                elif b == c:
+                    cols.append(m[alive[a]][:, idx].T)
+            prof = np.hstack(cols)
+            le = (prof[None, :, :] <= prof[:, None, :] + 1e-15).all(-1)    # [s, s']: s' <= s
+            eq = le & le.T
+            lower = np.arange(len(idx))[None, :] < np.arange(len(idx))[:, None]
+            same = np.array([[sig[c][i] == sig[c][j] for j in idx] for i in idx])
+            dead = ((le & ~eq) | (eq & lower)) & same
+            np.fill_diagonal(dead, False)
+            drop = dead.any(1)
+            if drop.any():
+                alive[c][idx[drop]] = False
+                changed = True
+        if not changed:
+            break
+    return [np.flatnonzero(a) for a in alive]
+
+
+def _decode(g, classes, ilp, chosen) -> Solution:
+    mesh = g.mesh
+    sol = Solution()
+    sol.groups, sol.classes = len(g.groups), len(classes)
+    sol.variables, sol.constraint_rows = ilp.variables, ilp.rows
+    sol.objective, sol.bound = ilp.objective, ilp.bound
+    sol.choice = chosen
+    pick = {}
+    for c, members in enumerate(classes):
+        for grp in members:
+            pick[id(grp)] = chosen[c]
+    pred = sol.predicted
+    for grp in g.groups:
+        s = pick[id(grp)]
+        pred.io_bytes += int(grp.mem[s])
+        for vid, ds in grp.values.items():
+            sol.dims[vid] = ds[s]
+        for op, ss in grp.members:
+            st = ss[s]
+            pred.compute_s += st.compute_s
+            pred.comm_s += st.comm_s
+            pred.collective_bytes += st.comm_bytes
+            if len(ss) > 1:
+                # every result the choice decided, followers' too: propagation would
+                # otherwise merge a follower's other operands and users into it
+                for v, d in zip(op.outputs, st.outs):
+                    if v.aval.ndim:
+                        sol.constraints.append((v, ax.sharding_of(d, mesh)))
+        for i, v in grp.inputs:
+            if grp.auto:
+                sol.input_shardings[i] = ax.sharding_of(grp.values[id(v)][s], mesh)
+    for e in g.edges:
+        src = e.src.values[id(e.value)][pick[id(e.src)]]
+        secs, nbytes = g.reshard(e.value.aval, src, e.targets[pick[id(e.dst)]])
+        pred.comm_s += secs
+        pred.collective_bytes += nbytes
+    for v, s in zip(g.program.outputs, g.program.out_shardings):
+        if s is not None and type(v) is not Lit and id(v) in sol.dims:
+            secs, nbytes = g.reshard(v.aval, sol.dims[id(v)],
+                                     ax.dims_of(s, v.aval.ndim, mesh))
+            pred.comm_s += secs
+            pred.collective_bytes += nbytes
+    m = _assumed_memory(g, sol)
+    pred.peak_bytes, pred.peak_at = m.peak, m.at
+    for c, members in enumerate(classes):
+        for grp in members:
+            if not grp.auto:
+                continue
+            local = ilp.local_cost(c, chosen)
+            s = chosen[c]
+            others = [t for t in range(grp.n) if t != s]
+            t = min(others, key=lambda t: local[t]) if others else None
+            for i, v in grp.inputs:
+                ds = grp.values[id(v)]
+                sol.alternatives[i] = _alt(ds, s, t, local, v, mesh)
+    return sol
+
+
+def _assumed_memory(g, sol):
+    """The memory model's breakdown of the program with its top-level values sharded as
+    `sol` chose (set for the count, then unset)."""
+    p, saved = g.program, []
+    for v in list(p.inputs) + [v for op in p.ops for v in op.outputs]:
+        d = sol.dims.get(id(v))
+        if d is not None:
+            saved.append((v, v.sharding))
+            v.sharding = ax.sharding_of(d, g.mesh)
+    try:
+        return memory_breakdown(p, g.hw)
+    finally:
+        for v, s in saved:
+            v.sharding = s
+
+
+def _alt(ds, s, t, local, v, mesh):
+    from .costmodel import local_bytes
+    return Alternative(ax.sharding_of(ds[s], mesh), float(local[s]),
+                       None if t is None else ax.sharding_of(ds[t], mesh),
+                       None if t is None else float(local[t]),
+                       local_bytes(v.aval, ds[s], mesh),
+                       None if t is None else local_bytes(v.aval, ds[t], mesh))
+
+
+__all__ = ["solve", "Solution", "Prediction", "Alternative", "key"]
