@@ -91,7 +91,7 @@ def _without_annotations(p):
     alone; and {id(op in the view): op in `p`}."""
     same = {}
     for op in p.ops:
-        if op.prim.name == "sharding_constraint" and type(op.inputs[0]) is not Lit and \
+        if op.prim.sharded_results and type(op.inputs[0]) is not Lit and \
                 op.inputs[0].sharding is not None and \
                 op.inputs[0].sharding.dims == op.outputs[0].sharding.dims:
             same[id(op.outputs[0])] = same.get(id(op.inputs[0]), op.inputs[0])
