@@ -1,6 +1,8 @@
 """gather: integer-array indexing (embedding lookups), with StableHLO's dimension numbers."""
 from __future__ import annotations
 
+from functools import partial
+
 from ..ir import dtypes
 from ..trace.core import Primitive
 from . import elementwise as ew
@@ -81,14 +83,18 @@ gather_p = Primitive("gather", shape_rule=_gather_shape, sharding_rule=_gather_r
 # ---------------------------------------------------------------- scatter_add
 # The transpose of gather: add `updates` into `operand` at the gathered positions.
 
-def _scatter_shape(operand, idx, updates, *, update_window_dims, inserted_window_dims,
-                   scatter_dims_to_operand_dims, index_vector_dim):
+def scatter_shape(name, operand, idx, updates, *, update_window_dims, inserted_window_dims,
+                  scatter_dims_to_operand_dims, index_vector_dim):
+    """The shape rule of every scatter (`name`: the op, for its errors)."""
     if updates.dtype != operand.dtype:
-        raise ShardcError(f"scatter_add: updates {updates} must have the operand's dtype "
+        raise ShardcError(f"{name}: updates {updates} must have the operand's dtype "
                           f"{operand.dtype}")
     if not dtypes.is_int(idx.dtype):
-        raise ShardcError(f"indices must be integers, got {idx}")
+        raise ShardcError(f"{name}: indices must be integers, got {idx}")
     return operand
+
+
+_scatter_shape = partial(scatter_shape, "scatter_add")
 
 
 def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,

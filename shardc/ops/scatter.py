@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from ..errors import ShardcError
-from ..ir import dtypes
 from ..ir.primitive import PropKind
 from ..trace.core import Primitive
 from . import indexing as ix
@@ -26,18 +24,9 @@ from . import indexing as ix
 KINDS = {"scatter_mul": "mul", "scatter_min": "min", "scatter_max": "max"}
 
 
-def _shape(name, operand, idx, updates, *, update_window_dims, inserted_window_dims,
-           scatter_dims_to_operand_dims, index_vector_dim):
-    if updates.dtype != operand.dtype:
-        raise ShardcError(f"{name}: updates {updates} must have the operand's dtype "
-                          f"{operand.dtype}")
-    if not dtypes.is_int(idx.dtype):
-        raise ShardcError(f"{name}: indices must be integers, got {idx}")
-    return operand
-
-
 def _combiner(name):
-    return Primitive(name, shape_rule=partial(_shape, name), sharding_rule=ix._scatter_rule,
+    return Primitive(name, shape_rule=partial(ix.scatter_shape, name),
+                     sharding_rule=ix._scatter_rule,
                      lower=partial(ix._lower_scatter, kind=KINDS[name]),
                      prop_kind=PropKind.NONE)
 
