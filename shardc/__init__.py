@@ -21,6 +21,7 @@ from .errors import ShardcError  # noqa: E402
 from .api.jit import jit  # noqa: E402
 from .api.lax import with_sharding_constraint  # noqa: E402
 from .runtime.meshes import make_mesh, set_mesh  # noqa: E402
+from .runtime.autospec import AUTO  # noqa: E402
 from .api.device import device_put  # noqa: E402
 from .api.explicit import reshard, typeof  # noqa: E402
 from jax.sharding import AxisType  # noqa: E402
@@ -57,5 +58,5 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian"]
-__all__ += ["AxisType", "reshard", "typeof"]
+__all__ += ["AxisType", "reshard", "typeof", "AUTO"]
 __version__ = "0.1.0"

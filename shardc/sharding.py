@@ -12,8 +12,9 @@ from .api.explicit import auto_axes, explicit_axes, reshard  # noqa: F401
 from .runtime import meshes as _meshes
 from .runtime.meshes import get_mesh, set_mesh, use_abstract_mesh  # noqa: F401
 from .runtime.positional import PositionalSharding  # noqa: F401
+from .runtime.autospec import AUTO  # noqa: F401
 
-__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh",
+__all__ = ["AUTO", "AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh",
            "auto_axes", "explicit_axes",
            "NamedSharding", "PartitionSpec", "PositionalSharding", "Sharding",
            "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",

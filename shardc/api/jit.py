@@ -17,11 +17,13 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ..trace import core, types
 from ..ir import dtypes
 from ..runtime import backend as runtime
+from . import autojit
 from .argcheck import check_static, summary
 from .stages import _ARRAY, _X64, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
 from ..ir.program import Aval, Lit
+from ..runtime.autospec import is_auto
 from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
 from ..ir.sharding import Sharding, from_spec
 
@@ -91,13 +93,14 @@ class Jitted:
     """A function compiled by shardc on first call for each argument signature."""
 
     def __init__(self, fun, in_shardings=None, out_shardings=None, static_argnums=(),
-                 static_argnames=(), donate_argnums=()):
+                 static_argnames=(), donate_argnums=(), memory_budget=None):
         if not callable(fun):
             raise TypeError(f"shardc.jit needs a function, got {fun!r}")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
+        self.memory_budget = autojit.check_budget(memory_budget, in_shardings, out_shardings)
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) \
             else tuple(static_argnums)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
@@ -210,13 +213,16 @@ class Jitted:
             dyn, _, _, dkw, nums = self._split_static(args, kwargs)
             flat = self._resolve_in_shardings(dyn, len(_tree.tree_leaves(dyn)))
             leaves, tree = _tree.tree_flatten(dyn)
-            dyn = _tree.tree_unflatten(tree, [x if s is None else wsc(x, s)
+            dyn = _tree.tree_unflatten(tree, [x if s is None or is_auto(s) else wsc(x, s)
                                               for x, s in zip(leaves, flat)])
             it = iter(dyn)
             args = tuple(a if i in nums else next(it) for i, a in enumerate(args))
         out = self.fun(*args, **kwargs)
-        if self.out_shardings is not None:
-            out = wsc(out, self.out_shardings)
+        if self.out_shardings is not None:    # (an AUTO output is the outer search's)
+            leaves, tree = _tree.tree_flatten(out)
+            flat = _broadcast_prefix(self.out_shardings, out, "out_shardings")
+            out = _tree.tree_unflatten(tree, [x if s is None or is_auto(s) else wsc(x, s)
+                                              for x, s in zip(leaves, flat)])
         return out
 
     @api_boundary
@@ -262,8 +268,9 @@ class Jitted:
             specs.append(self._arg_spec(i, x, given[i] if i < len(given) else None, mesh))
         key = (treedef, static, skw, tuple((s.aval, s.sharding) for s in specs),
                mesh.mesh, mesh.devices, dtypes.x64_enabled())
+        auto = [i for i, s in enumerate(given) if is_auto(s)]
         ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
-                   static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw)
+                   static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw, auto=auto)
         return leaves, key, ctx
 
     def _resolve_in_shardings(self, dyn, n_leaves):
@@ -286,6 +293,9 @@ class Jitted:
 
     def _arg_spec(self, i, x, given, mesh: MeshInfo):
         aval = core.aval_of(x)
+        if is_auto(given):      # chosen by the search; the array is placed that way
+            autojit.check_mesh(mesh, f"in_shardings for argument {i}")
+            return ArgSpec(aval, None, False)
         committed = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and isinstance(
             getattr(x, "sharding", None), NamedSharding)
         if isinstance(x, jax.Array) and isinstance(x.sharding, jax.sharding.SingleDeviceSharding) \
@@ -345,7 +355,7 @@ class Jitted:
         program = b.program
         program.mesh = mesh.shape
         for v, s in zip(program.inputs, specs):
-            v.sharding = s.sharding
+            v.sharding = s.sharding     # (None where AUTO: the search chooses)
         if b.captured:
             raise ShardcError("the function closed over a value traced by an outer "
                               "transformation, which shardc.jit does not support here")
@@ -355,7 +365,11 @@ class Jitted:
         # results are committed if the program has a mesh or a committed input (as jax)
         program.meta["committed"] = mesh.mesh is not None or any(
             isinstance(x, jax.Array) and x.committed for x in ctx.get("leaves", ()))
-        return Traced(program, mesh, out_tree["tree"], self)
+        autojit.request(program, ctx["auto"], self._auto_outputs(out_tree["tree"], program),
+                        self.in_shardings, self.out_shardings, self.memory_budget, mesh)
+        t = Traced(program, mesh, out_tree["tree"], self)
+        t.in_tree = treedef
+        return t
 
     def _arg_names(self, ctx):
         names = []
@@ -387,6 +401,14 @@ class Jitted:
         flags += [False] * (len(ctx["specs"]) - len(flags))
         return flags
 
+    def _auto_outputs(self, out_tree, program):
+        """The indices of the outputs whose out_shardings leaf is AUTO."""
+        if self.out_shardings is None:
+            return []
+        dummy = _tree.tree_unflatten(out_tree, [0] * len(program.outputs))
+        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
+        return [i for i, s in enumerate(flat) if is_auto(s)]
+
     def _resolve_out_shardings(self, out_tree, program, mesh):
         n = len(program.outputs)
         if self.out_shardings is None:
@@ -395,7 +417,7 @@ class Jitted:
         flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
         out = []
         for i, (s, v) in enumerate(zip(flat, program.outputs)):
-            if s is None:
+            if s is None or is_auto(s):
                 out.append(None)
                 continue
             sh = mesh.sharding_from(s, v.aval, f"out_shardings for output {i}")
@@ -417,7 +439,7 @@ def _has_keys(tree):
 
 def _broadcast_prefix(prefix, tree, what):
     """Expand a pytree prefix of shardings to one entry per leaf of `tree`."""
-    is_leaf = lambda x: x is None or isinstance(  # noqa
+    is_leaf = lambda x: x is None or is_auto(x) or isinstance(  # noqa
         x, (jax.sharding.Sharding, PartitionSpec, Sharding))
     out = []
 
@@ -475,11 +497,15 @@ def _as_value(b, x):
 
 @api_boundary
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
-        static_argnames=(), donate_argnums=()):
-    """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...)."""
+        static_argnames=(), donate_argnums=(), memory_budget=None):
+    """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...).
+
+    A leaf of in_shardings / out_shardings may be `shardc.AUTO`: the sharding search
+    chooses it (and every value not pinned), within `memory_budget` bytes per device
+    if given; `f.lower(...).compile().input_shardings` shows the choice."""
     kw = dict(in_shardings=in_shardings, out_shardings=out_shardings,
               static_argnums=static_argnums, static_argnames=static_argnames,
-              donate_argnums=donate_argnums)
+              donate_argnums=donate_argnums, memory_budget=memory_budget)
     if fun is None:
         return api_boundary(lambda f: Jitted(f, **kw))
     return Jitted(fun, **kw)

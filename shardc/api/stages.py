@@ -10,6 +10,7 @@ import operator
 
 import jax
 
+from . import autojit
 from ..errors import ShardcError, api_boundary, cleaned
 from ..ir.program import Program, Snapshot, print_program
 from ..lower.emit import lower as lower_program
@@ -61,6 +62,7 @@ class Traced:
         self._propagated = None
         self.mesh = mesh
         self.out_tree = out_tree
+        self.in_tree = None      # (args, kwargs) of the dynamic arguments, set by jit
         self.jitted = jitted
 
     @property
@@ -70,11 +72,14 @@ class Traced:
 
     @api_boundary
     def propagate(self) -> "Propagated":
-        """Sharding propagation (run once; later calls return the same stage)."""
+        """Sharding propagation (run once; later calls return the same stage), after the
+        sharding search if an in/out sharding is shardc.AUTO."""
         if self._propagated is None:
             with gc_paused():
+                autojit.solve(self._program)
                 self._propagated = Propagated(self._program, self.mesh, self.out_tree,
                                               self.jitted)
+                self._propagated.in_tree = self.in_tree
         return self._propagated
 
     # the later stages' views, as before the propagation stage was split off
@@ -111,7 +116,14 @@ class Propagated:
         self.program = program
         self.mesh = mesh
         self.out_tree = out_tree
+        self.in_tree = None
         self.jitted = jitted
+
+    @property
+    def auto(self):
+        """The sharding search's Solution (shardc/auto/solution.py) when an in/out
+        sharding was shardc.AUTO, else None."""
+        return self.program.meta.get("auto")
 
     @property
     def ir(self) -> str:
@@ -209,17 +221,20 @@ class Compiled:
         self.lowered = lowered
         p = t.program
         mesh = t.mesh
-        self.input_shardings = [mesh.named(v.sharding) for v in p.inputs]
-        self.output_shardings = [mesh.named(s) for s in p.out_shardings]
+        ins = [mesh.named(v.sharding) for v in p.inputs]
+        outs = [mesh.named(s) for s in p.out_shardings]
+        # as jax's Compiled: ((args...), {kwargs}) and the outputs' tree, by leaf
+        self.input_shardings = ins if t.in_tree is None else \
+            _tree.tree_unflatten(t.in_tree, ins)
+        self.output_shardings = _tree.tree_unflatten(t.out_tree, outs)
         self._in_avals = [v.aval for v in p.inputs]
         exe = runtime.compile(lowered.text, mesh.devices)
         passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
-        self._exe = runtime.Executable(exe, self.input_shardings,
-                                       [v.aval for v in p.outputs], self.output_shardings,
+        self._exe = runtime.Executable(exe, ins, [v.aval for v in p.outputs], outs,
                                        mesh.devices, p.meta.get("committed", True),
                                        [i for i, d in enumerate(p.meta.get("donate") or ())
                                         if d])
-        self._entry = _Entry(self._exe, self.input_shardings, t.out_tree)
+        self._entry = _Entry(self._exe, ins, t.out_tree)
         self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
 
     __call__ = property(operator.attrgetter("_dispatch"))   # as Jitted's

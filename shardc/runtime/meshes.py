@@ -7,6 +7,7 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir.sharding import MeshShape, Sharding, from_spec
+from .autospec import is_auto
 from .positional import PositionalSharding
 
 
@@ -99,6 +100,8 @@ class MeshSlot:
 def _mesh_of(s):
     if isinstance(s, NamedSharding):
         return s.mesh
+    if is_auto(s):
+        return s.mesh
     return None
 
 
@@ -111,7 +114,8 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
             meshes.append(x.sharding.mesh)
     named = list(given)
     if out_shardings is not None:
-        is_leaf = lambda x: x is None or isinstance(x, (jax.sharding.Sharding, PartitionSpec))  # noqa
+        is_leaf = lambda x: x is None or is_auto(x) or isinstance(  # noqa
+            x, (jax.sharding.Sharding, PartitionSpec))
         named += jax.tree_util.tree_leaves(out_shardings, is_leaf=is_leaf)
     meshes += [m for m in map(_mesh_of, named) if m is not None]
     ctx = current_mesh()

@@ -305,7 +305,8 @@ def stage(fun, mesh, args, given_by=None):
                             out_shardings=fun.out_shardings,
                             static_argnums=fun.static_argnums,
                             static_argnames=fun.static_argnames,
-                            donate_argnums=fun.donate_argnums)
+                            donate_argnums=fun.donate_argnums,
+                            memory_budget=fun.memory_budget)
     else:
         given = tuple(named) if any(s is not None for s in named) else None
         jitted = jit(fun, in_shardings=given)

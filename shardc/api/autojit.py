@@ -1,0 +1,90 @@
+"""jit's side of `shardc.AUTO`: what a traced program asks the sharding search for
+(`request`, kept in `program.meta["auto_request"]`), and the search run between
+tracing and propagation (`solve`): the choice is written into the program as the
+auto inputs' shardings and sharding constraints (Solution.apply), the Solution kept
+in `program.meta["auto"]` for explain and the report; propagation, lowering and
+compilation then go as for any program."""
+from __future__ import annotations
+
+import numbers
+
+import jax
+
+from ..errors import ArgumentError, ShardcError
+from ..runtime.autospec import is_auto
+
+_tree = jax.tree_util
+
+
+def _leaves(shardings):
+    return _tree.tree_leaves(shardings, is_leaf=lambda x: x is None or is_auto(x))
+
+
+def check_budget(budget, in_shardings, out_shardings):
+    """jit's memory_budget= (bytes per device): only with an AUTO leaf to choose."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or budget <= 0:
+        raise ArgumentError(f"memory_budget={budget!r}: expected a positive number of bytes "
+                            "per device")
+    if not any(map(is_auto, _leaves(in_shardings) + _leaves(out_shardings))):
+        raise ArgumentError("memory_budget= bounds the sharding search, which runs only for "
+                            "in_shardings / out_shardings given as shardc.AUTO; add "
+                            "shardc.AUTO where the compiler should choose, or drop "
+                            "memory_budget")
+    return int(budget)
+
+
+def check_mesh(mesh, what):
+    """An AUTO sharding needs a mesh, of Auto axes (Explicit ones fix types at trace)."""
+    if mesh.mesh is None:
+        raise ShardcError(f"{what} is shardc.AUTO but there is no mesh to shard over; pass "
+                          "shardc.AUTO(mesh), or call inside `with shardc.set_mesh(mesh):`")
+    if mesh.shape.explicit:
+        raise ShardcError(
+            f"{what} is shardc.AUTO, but the mesh's axes {sorted(mesh.shape.explicit)} are "
+            "Explicit (jax.make_mesh's default), whose shardings are fixed in the types as "
+            "the program is traced; make the mesh with shardc.make_mesh (Auto axes) or "
+            "axis_types=(shardc.AxisType.Auto,) * n")
+
+
+def _hardware(in_shardings, out_shardings, mesh):
+    """The Hardware the search weighs: the AUTO leaves' (one), else the platform's."""
+    from ..auto import costmodel as cm
+    given = {id(a.hardware): a.hardware for a in _leaves(in_shardings) + _leaves(out_shardings)
+             if is_auto(a) and a.hardware is not None}
+    if len(given) > 1:
+        raise ArgumentError("the shardc.AUTO leaves name different hardware "
+                            f"({', '.join(getattr(h, 'name', str(h)) for h in given.values())});"
+                            " the search weighs one: give the same hardware= to each")
+    if given:
+        return next(iter(given.values()))
+    platform = mesh.devices[0].platform
+    return {"tpu": cm.TPU_ICI, "gpu": cm.GPU_NVLINK, "cuda": cm.GPU_NVLINK,
+            "rocm": cm.GPU_NVLINK}.get(platform, cm.CPU)
+
+
+def request(program, auto_inputs, auto_outputs, in_shardings, out_shardings, budget, mesh):
+    """Note in `program` what the search is to choose (nothing if no leaf is AUTO)."""
+    if not auto_inputs and not auto_outputs:
+        return
+    check_mesh(mesh, "an out_shardings leaf")
+    program.meta["auto_request"] = dict(
+        inputs=list(auto_inputs), outputs=list(auto_outputs), memory_budget=budget,
+        hardware=_hardware(in_shardings, out_shardings, mesh))
+
+
+def solve(program):
+    """Run the search `program` asks for (if any) and write its choice into it."""
+    req = program.meta.pop("auto_request", None)
+    if req is None:
+        return None
+    from ..auto.solve import solve as search
+    sol = search(program, auto=req["inputs"], hw=req["hardware"],
+                 memory_budget=req["memory_budget"])
+    sol.memory_budget = req["memory_budget"]
+    sol.hardware = req["hardware"]
+    sol.auto_outputs = req["outputs"]
+    sol.apply(program)
+    program.meta["auto"] = sol
+    return sol
