@@ -100,6 +100,10 @@ def test_constraints_stay_fixed(mesh):
     wsc = [op for op in p.ops if op.prim.name == "sharding_constraint"
            and str(op.params["sharding"]) == "[{}, {data}]"]
     assert len(wsc) == 1 and str(wsc[0].outputs[0].sharding) == "[{}, {data}]"
+    # every value the search decided is made as it decided (the dot's result too, whose
+    # chosen sharding now sits between it and the user's constraint)
+    chosen = [op for op in p.ops if op.prim.name == "sharding_constraint" and op not in wsc]
+    assert chosen and all(op.inputs[0].sharding == op.params["sharding"] for op in chosen)
     np.testing.assert_allclose(g(X, W1, W2), jax.jit(ref_mlp)(X, W1, W2), rtol=2e-5,
                                atol=2e-5)
 

@@ -171,7 +171,7 @@ def test_a_realized_program_computes_what_jax_jit_does():
     sol = solve(t._program, auto=[1, 2])
     sol.apply(t._program)
     compiled = t.lower().compile()
-    assert compiled.input_shardings[1].spec == PS(None, DM)
+    assert compiled.input_shardings[0][1].spec == PS(None, DM)
     xs = jax.device_put(x, NamedSharding(mesh(), PS("data")))
     got = compiled(xs, w1, w2)
     want = jax.jit(lambda x, a, b: jax.nn.gelu(x @ a) @ b)(x, w1, w2)

@@ -72,8 +72,15 @@ class Solution:
             program.inputs[i].sharding = s
         wsc = PRIMITIVES["sharding_constraint"]
         after = {}
+        sources = program.meta.get("sources", {})
         for v, s in self.constraints:
             after[id(v)] = s
+            if v.sharding is not None and sources.get(v) is not None and \
+                    sources[v].kind == "constraint" and _made_by(program, v) is None:
+                # solve's prepare took a user constraint after `v` as v's own sharding;
+                # the chosen one comes between them now, and prepare again decides
+                v.sharding = None
+                del sources[v]
         renamed = {}
         ops = []
         for op in program.ops:
@@ -93,6 +100,14 @@ class Solution:
         program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
                            for v in program.outputs]
         return program
+
+
+def _made_by(program, v):
+    """The source rule of the op that makes `v` (None: not a source op's result)."""
+    for op in program.walk():
+        if any(o is v for o in op.outputs):
+            return op.prim.source_of
+    return None
 
 
 def _rename(region, renamed):
