@@ -2,7 +2,9 @@
 print counts by kind, collective bytes against jax's, and a repro per failure. With
 FUZZ_CONTROL=1 in the environment the programs are mostly control flow (scan, cond,
 loops, checkpoint) and more of them differentiate; with FUZZ_EXPLICIT=1 most run on
-meshes of Explicit axes (sharding in types, compared with jax.typeof)."""
+meshes of Explicit axes (sharding in types, compared with jax.typeof); with FUZZ_AUTO=1
+shardc's side has every in/out sharding shardc.AUTO (the search chooses; values
+compared)."""
 from __future__ import annotations
 
 import os

@@ -15,13 +15,13 @@ TIMEOUT_S = 300     # one program: two compiles on a loaded 2-core machine
 class Workers:
     """One worker process at a time, restarted after an abort."""
 
-    def __init__(self, collectives=True):
+    def __init__(self, collectives=True, env=None):
         self.args = [sys.executable, "-m", "fuzz.worker"] + ([] if collectives else
                                                              ["--no-bytes"])
         self.proc = None
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.env = dict(os.environ, PYTHONPATH=root + os.pathsep +
-                        os.environ.get("PYTHONPATH", ""))
+                        os.environ.get("PYTHONPATH", ""), **(env or {}))
 
     def _start(self):
         self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

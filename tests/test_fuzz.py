@@ -2,7 +2,8 @@
 programs (control flow and gradients through it included) x meshes x shardings under
 shardc.jit and jax.jit, no value, dtype or weak type mismatch and no internal error
 allowed; about a fifth run on meshes of Explicit axes, where every output's and line's
-jax.typeof must match too and shardc may not reject what jax accepts. Each program runs
+jax.typeof must match too and shardc may not reject what jax accepts; another slice runs
+with shardc.AUTO for every in/out sharding (values compared). Each program runs
 in a worker process, so an XLA abort is an outcome, not the end of the test run."""
 import numpy as np
 
@@ -11,6 +12,7 @@ from fuzz.gen import Gen
 from fuzz.run import BAD
 from fuzz.shrink import repro
 
+N_AUTO = 80
 N = 110     # control flow and vmap make a program cost ~1.8x: about the time 200 took at first
 
 
@@ -23,6 +25,22 @@ def test_fuzz_slice():
             if res.kind in BAD:
                 prog = Gen(np.random.default_rng(i)).program()
                 bad.append(repro(prog, i, f"{res.kind}: {res.detail}"))
+    finally:
+        workers.close()
+    assert not bad, "\n\n".join(bad)
+
+
+def test_fuzz_slice_auto():
+    # the same programs with every in/out sharding shardc.AUTO: the search's choice,
+    # realized and compiled, computes jax.jit's values (seeds past the slice above)
+    workers = Workers(collectives=False, env={"FUZZ_AUTO": "1"})
+    bad = []
+    try:
+        for i in range(N, N + N_AUTO):
+            res = workers.run(i)
+            if res.kind in BAD:
+                prog = Gen(np.random.default_rng(i)).program()
+                bad.append(repro(prog, i, f"FUZZ_AUTO=1 {res.kind}: {res.detail}"))
     finally:
         workers.close()
     assert not bad, "\n\n".join(bad)
