@@ -96,13 +96,25 @@ def _input_lines(program, i, sol):
     head = f"  {input_name(program, i)}: {v.aval} {s}"
     if alt is None:
         return [head]
+    alike = _alike(sol, i)
     head += (f": {fmt_bytes(alt.bytes)} per device; {fmt_s(alt.cost_s)} in its reshards "
-             "and the ops that follow it")
+             "and the ops that follow it" +
+             (f", over the {alike} inputs chosen alike (repeated layers)" if alike > 1 else ""))
     if alt.next_sharding is None:
         return [head, "    no other sharding"]
     nxt = (f"    next best {alt.next_sharding}: {fmt_bytes(alt.next_bytes)} per device; "
            f"{fmt_s(alt.next_cost_s)}")
     return [head, nxt + ": " + _why(alt, sol)]
+
+
+def _alike(sol, i) -> int:
+    """How many AUTO inputs share input i's choice (layer clustering: the Alternative's
+    costs are their class's, summed over them), if the Solution says (`input_classes`,
+    {input index: class}); else 1."""
+    classes = getattr(sol, "input_classes", None) or {}
+    if i not in classes:
+        return 1
+    return sum(1 for c in classes.values() if c == classes[i])
 
 
 def _why(alt, sol) -> str:
@@ -135,9 +147,8 @@ def _step_lines(pred, sol, mesh):
     est = sol.predicted
     if abs(est.total_s - st.total_s) > 1e-3 * max(st.total_s, 1e-15) or \
             est.collective_bytes != st.collective_bytes:
-        lines.append(f"  (the search estimated {fmt_s(est.total_s)} and "
-                     f"{fmt_bytes(est.collective_bytes)} of collectives, counting a value "
-                     "resharded one way once per use)")
+        lines.append(f"  (the search's own estimate: {fmt_s(est.total_s)}, "
+                     f"{fmt_bytes(est.collective_bytes)} of collectives)")
     if not pred.by_axes:
         lines.append("  collectives: none")
         return lines

@@ -65,6 +65,11 @@ class Solution:
         self.times = {}
         self.choice = []     # per class of the problem, its choice
 
+    # set by the API (shardc.jit(..., memory_budget=)) for explain and shardc report: the
+    # budget solved under (bytes per device) and the Hardware solved for (None: CPU)
+    memory_budget = None
+    hw = None
+
     def apply(self, program):
         """Write the choice into `program` (the one solved): auto inputs' shardings and a
         sharding_constraint after every chosen op's result, marked `auto=True` (explain

@@ -5,6 +5,7 @@ output + temp - alias, as memory_analysis() gives them) and flops, with the pred
 step time (XLA measures none)."""
 from __future__ import annotations
 
+_SHOWN = 8       # the chosen inputs named in the title (json has them all)
 KINDS_ORDER = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all",
                "collective-permute")
 
@@ -44,11 +45,12 @@ def comparison(program, colls, memory, cost, hw=None) -> dict | None:
     pred = Predicted(program, hw or getattr(sol, "hw", None) or CPU)
     st, mem = pred.step, pred.memory
     total, kinds = compiled_bytes(colls)
+    budget = getattr(sol, "memory_budget", None)
     return {
         "inputs": {input_name(program, i): str(s)
                    for i, s in sorted(sol.input_shardings.items())},
-        "memory_budget": getattr(sol, "memory_budget", None),
-        "solve_s": sol.solve_s,
+        "memory_budget": None if budget is None else int(budget),
+        "solve_s": float(sol.solve_s),
         "predicted": {
             "step_s": st.total_s, "compute_s": st.compute_s, "comm_s": st.comm_s,
             "flops": st.flops, "collective_bytes": st.collective_bytes,
@@ -76,8 +78,10 @@ def parts(a: dict, fmt_bytes):
 
     def b(n):
         return "?" if n is None else fmt_bytes(n)
+    shown = list(a["inputs"].items())
+    more = len(shown) - _SHOWN
     title = "automatic sharding (shardc.AUTO): " + ", ".join(
-        f"{k} {v}" for k, v in a["inputs"].items())
+        f"{k} {v}" for k, v in shown[:_SHOWN]) + (f", ... ({more} more)" if more > 0 else "")
     rows = [("per device", "predicted", "compiled", "vs compiled")]
     rows.append(("collective bytes per call", b(p["collective_bytes"]),
                  b(c["collective_bytes"]), _ratio(p["collective_bytes"],
