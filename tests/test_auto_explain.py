@@ -239,3 +239,23 @@ def test_report_puts_the_prediction_beside_the_compiled_program():
     plain = rep.report(compiled)
     assert plain.auto is None and "auto" not in plain.json()
     assert "automatic sharding" not in plain.text() + report_html(plain)
+
+
+def test_why_the_choice_beat_the_next_best():
+    from types import SimpleNamespace
+    from shardc.auto.explain import _why
+    from shardc.auto.solution import Alternative
+    from shardc.ir.sharding import Sharding
+    a, b = Sharding([["data"], []]), Sharding([[], []])
+    sol = SimpleNamespace(memory_budget=None)
+
+    def why(cost, nxt, nbytes, next_bytes, budget=None):
+        sol.memory_budget = budget
+        return _why(Alternative(a, cost, b, nxt, nbytes, next_bytes), sol)
+    assert why(1e-6, 3e-6, 100, 100) == "2 us slower"
+    assert why(1e-6, 3e-6, 100, 400) == "2 us slower and 300 B more per device"
+    assert why(1e-6, 1e-6, 100, 400) == "as fast, chosen for 300 B less per device"
+    assert why(1e-6, 1e-6, 400, 400) == "as fast, as large: a tie"
+    assert why(2e-3, 1e-3, 1024, 4096, 2048) == \
+        "1 ms faster but 3.0 KiB more per device: chosen for memory (memory_budget 2.0 KiB)"
+    assert why(2e-3, 1e-3, 1024, 1024).startswith("1 ms faster alone;")
