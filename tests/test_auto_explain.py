@@ -141,13 +141,23 @@ def constrained(x, w1, w2, s):
 LINE_WSC = constrained.__code__.co_firstlineno + 2
 
 
+def annotated(text):
+    """explain's text as ({value: its provenance note}, {value: (op, its params)})."""
+    notes = dict(re.findall(r"^\s*// (%\w+): (.*)$", text, re.M))
+    names = {}
+    for ln in text.splitlines():
+        m = re.match(r"\s*(%\w+): .* = (\w+)\([^)]*\)(?: \{(.*)\})?(?: loc\(.*\))?$", ln)
+        if m:
+            names[m.group(1)] = (m.group(2), m.group(3) or "")
+    return notes, names
+
+
 def test_provenance_names_the_search_not_a_constraint_line():
     t, sol = solved(constrained, scaled_args(), [1, 2, 3])
     p = t.propagate().program
     auto_ops = [op for op in p.ops if op.params.get("auto")]
     assert len(auto_ops) == len(sol.constraints) > 0
-    text = explain_program(p)
-    notes = dict(re.findall(r"^\s*// (%\w+): (.*)$", text, re.M))
+    notes, names = annotated(explain_program(p))
     assert notes["%x"] == "dim 0 {data} from argument x"     # a fixed input, as given
     for i, name in ((1, "w1"), (2, "w2")):
         dims = sol.input_shardings[i].dims
@@ -155,11 +165,6 @@ def test_provenance_names_the_search_not_a_constraint_line():
             f"dim {d} {{{', '.join(map(str, a))}}} from argument {name}, chosen by {SEARCH}"
             for d, a in enumerate(dims) if a) or f"replicated, chosen by {SEARCH}")
     assert any(sol.input_shardings[1].dims)
-    names = {}
-    for ln in text.splitlines():
-        m = re.match(r"\s*(%\w+): .* = (\w+)\(.*\{(.*)\}", ln)
-        if m:
-            names[m.group(1)] = (m.group(2), m.group(3))
     searched = [n for n, (prim, params) in names.items() if "auto=True" in params]
     assert len(searched) == len(auto_ops)
     for n in searched:     # (the search's constraints' values: their sharding is its)
@@ -234,6 +239,14 @@ def test_report_puts_the_prediction_beside_the_compiled_program():
                      text)
     assert json.loads(json.dumps(r.json()))["auto"]["compiled"]["peak_bytes"] == peak
     assert "automatic sharding (shardc.AUTO): w1 " in report_html(r)
+    # the value the search replicates (the last dot's) says so, not "no sharding
+    # reached it"
+    notes, names = annotated(explain_program(p))
+    line = mlp.__code__.co_firstlineno + 1
+    last = [n for n, (prim, params) in names.items()
+            if params == "sharding=[{}, {}], auto=True"]
+    assert last and all(notes[n] == f"replicated, chosen by {SEARCH} at {HERE}:{line}"
+                        for n in last)
     # a program the search did not choose has no such section
     p.meta.pop("auto")
     plain = rep.report(compiled)

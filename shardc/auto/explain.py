@@ -11,9 +11,7 @@ from .costmodel import CPU, program_cost
 from .memory import memory_breakdown
 from ..propagate import axes as ax
 from ..propagate.cost import fmt_bytes
-from ..propagate.explain import op_text
-
-SEARCH = "the sharding search (shardc.AUTO)"
+from ..propagate.explain import SEARCH, op_text
 _TOP = 8        # the costliest collectives listed by line
 
 

@@ -46,7 +46,8 @@ def _lower_constraint(ctx, x, *, sharding, reshard=False, auto=False):
 def _constraint_source(op):
     from ..propagate.engine import Source
     if op.params.get("auto"):
-        return Source("constraint", "the sharding search (shardc.AUTO)", op.loc)
+        from ..propagate.explain import SEARCH
+        return Source("constraint", SEARCH, op.loc)
     return Source("constraint", "reshard" if op.params.get("reshard") else
                   "with_sharding_constraint", op.loc)
 

@@ -6,6 +6,9 @@ from .cost import conflict_cost, describe
 from .engine import Source, Why
 
 
+SEARCH = "the sharding search (shardc.AUTO)"
+
+
 def _own_why(v):
     return v.why
 
@@ -104,15 +107,26 @@ def explain_program(p: Program) -> str:
     searched = _searched_inputs(p)
     srcs = p.meta.get("sources", {})
     sources = {id(srcs[v]) for v in searched if v in srcs}
-    by_search = ", chosen by the sharding search (shardc.AUTO)"
+    by_search = f", chosen by {SEARCH}"
 
     def origin_text(src):
         return f"{src}{by_search}" if id(src) in sources else str(src)
 
+    # a constraint the search put in (auto=True) decides its operand and result too
+    # when it replicates them
+    fixed = {}
+    for op in p.ops:
+        if op.params.get("auto") and op.prim.sharded_results:
+            where = f" at {op.loc.short()}" if op.loc is not None and op.loc.line else ""
+            for v in op.inputs[:1] + op.outputs[:1]:
+                fixed[v] = f"replicated, chosen by {SEARCH}{where}"
+
     def explain(v):
         text = explain_value(v, origin_text=origin_text)
-        if v in searched and v.sharding is not None and not any(v.sharding.dims):
-            return "replicated" + by_search
+        if v.sharding is not None and not any(v.sharding.dims):
+            if v in searched:
+                return "replicated" + by_search
+            return fixed.get(v, text)
         return text
     text = print_program(p, explain=explain)
     lines = []
