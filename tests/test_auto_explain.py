@@ -272,3 +272,35 @@ def test_why_the_choice_beat_the_next_best():
     assert why(2e-3, 1e-3, 1024, 4096, 2048) == \
         "1 ms faster but 3.0 KiB more per device: chosen for memory (memory_budget 2.0 KiB)"
     assert why(2e-3, 1e-3, 1024, 1024).startswith("1 ms faster alone;")
+
+
+def test_compiled_bytes_count_loop_iterations_and_the_title_names_eight_inputs():
+    from shardc.tools import autoreport
+    loop = rep.Loop("scan", None, 3)
+
+    def coll(kind, nbytes, loops=()):
+        return rep.Collective(kind, "c", "f32[4]", nbytes, ("data",), [], None,
+                              loops=list(loops))
+    colls = [coll("all-reduce", 100), coll("all-gather", 10, [loop]),
+             coll("all-reduce", 1, [loop, rep.Loop("scan", None, 2)])]
+    assert autoreport.compiled_bytes(colls) == (100 + 30 + 6, {"all-reduce": 106,
+                                                               "all-gather": 30})
+    colls.append(coll("all-gather", 5, [rep.Loop("while", None, None)]))
+    assert autoreport.compiled_bytes(colls)[0] is None
+    assert autoreport.compiled_peak({"argument": 10, "output": 4, "temp": 3, "alias": 4}) == 13
+    assert autoreport.compiled_peak({}) is None
+    # nine inputs chosen: the title names eight, the json all
+    def layers(x, ws):
+        for w in ws:
+            x = shardc.nn.relu(x @ w)
+        return x
+    t, sol = solved(layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(9)]),
+                    range(1, 10))
+    p = t.propagate().program
+    a = autoreport.comparison(p, [], {}, {})
+    assert list(a["inputs"]) == [p.inputs[i].name for i in range(1, 10)]
+    title, rows, _ = autoreport.parts(a, rep.fmt_bytes)
+    assert title.count("[{") == 8 and title.endswith(", ... (1 more)")
+    assert rows[1][1:3] == (rep.fmt_bytes(a["predicted"]["collective_bytes"]), "0 B")
+    assert a["compiled"]["peak_bytes"] is None and ("peak memory", ) == rows[-3][:1]
+    assert rows[-3][2] == "?"
