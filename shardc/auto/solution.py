@@ -65,9 +65,16 @@ class Solution:
         self.times = {}
         self.choice = []     # per class of the problem, its choice
 
+    # set by the API (shardc.jit(..., memory_budget=)) for explain and shardc report: the
+    # budget solved under (bytes per device) and the Hardware solved for (None: CPU)
+    memory_budget = None
+    hw = None
+
     def apply(self, program):
         """Write the choice into `program` (the one solved): auto inputs' shardings and a
-        sharding_constraint after every chosen op's result. Returns `program`."""
+        sharding_constraint after every chosen op's result, marked `auto=True` (explain
+        names the search as their origin; they lower as any constraint). Returns
+        `program`."""
         for i, s in self.input_shardings.items():
             program.inputs[i].sharding = s
         wsc = PRIMITIVES["sharding_constraint"]
@@ -94,7 +101,7 @@ class Solution:
                 if s is None:
                     continue
                 c = Value(v.aval, s)
-                ops.append(Op(wsc, [v], [c], {"sharding": s}, op.loc))
+                ops.append(Op(wsc, [v], [c], {"sharding": s, "auto": True}, op.loc))
                 renamed[id(v)] = c
         program.ops = ops
         program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v

@@ -26,15 +26,16 @@ constant_p = Primitive("constant", shape_rule=_const_shape, sharding_rule=no_rul
 
 
 # with_sharding_constraint: the result's sharding is fixed to `sharding` (open dims, `?`,
-# are left to propagation); propagation treats it as a source.
-def _constraint_shape(x, *, sharding, reshard=False):
+# are left to propagation); propagation treats it as a source. `auto`: the sharding
+# search (shardc.AUTO) put it there to fix its choice (auto/solution.py), not the user.
+def _constraint_shape(x, *, sharding, reshard=False, auto=False):
     if sharding.rank != x.ndim:
         raise ShardcError(f"with_sharding_constraint: sharding {sharding} has rank "
                           f"{sharding.rank} but the array is {x}")
     return x
 
 
-def _lower_constraint(ctx, x, *, sharding, reshard=False):
+def _lower_constraint(ctx, x, *, sharding, reshard=False, auto=False):
     t = tensor_type(ctx.out_avals[0])
     sh = sharding if ctx.lowering.sources_only else ctx.out_shardings[0]
     (r,) = ctx.op("sdy.sharding_constraint", [x], [t], [t],
@@ -44,11 +45,15 @@ def _lower_constraint(ctx, x, *, sharding, reshard=False):
 
 def _constraint_source(op):
     from ..propagate.engine import Source
+    if op.params.get("auto"):
+        from ..propagate.explain import SEARCH
+        return Source("constraint", SEARCH, op.loc)
     return Source("constraint", "reshard" if op.params.get("reshard") else
                   "with_sharding_constraint", op.loc)
 
 
-def _constraint_type(in_avals, out_avals, mesh, explicit, *, sharding, reshard=False):
+def _constraint_type(in_avals, out_avals, mesh, explicit, *, sharding, reshard=False,
+                     auto=False):
     """Explicit mode: the constrained value's type is the constraint on explicit axes."""
     from ..trace.types import restrict
     return [restrict(sharding, explicit, out_avals[0].ndim)]

@@ -6,6 +6,9 @@ from .cost import conflict_cost, describe
 from .engine import Source, Why
 
 
+SEARCH = "the sharding search (shardc.AUTO)"
+
+
 def _own_why(v):
     return v.why
 
@@ -38,7 +41,7 @@ def chain_whys(v, dim, why_of=_own_why):
 
 def _hop_text(why):
     """One hop of a chain as explain prints it."""
-    return hop_crossing(why) or _op_text(why.op)
+    return hop_crossing(why) or op_text(why.op)
 
 
 def hop_crossing(why):
@@ -49,7 +52,7 @@ def hop_crossing(why):
     role = getattr(op, "role", None)
     if rop is None or role is None:     # (ops that name no roles: shard_map, custom_vjp)
         return None
-    name = _op_text(rop)
+    name = op_text(rop)
     arg = any(v is op.inner for r in rop.regions for v in r.inputs)
     if why.src is op.outer:       # the inside took it from outside
         if arg:
@@ -62,15 +65,17 @@ def hop_crossing(why):
     return f"{role} of {name}, from its body's " + ("slice" if op.stacked else "argument")
 
 
-def _op_text(op):
+def op_text(op):
+    """`dot_general@train.py:12`: an op and its user line."""
     loc = getattr(op, "loc", None)
     where = f"@{loc.short()}" if loc is not None and getattr(loc, "line", 0) else ""
     return f"{op.prim.name}{where}"
 
 
-def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
+def explain_value(v, limit=4, sharding=None, why_of=_own_why, origin_text=str) -> str:
     """One line: for each sharded dim, the origin and the ops it came through.
-    `sharding`, `why_of`: the value's (default) or an Assignment's."""
+    `sharding`, `why_of`: the value's (default) or an Assignment's; `origin_text(source)`:
+    how an origin is named."""
     sharding = v.sharding if sharding is None else sharding
     if sharding is None or not why_of(v):
         return ""
@@ -80,7 +85,7 @@ def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
             continue
         hops, origin = chain_whys(v, d, why_of=why_of)
         axes_txt = "{" + ", ".join(map(str, axes)) + "}"
-        src = str(origin) if origin is not None else "propagation"
+        src = origin_text(origin) if origin is not None else "propagation"
         if hops:
             path = " <- ".join(_hop_text(w) for w in hops[:limit])
             rest = hops[limit:]
@@ -99,15 +104,46 @@ def explain_value(v, limit=4, sharding=None, why_of=_own_why) -> str:
 
 def explain_program(p: Program) -> str:
     """The IR with a `//` provenance comment under every value, then the conflicts."""
-    text = print_program(p, explain=explain_value)
+    searched = _searched_inputs(p)
+    srcs = p.meta.get("sources", {})
+    sources = {id(srcs[v]) for v in searched if v in srcs}
+    by_search = f", chosen by {SEARCH}"
+
+    def origin_text(src):
+        return f"{src}{by_search}" if id(src) in sources else str(src)
+
+    # a constraint the search put in (auto=True) decides its operand and result too
+    # when it replicates them
+    fixed = {}
+    for op in p.ops:
+        if op.params.get("auto") and op.prim.sharded_results:
+            where = f" at {op.loc.short()}" if op.loc is not None and op.loc.line else ""
+            for v in op.inputs[:1] + op.outputs[:1]:
+                fixed[v] = f"replicated, chosen by {SEARCH}{where}"
+
+    def explain(v):
+        text = explain_value(v, origin_text=origin_text)
+        if v.sharding is not None and not any(v.sharding.dims):
+            if v in searched:
+                return "replicated" + by_search
+            return fixed.get(v, text)
+        return text
+    text = print_program(p, explain=explain)
     lines = []
     for c in p.meta.get("conflicts", []):
         comms = conflict_cost(c, p.mesh) if p.mesh is not None else []
         cost = f" (resharding it: {describe(comms)})" if comms else ""
         lines.append(
-            f"// conflict at {_op_text(c.op)}: dim {c.dim} of a {c.value.aval} wanted "
+            f"// conflict at {op_text(c.op)}: dim {c.dim} of a {c.value.aval} wanted "
             f"{_axes(c.wanted)} but kept {_axes(c.kept)}: {c.reason}{cost}")
     return text + ("\n".join(lines) + "\n" if lines else "")
+
+
+def _searched_inputs(p):
+    """The inputs whose sharding the sharding search chose (its Solution, in
+    meta["auto"], has `input_shardings`: {input index: sharding})."""
+    chosen = getattr(p.meta.get("auto"), "input_shardings", None) or {}
+    return {p.inputs[i] for i in chosen if i < len(p.inputs)}
 
 
 def _axes(refs):

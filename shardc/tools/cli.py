@@ -159,7 +159,8 @@ COMMANDS = [
             _stablehlo_args, _run_stablehlo),
     Command("hlo", "print XLA's partitioned, optimized HLO", lambda p: None, _run_hlo),
     Command("report", "per-op table, every collective XLA inserted (bytes, mesh axes, "
-            "the line that caused it), per-device memory, flops", _report_args, _run_report),
+            "the line that caused it), per-device memory, flops; for shardc.AUTO shardings "
+            "the search's prediction beside them", _report_args, _run_report),
     Command("propagate", "read IR text, propagate shardings, print it", _propagate_args,
             _run_propagate, program=False),
 ]

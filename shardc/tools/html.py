@@ -317,6 +317,12 @@ def report_html(r) -> str:
     if r.cost:
         parts.append("<div>cost per device: " + esc(", ".join(
             f"{k} {v:.4g}" for k, v in r.cost.items())) + "</div>")
+    if r.auto is not None:
+        from .autoreport import parts as auto_parts
+        title, rows, notes = auto_parts(r.auto, fmt_bytes)
+        parts += [f'<div style="margin-top:6px;font-weight:600">{esc(title)}</div>',
+                  table(rows[0], [[esc(x) for x in row] for row in rows[1:]])]
+        parts += [f"<div>{esc(n)}</div>" for n in notes]
     parts.append("</div>")
     return "".join(parts)
 

@@ -304,9 +304,10 @@ class OpRow:
 class Report:
     """Per-op table, collectives, per-device memory and cost of one compiled program."""
 
-    def __init__(self, name, mesh, rows, colls, memory, cost):
+    def __init__(self, name, mesh, rows, colls, memory, cost, auto=None):
         self.name, self.mesh, self.rows = name, mesh, rows
         self.collectives, self.memory, self.cost = colls, memory, cost
+        self.auto = auto     # an AUTO program's prediction beside these (autoreport.py)
 
     def text(self) -> str:
         return _render(self)
@@ -325,7 +326,8 @@ class Report:
             "collective_bytes_per_call": None if any(c.runs is None for c in
                                                      self.collectives) else
             sum(c.bytes * c.runs for c in self.collectives),
-            "memory": self.memory, "cost": self.cost}
+            "memory": self.memory, "cost": self.cost,
+            **({"auto": self.auto} if self.auto is not None else {})}
 
     def _repr_html_(self):
         from .html import report_html
@@ -422,7 +424,9 @@ def report(compiled) -> Report:
         cost = _cost(compiled.cost_analysis())
     except Exception:
         cost = {}
-    return Report(traced.program.name, mesh.shape.axes, rows, colls, memory, cost)
+    from .autoreport import comparison
+    return Report(traced.program.name, mesh.shape.axes, rows, colls, memory, cost,
+                  comparison(traced.program, colls, memory, cost))
 
 
 # ---------------------------------------------------------------- text form
@@ -489,4 +493,7 @@ def _render(r: Report) -> str:
         if "bytes accessed" in r.cost:
             parts.append(f"{fmt_bytes(r.cost['bytes accessed'])} accessed")
         lines.append("cost per device: " + ", ".join(parts))
+    if r.auto is not None:
+        from .autoreport import render
+        lines += [""] + render(r.auto, fmt_bytes, _table)
     return "\n".join(lines).rstrip() + "\n"
