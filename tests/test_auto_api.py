@@ -11,6 +11,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 from shardc.errors import ShardcError
+from shardc.report import report
 
 B, D, F = 4, 256, 1024
 DM = ("data", "model")
@@ -170,7 +171,22 @@ def test_hardware_and_repr(mesh):
     assert shardc.sharding.AUTO is shardc.AUTO
     f = shardc.jit(mlp, in_shardings=(None, a, a))
     sol = f.trace(X, W1, W2).propagate().auto
-    assert sol.hardware is shardc.auto.TPU_ICI
+    assert sol.hw is shardc.auto.TPU_ICI
     other = shardc.AUTO(mesh, hardware=shardc.auto.GPU_IB)
     with pytest.raises(ShardcError, match="name different hardware"):
         shardc.jit(mlp, in_shardings=(None, a, other)).lower(X, W1, W2)
+
+
+def test_explain_and_report_of_an_auto_program(mesh):
+    f = shardc.jit(mlp, in_shardings=(NamedSharding(mesh, P("data")), shardc.AUTO(mesh),
+                                      shardc.AUTO(mesh)), memory_budget=1 << 22)
+    text = f.trace(X, W1, W2).explain()
+    assert "chosen by the sharding search (shardc.AUTO)" in text
+    assert "// automatic sharding: 2 inputs chosen" in text
+    assert "w1: f32[256,1024] [{}, {data, model}]" in text and "next best" in text
+    assert "memory_budget 4.0 MiB per device" in text
+    r = report(f.lower(X, W1, W2).compile())
+    assert "automatic sharding (shardc.AUTO): w1 [{}, {data, model}]" in r.text()
+    auto = r.json()["auto"]
+    assert auto["predicted"]["collective_bytes"] == auto["compiled"]["collective_bytes"] > 0
+    assert auto["memory_budget"] == 1 << 22

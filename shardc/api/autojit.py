@@ -83,7 +83,7 @@ def solve(program):
     sol = search(program, auto=req["inputs"], hw=req["hardware"],
                  memory_budget=req["memory_budget"])
     sol.memory_budget = req["memory_budget"]
-    sol.hardware = req["hardware"]
+    sol.hw = req["hardware"]
     sol.auto_outputs = req["outputs"]
     sol.apply(program)
     program.meta["auto"] = sol

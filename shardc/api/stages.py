@@ -130,8 +130,15 @@ class Propagated:
         return print_program(self.program)
 
     def explain(self) -> str:
+        """Why every value has its sharding; with shardc.AUTO, then why the search chose
+        each AUTO input's and what it predicts for the step."""
         from ..propagate.explain import explain_program
-        return explain_program(self.program)
+        text = explain_program(self.program)
+        sol = self.auto
+        if sol is None:
+            return text
+        from ..auto.explain import explain_auto
+        return text.rstrip("\n") + "\n\n" + explain_auto(self.program, sol)
 
     @property
     def out_info(self):
