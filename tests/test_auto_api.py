@@ -190,3 +190,27 @@ def test_explain_and_report_of_an_auto_program(mesh):
     auto = r.json()["auto"]
     assert auto["predicted"]["collective_bytes"] == auto["compiled"]["collective_bytes"] > 0
     assert auto["memory_budget"] == 1 << 22
+
+
+def test_axis_names_ask_for_the_mesh_shape_too():
+    x = RNG.standard_normal((64, D), np.float32)
+    auto = shardc.AUTO(axis_names=("data", "model"))
+    f = shardc.jit(mlp, in_shardings=(P("data"), auto, auto), memory_budget=600_000)
+    t = f.trace(x, W1, W2)
+    sol = t.propagate().auto
+    # every factorization of the 8 devices was solved; the cheapest is the program's
+    shapes = sol.mesh_shapes
+    assert list(shapes) == [(("data", a), ("model", 8 // a)) for a in (1, 2, 4, 8)]
+    best = min(shapes, key=shapes.get)
+    assert tuple(t.mesh.shape.axes) == best and sol.objective == shapes[best]
+    assert "mesh shape: data=" in t.explain() and "(chosen)" in t.explain()
+    c = f.lower(x, W1, W2).compile()
+    assert c.input_shardings[0][0].mesh.shape == dict(best)
+    np.testing.assert_allclose(f(x, W1, W2), jax.jit(ref_mlp)(x, W1, W2), rtol=2e-5,
+                               atol=2e-5)
+    # a shape whose sizes do not divide an argument is skipped, and said why
+    y = RNG.standard_normal((2, D), np.float32)     # P("data") splits 2 rows
+    text = shardc.jit(mlp, in_shardings=(P("data"), auto, auto)).trace(y, W1, W2).explain()
+    assert "data=4, model=2: not possible" in text and "does not divide" in text
+    with pytest.raises(ShardcError, match="give a mesh or the axis_names"):
+        shardc.AUTO(jax.make_mesh((8,), ("a",)), axis_names=("a",))

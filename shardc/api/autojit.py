@@ -88,3 +88,42 @@ def solve(program):
     sol.apply(program)
     program.meta["auto"] = sol
     return sol
+
+
+def mesh_search(in_given, out_shardings):
+    """(axis names, devices or None) when an AUTO leaf asks for the mesh's shape too."""
+    asks = {(a.axis_names, a.devices) for a in list(in_given) + _leaves(out_shardings)
+            if is_auto(a) and a.axis_names is not None}
+    if len(asks) > 1:
+        raise ArgumentError("the shardc.AUTO leaves name different axis_names or devices "
+                            f"({', '.join(str(n) for n, _ in asks)}); give them all the same")
+    return next(iter(asks)) if asks else None
+
+
+def search_meshes(jitted, ctx):
+    """The traced program, solved, on the cheapest mesh shape: every factorization of
+    the devices into the named axes is traced and solved (a shape whose sizes do not
+    divide the arguments, say, is skipped); the Solution lists them all."""
+    from ..auto.solve import factorizations
+    from ..runtime.meshes import MeshInfo, make_mesh
+    names, devices = ctx["mesh_search"]
+    devices = devices or tuple(jax.devices())
+    tried, best = {}, None
+    for shape in factorizations(len(devices), len(names)):
+        mesh = MeshInfo(make_mesh(shape, names, devices=devices))
+        try:
+            c = dict(ctx, mesh=mesh, specs=jitted._specs(ctx["leaves"], ctx["given"], mesh))
+            t = jitted._stage_traced(c)
+            sol = solve(t._program)
+        except ShardcError as e:
+            tried[shape] = e
+            continue
+        tried[shape] = sol.objective
+        if best is None or sol.objective < best[0]:
+            best = (sol.objective, t, sol)
+    if best is None:
+        raise ShardcError(
+            f"no shape of a mesh of {len(devices)} devices over {names} admits the program: "
+            + "; ".join(f"{dict(zip(names, k))}: {v}" for k, v in tried.items()))
+    best[2].mesh_shapes = {tuple(zip(names, k)): v for k, v in tried.items()}
+    return best[1]

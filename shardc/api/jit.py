@@ -263,15 +263,21 @@ class Jitted:
                 raise ShardcError("a traced value was passed to a shardc.jit function from "
                                   "inside another trace in a way shardc does not support")
         mesh = mesh_of_args(leaves, given, self.out_shardings)
-        specs = []
-        for i, x in enumerate(leaves):
-            specs.append(self._arg_spec(i, x, given[i] if i < len(given) else None, mesh))
+        # AUTO(axis_names=...) and no mesh named: the search chooses the mesh's shape too
+        search = autojit.mesh_search(given, self.out_shardings) if mesh.mesh is None else None
+        specs = self._specs(leaves, given, mesh) if search is None else \
+            [ArgSpec(core.aval_of(x), None, False) for x in leaves]
         key = (treedef, static, skw, tuple((s.aval, s.sharding) for s in specs),
-               mesh.mesh, mesh.devices, dtypes.x64_enabled())
+               mesh.mesh, mesh.devices, dtypes.x64_enabled(), search)
         auto = [i for i, s in enumerate(given) if is_auto(s)]
         ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
-                   static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw, auto=auto)
+                   static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw, auto=auto,
+                   given=given, mesh_search=search)
         return leaves, key, ctx
+
+    def _specs(self, leaves, given, mesh):
+        return [self._arg_spec(i, x, given[i] if i < len(given) else None, mesh)
+                for i, x in enumerate(leaves)]
 
     def _resolve_in_shardings(self, dyn, n_leaves):
         if self.in_shardings is None:
@@ -323,6 +329,8 @@ class Jitted:
 
     def _stage(self, ctx) -> "Traced":
         with gc_paused():
+            if ctx["mesh_search"] is not None:
+                return autojit.search_meshes(self, ctx)
             return self._stage_traced(ctx)
 
     def _stage_traced(self, ctx) -> "Traced":

@@ -84,7 +84,25 @@ def explain_auto(program, sol, hw=None) -> str:
         f"search: {sol.solve_s:.2f} s; {sol.groups} groups of ops in {sol.classes} classes,"
         f" {sol.variables} variables, {sol.constraint_rows} constraints; objective "
         f"{fmt_s(sol.objective)} (LP bound {fmt_s(sol.bound)})")
+    lines += _mesh_lines(getattr(sol, "mesh_shapes", None))
     return "".join(f"// {ln}\n" if ln else "//\n" for ln in lines)
+
+
+def _mesh_lines(shapes):
+    """AUTO(axis_names=...): each mesh shape tried, its objective or why it failed."""
+    if not shapes:
+        return []
+    ok = {k: v for k, v in shapes.items() if not isinstance(v, Exception)}
+    best = min(ok, key=ok.get)
+    out = [f"mesh shape: {_shape(best)} of {len(shapes)} tried"]
+    for k, v in shapes.items():
+        why = f"objective {fmt_s(v)}" if k in ok else f"not possible: {v}"
+        out.append(f"  {_shape(k)}: {why}{' (chosen)' if k == best else ''}")
+    return out
+
+
+def _shape(k):
+    return ", ".join(f"{n}={s}" for n, s in k)
 
 
 def _input_lines(program, i, sol):
