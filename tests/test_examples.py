@@ -59,3 +59,15 @@ def test_flax_optax_train():
     colls = [ln for ln in out.splitlines() if ln.startswith("collective:")]
     assert any("all-reduce" in ln and "{model}" in ln and "flax_optax_train.py:45" in ln
                for ln in colls), colls
+
+
+def test_auto_sharding():
+    out = run("auto_sharding.py")
+    assert "matches jax.jit: True" in out
+    chosen = [ln for ln in out.splitlines() if " chosen: P(" in ln]
+    # 8 MiB of parameters under a 4 MiB budget: neither may stay replicated
+    assert len(chosen) == 2 and not any(ln.endswith("P()") for ln in chosen)
+    assert "// automatic sharding: 2 inputs chosen by the sharding search" in out
+    assert "next best" in out and "memory_budget 4.0 MiB per device" in out
+    assert "automatic sharding (shardc.AUTO): p_w1" in out
+    assert "collective bytes per call" in out and "peak memory" in out
