@@ -28,8 +28,8 @@ from ..propagate.factors import cached_rule
 class Group:
     """`members`: [(op, [Strategy per choice])]; `inputs`: [(index, value)] of program
     inputs it is; `values`: {id(value): [dims per choice]} in order of definition;
-    `cost`, `mem`: per choice, seconds and the bytes it holds for the whole step (its
-    inputs and program outputs); `label`: its ops' signatures."""
+    `cost`, `mem`: per choice, seconds of communication and the bytes it holds for the
+    whole step (its inputs and program outputs); `label`: its ops' signatures."""
     __slots__ = ("n", "members", "inputs", "values", "order", "cost", "mem", "label",
                  "auto", "vlabel")
 
@@ -136,7 +136,7 @@ class Graph:
 
     def _member(self, g, op, ss):
         g.members.append((op, ss))
-        g.cost += [s.cost for s in ss]
+        g.cost += [s.comm_s for s in ss]     # the objective: communication (solve.py)
         for j, v in enumerate(op.outputs):
             g.define(v, [s.outs[j] for s in ss], (_sig(op), j))
             self.where[id(v)] = g

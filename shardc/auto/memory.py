@@ -14,7 +14,8 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
   * an operand resharded for an op (a gathered weight) is a new buffer, live until
     its last use (XLA's CSE gives every use of one value resharded one way the same
     buffer: a weight gathered for the forward pass is kept for the backward); an
-    argument's reshard depends on nothing and is scheduled first;
+    argument's reshard depends on nothing and is scheduled first; a reshard that is a
+    local slice (no collective) is fused into an elementwise or reduce op reading it;
   * an op with sharded reduction factors writes a partial sum (over an operand
     dying there if one fits) that lives until its all-reduce, which runs out of
     place; the backend's combiner merges independent all-reduces over the same axes
@@ -246,7 +247,9 @@ def _peak(p, mesh, hw, skip, cache):
             for v in op.outputs:
                 masks[id(v)] = mask
             continue
-        for v, t in zip(op.inputs, pl.targets):
+        for v, t, cs in zip(op.inputs, pl.targets, pl.operand_comms):
+            if t is not None and not cs and _absorbs(op, rules[i]):
+                continue     # a local slice, fused into the elementwise or reduce kernel
             if t is not None:    # an argument's reshard depends on nothing: XLA runs it first
                 buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh),
                        0 if id(v) in params else i)
