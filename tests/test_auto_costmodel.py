@@ -286,3 +286,23 @@ def test_every_corpus_program_has_a_cost_under_any_sharding():
             assert c.flops >= 0 and all(m.buffer >= 0 for m in c.comm)
             n += 1
     assert n > 400
+
+
+def test_an_axis_added_major_to_a_kept_one_moves_shards():
+    # [{model}] -> [{data, model}]: data goes major to model, so device (d, m)'s new
+    # block is not inside its old one: XLA slices and permutes (no local slice), as
+    # the model now says; [{model}] -> [{model, data}] stays a local slice
+    a = Aval((8, 128), F32)
+    c = cm.reshard_cost(a, Sharding([["y"], []]), Sharding([["x", "y"], []]), MESH)
+    assert kinds(c) == [("collective-permute", ("x", "y"), 8 * 128 * 4 // 8)]
+    assert cm.reshard_cost(a, Sharding([["y"], []]), Sharding([["y", "x"], []]), MESH).comm == []
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    x = shardc.device_put(np.ones((8, 128), np.float32), NamedSharding(mesh, PS("y")))
+    y = shardc.device_put(np.ones((8, 128), np.float32), NamedSharding(mesh, PS(("x", "y"))))
+    out = NamedSharding(mesh, PS(("x", "y")))
+    compiled = shardc.jit(lambda x, y: x + y, out_shardings=out).lower(x, y).compile()
+    program = compiled.lowered.traced.program
+    assert program.ops[-1].outputs[0].sharding == Sharding([["x", "y"], []])
+    xla = collectives(compiled.as_text(), mesh)
+    assert [(c.kind, c.bytes) for c in xla] == [("collective-permute", 512)]
+    assert cm.program_cost(program).collective_bytes == 512

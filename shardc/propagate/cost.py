@@ -3,7 +3,8 @@
 Per device, in bytes, for the collectives XLA's partitioner uses:
   * resharding a value from sharding A to B (`reshard`): axes that move to another dim
     cost an all-to-all, axes A has and B lacks an all-gather, axes B adds a local slice
-    (free); done in that order;
+    (free) when minor to those a dim keeps, else a collective-permute of B's shard;
+    done in that order;
   * a reduction factor sharded over some axes (`reduction`): an all-reduce of the
     result over them.
 Each `Comm` gives `buffer`, the bytes one device's collective works on as
@@ -67,6 +68,13 @@ def reshard(aval, src, dst, mesh) -> list:
     if gone:
         local *= ax.total_size(gone)
         out.append(Comm("all-gather", gone, local))
+    # an axis B adds on a dim is a local slice only minor to the axes the dim keeps,
+    # which must stay in A's order, major in both: else shards change devices
+    for d, (xs, ys) in enumerate(zip(a, b)):
+        kept = [r for r in xs if where_b.get(r) == d]
+        if kept != xs[:len(kept)] or kept != ys[:len(kept)]:
+            out.append(Comm("collective-permute", ys,
+                            nbytes(aval) // ax.total_size([r for rs in b for r in rs])))
     return out
 
 
