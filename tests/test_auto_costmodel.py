@@ -306,3 +306,28 @@ def test_an_axis_added_major_to_a_kept_one_moves_shards():
     xla = collectives(compiled.as_text(), mesh)
     assert [(c.kind, c.bytes) for c in xla] == [("collective-permute", 512)]
     assert cm.program_cost(program).collective_bytes == 512
+
+
+def test_data_parallel_step_temporaries_near_xla():
+    # SGD on all-reduced gradients: the gradient's transpose is fused into the update
+    # (no buffer), a sharding group ties it to its parameter without reading it, and
+    # a product read by two elementwise kernels is recomputed in each (the model kept
+    # every all-reduced gradient alive beside its partial sum: twice XLA's temporaries)
+    mesh = shardc.make_mesh((2,), ("x",))
+
+    def step(ws, x):
+        def loss(ws, x):
+            for w in ws:
+                h = x @ w
+                x = h * shardc.numpy.tanh(h * 0.5)
+            return shardc.numpy.mean(x * x)
+        g = shardc.grad(loss)(ws, x)
+        return [w - 0.01 * d for w, d in zip(ws, g)]
+    rep = NamedSharding(mesh, PS())
+    ws = [shardc.device_put(np.ones((64, 64), np.float32) / 64, rep) for _ in range(3)]
+    x = shardc.device_put(np.ones((32, 64), np.float32), NamedSharding(mesh, PS("x")))
+    compiled = shardc.jit(step).lower(ws, x).compile()
+    ours = memory.memory_breakdown(compiled.lowered.traced.program)
+    ma = compiled.memory_analysis()
+    assert abs(ours.temporaries - ma.temp_size_in_bytes) <= 0.1 * ma.temp_size_in_bytes, \
+        (ours, ma.temp_size_in_bytes)

@@ -121,7 +121,9 @@ def peak_memory(program, hw=CPU) -> int:
 
 def _uses(op):
     """Values an op reads, those its regions' ops read included (a body may read an
-    outer value directly)."""
+    outer value directly); a sharding group only annotates its operand (no kernel)."""
+    if op.prim.sharding_group:
+        return
     yield from op.inputs
     for r in op.regions:
         for o in r.walk():
@@ -130,8 +132,16 @@ def _uses(op):
 
 # Ops XLA fuses into the elementwise or reduce kernel that reads their result (loop
 # and input fusion): their result is never a buffer of its own.
-_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota",
+_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota", "transpose",
                     "squeeze", "expand_dims"})
+
+
+# Elementwise ops XLA's fusion will not duplicate into several consumers (its
+# IsExpensive): their result is a buffer when more than one kernel reads it; cheaper
+# ones are recomputed in each reader's kernel.
+_EXPENSIVE = frozenset({"div", "rem", "pow", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
+                        "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin", "acos",
+                        "atan", "atan2", "sinh", "cosh", "erf", "erfc", "erf_inv"})
 
 
 def _fusible(op, rule):
@@ -160,7 +170,8 @@ def _peak(p, mesh, hw, skip, cache):
     # their only one (XLA keeps a result several kernels read)
     fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
              if id(v) in users and id(v) not in outs and id(v) not in skip
-             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1)
+             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1
+                  or op.prim.name not in _EXPENSIVE)
              and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
     reads = [_reads(op, fused, made, ops) for op in ops]
     last_use = {}
