@@ -199,6 +199,13 @@ def _fsdp(tree):
     return jax.tree.map(lambda a: PS(DM, *[None] * (a.ndim - 1)), tree)
 
 
+def _two_d(p):
+    """Megatron's weights (heads, hidden on model) with their other dim on data."""
+    two_d = {"wq": ("data", "model"), "wk": ("data", "model"), "wv": ("data", "model"),
+             "wo": ("model", None, "data"), "w1": ("data", "model"), "w2": ("model", "data")}
+    return {k: PS(*two_d.get(k, ())) for k in p}
+
+
 def _dp(tree):
     import jax
     return jax.tree.map(lambda a: PS(), tree)
@@ -217,6 +224,9 @@ CALIBRATED = {
     "transformer_block/fsdp": ("transformer_block", lambda x, p: (PS(DM, None, None),
                                                                   _fsdp(p))),
     "transformer_block/dp": ("transformer_block", lambda x, p: (PS(DM, None, None), _dp(p))),
+    # weights gathered over data, kept from the start until their dot
+    "transformer_block/2-d": ("transformer_block",
+                              lambda x, p: (PS("data", None, None), _two_d(p))),
     "deep_mlp/fsdp": ("deep_mlp", lambda x, p: (PS(DM, None), _fsdp(p))),
 }
 

@@ -262,8 +262,9 @@ def _peak(p, mesh, hw, skip, cache):
             if t is not None and not cs and _absorbs(op, rules[i]):
                 continue     # a local slice, fused into the elementwise or reduce kernel
             if t is not None:    # an argument's reshard depends on nothing: XLA runs it first
-                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh),
-                       0 if id(v) in params else i)
+                key = (id(v), tuple(map(tuple, t)))
+                buffer(key, local_bytes(v.aval, t, mesh), 0 if id(v) in params else i)
+                last[key] = max(last[key], i)     # and it lives until its last use here
         for k, (v, c) in enumerate(zip(op.outputs, pl.computed)):
             if pl.result_comms[k] and not reduced:     # computed one way, then resharded
                 buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)
