@@ -341,3 +341,23 @@ def test_data_parallel_step_temporaries_near_xla():
     ma = compiled.memory_analysis()
     assert abs(ours.temporaries - ma.temp_size_in_bytes) <= 0.1 * ma.temp_size_in_bytes, \
         (ours, ma.temp_size_in_bytes)
+
+
+def test_axes_moving_between_dims_cost_what_xla_partitions():
+    # one all-to-all per pair of dims; a dim's two axes going to two dims have no
+    # all-to-all in XLA's partitioner: it gathers the whole value ("involuntary full
+    # rematerialization"), which the model now charges, so the solver avoids it
+    a = Aval((8, 256, 64), F32)
+    two = cm.reshard_cost(a, Sharding([[], ["x"], ["y"]]), Sharding([["y"], [], ["x"]]), MESH)
+    assert kinds(two) == [("all-to-all", ("x",), 65536), ("all-to-all", ("y",), 65536)]
+    split = cm.reshard_cost(a, Sharding([[], [], ["x", "y"]]), Sharding([["y"], ["x"], []]),
+                            MESH)
+    assert kinds(split) == [("all-gather", ("x", "y"), 8 * 256 * 64 * 4)]
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    v = shardc.device_put(np.ones((8, 256, 64), np.float32),
+                          NamedSharding(mesh, PS(None, None, ("x", "y"))))
+    out = NamedSharding(mesh, PS("y", "x", None))
+    compiled = shardc.jit(lambda v: v * 2.0, out_shardings=out).lower(v).compile()
+    xla = collectives(compiled.as_text(), mesh)
+    assert [(c.kind, c.bytes) for c in xla] == [("all-gather", 8 * 256 * 64 * 4)]
+    assert cm.program_cost(compiled.lowered.traced.program).collective_bytes == 8 * 256 * 64 * 4
