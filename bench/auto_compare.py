@@ -17,10 +17,11 @@ The hand strategies (x is the batch-major input, every other input a parameter):
   2-d       megatron's, with each weight's other dim over data (data x tensor).
 AUTO solves with every input free (shardc.auto.solve, applied as shardc.jit with
 in_shardings=AUTO does), once without a budget and once per hand strategy H with
-memory_budget = H's predicted peak (the model's, as the solver's): "ok" when its compiled bytes and peak are both
-<= H's, or one is within 5 % and the other strictly lower. On the small programs
-every AUTO executable runs on the bench's inputs and its values are checked against
-jax.jit's.
+memory_budget = H's predicted peak (the model's, which the solver bounds): "no
+worse" when its compiled bytes and peak are both <= H's, or one is within 5 % and
+the other strictly lower. On the small programs every AUTO executable runs on the
+bench's inputs and its values are checked against jax.jit's. For the layered steps
+the log says how many distinct choices the layers' parameters got.
 """
 from __future__ import annotations
 
@@ -192,11 +193,25 @@ def run_case(case, mesh, check=True, log=print):
                          solver_bytes=sol.predicted.collective_bytes,
                          solver_peak=sol.predicted.peak_bytes, solve_s=sol.solve_s,
                          equal=equal, ok=ok))
+        rows[-1]["layers"] = _layers(case.args, sol)
         log(f"  {case.name} {rows[-1]['strategy']}: {b:,} B collectives, peak {p:,} B "
             f"(predicted {pb:,}, {pp:,}); solved in {sol.solve_s:.2f} s"
             + ("" if ok is None else f"; no worse than {h}: {ok}")
-            + ("" if equal is None else f"; values equal jax.jit's: {equal}"))
+            + ("" if equal is None else f"; values equal jax.jit's: {equal}")
+            + ("" if rows[-1]["layers"] is None else
+               f"; distinct per-layer choices: {rows[-1]['layers']}"))
     return rows
+
+
+def _layers(args, sol):
+    """How many distinct choices the layers' parameters got (a list of per-layer dicts
+    first among `args`), or None."""
+    if not isinstance(args[0], list):
+        return None
+    n = len(args[0][0])
+    per = [tuple(str(sol.input_shardings[i * n + k]) for k in range(n))
+           for i in range(len(args[0]))]
+    return len(set(per))
 
 
 def _no_worse(b, p, hb, hp) -> bool:
@@ -219,10 +234,12 @@ def _mib(n):
 
 
 def markdown(rows) -> str:
-    """The table: per program and strategy, compiled / predicted collective MiB and
-    peak MiB per device, AUTO's solve time, budget and verdict."""
-    out = ["| program | strategy | collectives MiB (XLA / predicted) | peak MiB (XLA / "
-           "predicted) | solve s | no worse | = jax.jit |",
+    """The table: per program and strategy, collective MiB per call and peak MiB per
+    device as XLA compiled them, as the cost model predicts them for the compiled
+    program and (AUTO) as the solver predicted its choice; AUTO's solve time and
+    verdict."""
+    out = ["| program | strategy | collectives MiB: XLA / model / solver | peak MiB: XLA / "
+           "model / solver | solve s | no worse | = jax.jit |",
            "|---|---|---:|---:|---:|:-:|:-:|"]
     for r in rows:
         if r["bytes"] is None:
@@ -231,9 +248,11 @@ def markdown(rows) -> str:
         ok = "" if r["ok"] is None else ("yes" if r["ok"] else "**no**")
         eq = "" if r["equal"] is None else ("yes" if r["equal"] else "**no**")
         s = "" if r["solve_s"] is None else f"{r['solve_s']:.2f}"
+        sb = "" if r.get("solver_bytes") is None else f" / {_mib(r['solver_bytes'])}"
+        sp = "" if r.get("solver_peak") is None else f" / {_mib(r['solver_peak'])}"
         out.append(f"| {r['program']} | {r['strategy']} | {_mib(r['bytes'])} / "
-                   f"{_mib(r['pred_bytes'])} | {_mib(r['peak'])} / {_mib(r['pred_peak'])} | "
-                   f"{s} | {ok} | {eq} |")
+                   f"{_mib(r['pred_bytes'])}{sb} | {_mib(r['peak'])} / {_mib(r['pred_peak'])}"
+                   f"{sp} | {s} | {ok} | {eq} |")
     return "\n".join(out)
 
 
