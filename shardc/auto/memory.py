@@ -153,12 +153,11 @@ def _absorbs(op, rule):
                                or op.prim.name.startswith("reduce_"))
 
 
-def _peak(p, mesh, hw, skip, cache):
-    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
-    op where it is reached)."""
+def fused_reads(p, rules, skip=()):
+    """(ids of the values of `p`'s ops XLA fuses into their readers, no buffer of their
+    own; per op the values whose buffers it reads, through those). `rules`: per op its
+    factor rule (or None)."""
     ops = p.ops
-    n = len(ops)
-    rules = [cached_rule(op, cache) for op in ops]
     made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     users = {}
     for i, op in enumerate(ops):
@@ -173,7 +172,17 @@ def _peak(p, mesh, hw, skip, cache):
              and (op.prim.name in _CHEAP or len(users[id(v)]) == 1
                   or op.prim.name not in _EXPENSIVE)
              and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
-    reads = [_reads(op, fused, made, ops) for op in ops]
+    return fused, [_reads(op, fused, made, ops) for op in ops]
+
+
+def _peak(p, mesh, hw, skip, cache):
+    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
+    op where it is reached)."""
+    ops = p.ops
+    n = len(ops)
+    rules = [cached_rule(op, cache) for op in ops]
+    fused, reads = fused_reads(p, rules, skip)
+    outs = {id(v) for v in p.outputs if type(v) is not Lit}
     last_use = {}
     for i, vs in enumerate(reads):
         for v in vs:
