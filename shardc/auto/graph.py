@@ -28,10 +28,11 @@ from ..propagate.factors import cached_rule
 class Group:
     """`members`: [(op, [Strategy per choice])]; `inputs`: [(index, value)] of program
     inputs it is; `values`: {id(value): [dims per choice]} in order of definition;
-    `cost`, `mem`: per choice, seconds and the bytes it holds for the whole step (its
-    inputs and program outputs); `label`: its ops' signatures."""
+    `cost`, `mem`: per choice, seconds of communication and the bytes it holds for the
+    whole step (its inputs and program outputs); `held`: per choice, the bytes of the
+    values its ops make; `label`: its ops' signatures."""
     __slots__ = ("n", "members", "inputs", "values", "order", "cost", "mem", "label",
-                 "auto", "vlabel")
+                 "auto", "vlabel", "held")
 
     def __init__(self, n, label):
         self.n, self.label = n, label
@@ -39,6 +40,7 @@ class Group:
         self.vlabel = {}
         self.cost = np.zeros(n)
         self.mem = np.zeros(n)
+        self.held = np.zeros(n)     # bytes of the values its ops make, per choice
         self.auto = False
 
     def define(self, v, dims_per_choice, label=None):
@@ -136,10 +138,11 @@ class Graph:
 
     def _member(self, g, op, ss):
         g.members.append((op, ss))
-        g.cost += [s.cost for s in ss]
+        g.cost += [s.comm_s for s in ss]     # the objective: communication (solve.py)
         for j, v in enumerate(op.outputs):
             g.define(v, [s.outs[j] for s in ss], (_sig(op), j))
             self.where[id(v)] = g
+            g.held += [_bytes(v, s.outs[j], self.mesh) for s in ss]
 
     def reshard(self, aval, src, dst):
         """(seconds, collective bytes) of one reshard, memoized."""

@@ -14,7 +14,8 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
   * an operand resharded for an op (a gathered weight) is a new buffer, live until
     its last use (XLA's CSE gives every use of one value resharded one way the same
     buffer: a weight gathered for the forward pass is kept for the backward); an
-    argument's reshard depends on nothing and is scheduled first;
+    argument's reshard depends on nothing and is scheduled first; a reshard that is a
+    local slice (no collective) is fused into an elementwise or reduce op reading it;
   * an op with sharded reduction factors writes a partial sum (over an operand
     dying there if one fits) that lives until its all-reduce, which runs out of
     place; the backend's combiner merges independent all-reduces over the same axes
@@ -120,7 +121,9 @@ def peak_memory(program, hw=CPU) -> int:
 
 def _uses(op):
     """Values an op reads, those its regions' ops read included (a body may read an
-    outer value directly)."""
+    outer value directly); a sharding group only annotates its operand (no kernel)."""
+    if op.prim.sharding_group:
+        return
     yield from op.inputs
     for r in op.regions:
         for o in r.walk():
@@ -129,8 +132,16 @@ def _uses(op):
 
 # Ops XLA fuses into the elementwise or reduce kernel that reads their result (loop
 # and input fusion): their result is never a buffer of its own.
-_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota",
+_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota", "transpose",
                     "squeeze", "expand_dims"})
+
+
+# Elementwise ops XLA's fusion will not duplicate into several consumers (its
+# IsExpensive): their result is a buffer when more than one kernel reads it; cheaper
+# ones are recomputed in each reader's kernel.
+_EXPENSIVE = frozenset({"div", "rem", "pow", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
+                        "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin", "acos",
+                        "atan", "atan2", "sinh", "cosh", "erf", "erfc", "erf_inv"})
 
 
 def _fusible(op, rule):
@@ -142,12 +153,11 @@ def _absorbs(op, rule):
                                or op.prim.name.startswith("reduce_"))
 
 
-def _peak(p, mesh, hw, skip, cache):
-    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
-    op where it is reached)."""
+def fused_reads(p, rules, skip=()):
+    """(ids of the values of `p`'s ops XLA fuses into their readers, no buffer of their
+    own; per op the values whose buffers it reads, through those). `rules`: per op its
+    factor rule (or None)."""
     ops = p.ops
-    n = len(ops)
-    rules = [cached_rule(op, cache) for op in ops]
     made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     users = {}
     for i, op in enumerate(ops):
@@ -159,9 +169,20 @@ def _peak(p, mesh, hw, skip, cache):
     # their only one (XLA keeps a result several kernels read)
     fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
              if id(v) in users and id(v) not in outs and id(v) not in skip
-             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1)
+             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1
+                  or op.prim.name not in _EXPENSIVE)
              and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
-    reads = [_reads(op, fused, made, ops) for op in ops]
+    return fused, [_reads(op, fused, made, ops) for op in ops]
+
+
+def _peak(p, mesh, hw, skip, cache):
+    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
+    op where it is reached)."""
+    ops = p.ops
+    n = len(ops)
+    rules = [cached_rule(op, cache) for op in ops]
+    fused, reads = fused_reads(p, rules, skip)
+    outs = {id(v) for v in p.outputs if type(v) is not Lit}
     last_use = {}
     for i, vs in enumerate(reads):
         for v in vs:
@@ -246,10 +267,13 @@ def _peak(p, mesh, hw, skip, cache):
             for v in op.outputs:
                 masks[id(v)] = mask
             continue
-        for v, t in zip(op.inputs, pl.targets):
+        for v, t, cs in zip(op.inputs, pl.targets, pl.operand_comms):
+            if t is not None and not cs and _absorbs(op, rules[i]):
+                continue     # a local slice, fused into the elementwise or reduce kernel
             if t is not None:    # an argument's reshard depends on nothing: XLA runs it first
-                buffer((id(v), tuple(map(tuple, t))), local_bytes(v.aval, t, mesh),
-                       0 if id(v) in params else i)
+                key = (id(v), tuple(map(tuple, t)))
+                buffer(key, local_bytes(v.aval, t, mesh), 0 if id(v) in params else i)
+                last[key] = max(last[key], i)     # and it lives until its last use here
         for k, (v, c) in enumerate(zip(op.outputs, pl.computed)):
             if pl.result_comms[k] and not reduced:     # computed one way, then resharded
                 buffer(("computed", i, k), local_bytes(v.aval, c, mesh), i)

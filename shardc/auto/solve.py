@@ -31,17 +31,18 @@ import numpy as np
 
 from .costmodel import CPU
 from .graph import Graph, _bytes
-from .memory import _uses, memory_breakdown
+from .memory import fused_reads, memory_breakdown
 from .solution import Alternative, Prediction, Solution
 from .strategies import key
 from ..errors import ShardcError
 from ..ir.program import Lit
 from ..propagate import axes as ax
 from ..propagate import passes
+from ..propagate.factors import cached_rule
 
 
 _DISP = False
-_BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held
+_BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held or made
 
 
 def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
@@ -133,8 +134,26 @@ class _Ilp:
         self.cls = cls
         self.cost = [sum(grp.cost for grp in m) for m in classes]
         self.mem = [sum(grp.mem for grp in m) for m in classes]
+        self.held = [sum(grp.held for grp in m) for m in classes]
         pairs = {}
+        uses = {}
         for e in g.edges:
+            if cls[id(e.src)] != cls[id(e.dst)]:
+                uses.setdefault(id(e.value), []).append(e)
+        self.shared = {}     # value class -> _Shared: one reshard per target, not per use
+        self.raw = {}        # (a, b, tag) -> cost matrix: joint choices of a shared edge
+        self.rawkeys = {}    # (a, b, tag) -> (source dims, target dims) per choice
+        for es in uses.values():
+            # the parameters (a weight gathered for the forward and the backward pass);
+            # activations keep one reshard per use (their joint variables would cost
+            # the LP more time than the bias they remove)
+            if es[0].src.inputs and \
+                    len({(self.cls[id(e.dst)], id(g.matrix(e))) for e in es}) > 1:
+                self._share(es)
+        shared = {id(e) for sh in self.shared.values() for e in sh.edges}
+        for e in g.edges:
+            if id(e) in shared:
+                continue
             a, b = cls[id(e.src)], cls[id(e.dst)]
             m = g.matrix(e)
             if a == b:
@@ -169,21 +188,56 @@ class _Ilp:
                 da = tuple(map(key, g.where[id(vals[0])].values[id(vals[0])]))
                 db = tuple(map(key, g.where[id(v)].values[id(v)]))
                 self.ties[(a, da, b, db)] = None
-        self.keep = _prune(self.cost, self.mem, self.full, self.ties)
+        self.keep = _prune(self.cost, self.mem, {**self.full, **self.raw}, self.ties,
+                           self.held)
+
+    def _share(self, es):
+        """Edges carrying one value to consumers in other classes: XLA reshards the value
+        once per target sharding, however many ops read it that way. Values alike (a
+        layer's repeats: the same producer class, type, dims and kinds of readers)
+        share one _Shared, whose count multiplies its costs."""
+        g = self.g
+        src = es[0].src
+        a = self.cls[id(src)]
+        kinds = []
+        v = es[0].value
+        srcs = [key(d) for d in src.values[id(v)]]
+        for e in es:
+            m = g.matrix(e)
+            b = self.cls[id(e.dst)]
+            kinds.append((b, id(m)))
+            self.raw.setdefault((a, b, id(m)), m)
+            self.rawkeys.setdefault((a, b, id(m)), (srcs, [key(t) for t in e.targets]))
+        k = (a, tuple(sorted(set(kinds))), tuple(srcs), v.aval)
+        sh = self.shared.get(k)
+        if sh is None:
+            targets = {}
+            for e, (b, tag) in zip(es, kinds):
+                targets[(b, tag)] = [key(t) for t in e.targets]
+            ts = sorted({t for tt in targets.values() for t in tt}, key=repr)
+            cost = np.array([[g.reshard(v.aval, s, t)[0] for t in ts] for s in srcs])
+            sh = self.shared[k] = _Shared(a, srcs, ts, cost, targets)
+        sh.count += 1
+        sh.edges += es
 
     def cut(self, sol, budget) -> bool:
         """Constrain the bytes live where `sol` peaks (memory model): the inputs and
-        outputs, and the values defined before that op and read at or after it, each
-        as its class's choice shards it; what the model counts beyond those (operands
-        resharded for an op, partial sums) is taken as it is at `sol`."""
+        outputs, the values defined before that op and read at or after it, each as
+        its class's choice shards it, and the parameters gathered for a reader at or
+        after it (the shared reshards); what the model counts beyond those (other
+        operands resharded for an op, partial sums) is taken as it is at `sol`."""
         at = sol.predicted.peak_at
         ops = self.g.program.ops
         if at is None or at not in ops:
             return False
         i = ops.index(at)
+        # buffers as the memory model has them: values fused into their readers hold
+        # none, and those they read live until those readers
+        fused, reads = fused_reads(self.g.program, [cached_rule(op, self.g.rules)
+                                                    for op in ops])
         last = {}
-        for j, op in enumerate(ops):
-            for v in _uses(op):
+        for j, vs in enumerate(reads):
+            for v in vs:
                 last[id(v)] = j
         for v in self.g.program.outputs:
             last.pop(id(v), None)          # outputs are counted with the inputs
@@ -191,15 +245,34 @@ class _Ilp:
         now = 0
         for op in ops[:i + 1]:
             for v in op.outputs:
-                if last.get(id(v), -1) < i or id(v) not in self.g.where:
+                if last.get(id(v), -1) < i or id(v) not in self.g.where or id(v) in fused:
                     continue
                 grp = self.g.where[id(v)]
                 c = self.cls[id(grp)]
                 nb = np.array([_bytes(v, d, self.g.mesh) for d in grp.values[id(v)]])
                 live[c] = live[c] + nb
                 now += nb[sol.choice[c]]
+        # parameters gathered for their readers (from the start, XLA's schedule, until
+        # their last reader): by the shared reshards' y[S, T]
+        gathered, pick, seen = {}, sol.choice, set()
+        mesh = self.g.mesh
+        for k, sh in self.shared.items():
+            vals = {id(e.value): e.value for e in sh.edges if last.get(id(e.value), -1) >= i}
+            if not vals:
+                continue
+            v = next(iter(vals.values()))
+            gathered[k] = [len(vals) * _bytes(v, t, mesh) for t in sh.ts]
+            for e in sh.edges:
+                if id(e.value) not in vals:
+                    continue
+                src = e.src.values[id(e.value)][pick[self.cls[id(e.src)]]]
+                dst = e.targets[pick[self.cls[id(e.dst)]]]
+                if self.g.reshard(e.value.aval, src, dst)[1] and \
+                        (id(e.value), key(dst)) not in seen:
+                    seen.add((id(e.value), key(dst)))
+                    now += _bytes(e.value, dst, mesh)
         rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
-        self.cuts.append((live, budget - max(rest, 0)))
+        self.cuts.append((live, budget - rest, gathered))   # exact at `sol`
         return True
 
     def min_memory(self) -> float:
@@ -264,11 +337,32 @@ class _Ilp:
         for ab, (m, _, _) in pairs.items():
             poff[ab] = n
             n += m.size
-        # in microseconds (HiGHS's tolerances suit numbers near 1), and among choices
-        # alike in time the one holding fewer bytes (1 ns per MB)
-        obj = np.concatenate([(c + _BYTE_S * m[k]) * 1e6 for c, m, k in
-                              zip(cost, self.mem, keep)]
-                             + [m.ravel() * 1e6 for m, _, _ in pairs.values()])
+        # joint choices of shared edges, by the value's dims (rows) and the target
+        # (columns): what a reshard depends on; no cost of their own
+        roff = {}
+        for k, (srcs, tgts) in self.rawkeys.items():
+            a, b = k[0], k[1]
+            if len(keep[a]) > 1 and len(keep[b]) > 1:
+                us = sorted({srcs[i] for i in keep[a]}, key=repr)
+                ut = sorted({tgts[i] for i in keep[b]}, key=repr)
+                roff[k] = (n, us, ut)
+                n += len(us) * len(ut)
+        # per shared value class: y[S, T], "the value, its dims S, is resharded to T"
+        yoff, ycost = [], []
+        for sh in self.shared.values():
+            us = sorted({sh.srcs[i] for i in keep[sh.a]}, key=repr)
+            first = {sh.srcs[i]: i for i in reversed(keep[sh.a])}
+            live = {tt[i] for (b, _), tt in sh.targets.items() for i in keep[b]}
+            cells = [(sk, j) for sk in us for j, t in enumerate(sh.ts)
+                     if t in live and sh.cost[first[sk], j] > 0]
+            yoff.append((n, cells))
+            ycost.append(np.array([sh.count * sh.cost[first[sk], j] for sk, j in cells]))
+            n += len(cells)
+        obj = np.concatenate([(c + _BYTE_S * (m[k] + h[k])) * 1e6 for c, m, h, k in
+                              zip(cost, self.mem, self.held, keep)]
+                             + [m.ravel() * 1e6 for m, _, _ in pairs.values()]
+                             + [np.zeros(len(us) * len(ut)) for _, us, ut in roff.values()]
+                             + [c * 1e6 for c in ycost])
         rows, cols, vals, lo, hi = [], [], [], [], []
         r = 0
         for c, cc in enumerate(cost):           # one choice per class
@@ -296,6 +390,50 @@ class _Ilp:
                 r += 1
             lo += [0.0] * (na + nb)
             hi += [0.0] * (na + nb)
+        for k, (base, us, ut) in roff.items():       # transportation, as above
+            a, b = k[0], k[1]
+            srcs, tgts = self.rawkeys[k]
+            for i, sk in enumerate(us):
+                xs = [off[a] + q for q, c in enumerate(keep[a]) if srcs[c] == sk]
+                rows += [r] * (len(ut) + len(xs))
+                cols += list(range(base + i * len(ut), base + (i + 1) * len(ut))) + xs
+                vals += [1.0] * len(ut) + [-1.0] * len(xs)
+                r += 1
+            for j, tk in enumerate(ut):
+                xs = [off[b] + q for q, c in enumerate(keep[b]) if tgts[c] == tk]
+                rows += [r] * (len(us) + len(xs))
+                cols += list(range(base + j, base + len(us) * len(ut), len(ut))) + xs
+                vals += [1.0] * len(us) + [-1.0] * len(xs)
+                r += 1
+            lo += [0.0] * (len(us) + len(ut))
+            hi += [0.0] * (len(us) + len(ut))
+        for sh, (base, cells) in zip(self.shared.values(), yoff):
+            # y[S, T] >= P(the value has dims S and one of its readers needs T), per kind
+            # of reader
+            a = sh.a
+            for (b, tag), tt in sh.targets.items():
+                k = (a, b, tag)
+                for y, (sk, j) in enumerate(cells):
+                    tk = sh.ts[j]
+                    if k in roff:
+                        rb, us, ut = roff[k]
+                        if tk not in ut:
+                            continue
+                        cs = [rb + us.index(sk) * len(ut) + ut.index(tk)]
+                    elif len(keep[a]) == 1:
+                        cs = [off[b] + q for q, c in enumerate(keep[b]) if tt[c] == tk]
+                    elif tt[keep[b][0]] == tk:     # the reader's one choice needs T
+                        cs = [off[a] + q for q, c in enumerate(keep[a]) if sh.srcs[c] == sk]
+                    else:
+                        cs = []
+                    if not cs:
+                        continue
+                    rows += [r] * (len(cs) + 1)
+                    cols += [base + y] + cs
+                    vals += [1.0] + [-1.0] * len(cs)
+                    lo.append(0.0)
+                    hi.append(np.inf)
+                    r += 1
         for a, da, b, db in self.ties:
             da = [da[i] for i in keep[a]]
             db = [db[i] for i in keep[b]]
@@ -316,12 +454,18 @@ class _Ilp:
                     hi.append(0.0)
                     r += 1
         if budget is not None:
-            for extra, cap in [(None, budget)] + self.cuts:
+            for extra, cap, gathered in [(None, budget, {})] + self.cuts:
                 for c, mem in enumerate(self.mem):
                     mem = (mem if extra is None else mem + extra[c])[keep[c]]
                     rows += [r] * len(mem)
                     cols += range(off[c], off[c] + len(mem))
                     vals += list(mem)
+                for (k, sh), (base, cells) in zip(self.shared.items(), yoff):
+                    nb = gathered.get(k)
+                    if nb is not None:
+                        rows += [r] * len(cells)
+                        cols += [base + y for y in range(len(cells))]
+                        vals += [nb[j] for _, j in cells]
                 lo.append(-np.inf)
                 hi.append(float(cap))
                 r += 1
@@ -333,7 +477,7 @@ class _Ilp:
     def local_cost(self, c, chosen) -> np.ndarray:
         """Class c's cost per choice with every other class's choice kept."""
         out = self.cost[c].copy()
-        for (a, b, _), m in self.full.items():
+        for (a, b, _), m in list(self.full.items()) + list(self.raw.items()):
             if a == c:
                 out += m[:, chosen[b]]
             elif b == c:
@@ -341,7 +485,19 @@ class _Ilp:
         return out
 
 
-def _prune(cost, mem, full, ties, rounds=4) -> list:
+class _Shared:
+    """A value class read by consumers of other classes: `a` its producer's class,
+    `srcs` its dims (keys) per choice of a, `ts` the target dims its readers may
+    need, `cost[s, j]` the reshard from choice s to ts[j], `targets[(b, tag)]` per
+    kind of reader the target per choice, `count` the values alike, `edges` theirs."""
+    __slots__ = ("a", "srcs", "ts", "cost", "targets", "count", "edges")
+
+    def __init__(self, a, srcs, ts, cost, targets):
+        self.a, self.srcs, self.ts, self.cost, self.targets = a, srcs, ts, cost, targets
+        self.count, self.edges = 0, []
+
+
+def _prune(cost, mem, full, ties, held, rounds=4) -> list:
     """Per class the choices to keep: a choice no cheaper, no smaller and no better
     placed towards any neighbour's remaining choices than another (with the same tied
     shardings) is dropped; the optimum is among the rest. Returns index arrays."""
@@ -356,7 +512,7 @@ def _prune(cost, mem, full, ties, rounds=4) -> list:
             idx = np.flatnonzero(alive[c])
             if len(idx) < 2:
                 continue
-            cols = [cost[c][idx, None], mem[c][idx, None]]
+            cols = [cost[c][idx, None], mem[c][idx, None], held[c][idx, None]]
             for (a, b, _), m in full.items():
                 if a == c:
                     cols.append(m[idx][:, alive[b]])
@@ -409,9 +565,14 @@ def _decode(g, classes, ilp, chosen) -> Solution:
         for i, v in grp.inputs:
             if grp.auto:
                 sol.input_shardings[i] = ax.sharding_of(grp.values[id(v)][s], mesh)
-    for e in g.edges:
+    done = set()
+    for e in g.edges:      # a value resharded one way once, however many ops read it
         src = e.src.values[id(e.value)][pick[id(e.src)]]
-        secs, nbytes = g.reshard(e.value.aval, src, e.targets[pick[id(e.dst)]])
+        dst = e.targets[pick[id(e.dst)]]
+        if (id(e.value), key(dst)) in done:
+            continue
+        done.add((id(e.value), key(dst)))
+        secs, nbytes = g.reshard(e.value.aval, src, dst)
         pred.comm_s += secs
         pred.collective_bytes += nbytes
     for v, s in zip(g.program.outputs, g.program.out_shardings):

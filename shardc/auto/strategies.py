@@ -4,7 +4,8 @@ A strategy of an op on a mesh gives every mesh axis to at most one of the op's f
 (several axes on one factor in mesh order, their product dividing the factor's size);
 its operand and result dims follow from the rule (`_unproject`), and its own cost is
 costmodel.op_cost under those dims: compute plus the all-reduce of sharded reduction
-factors, the communication *inside* the op. Strategies with the same dims are one (the
+factors, the communication *inside* the op. A heavy op (a contraction) keeps only the
+strategies that split its work the most (`heavy`). Strategies with the same dims are one (the
 cheapest kept). Ops the solver may not choose for (no rule, regions, fixed shardings)
 have one strategy: what they are fixed to, or replicated.
 
@@ -23,13 +24,16 @@ from ..propagate.factors import cached_rule
 
 class Strategy:
     """`ins`: per operand its dims (None for a literal); `outs`: per result; `cost`:
-    seconds per device (op_cost's total); `comm_s`, `comm_bytes`: its collectives."""
-    __slots__ = ("ins", "outs", "cost", "comm_s", "comm_bytes", "compute_s")
+    seconds per device (op_cost's total); `comm_s`, `comm_bytes`: its collectives;
+    `flops`: its work per device."""
+    __slots__ = ("ins", "outs", "cost", "comm_s", "comm_bytes", "compute_s", "flops")
 
-    def __init__(self, ins, outs, cost=0.0, comm_s=0.0, comm_bytes=0, compute_s=0.0):
+    def __init__(self, ins, outs, cost=0.0, comm_s=0.0, comm_bytes=0, compute_s=0.0,
+                 flops=0.0):
         self.ins, self.outs = ins, outs
         self.cost, self.comm_s, self.comm_bytes, self.compute_s = (
             cost, comm_s, comm_bytes, compute_s)
+        self.flops = flops
 
     def __repr__(self):
         return f"Strategy({self.ins} -> {self.outs}, {self.cost:.3g} s)"
@@ -76,7 +80,7 @@ def _cost(op, ins, outs, mesh, hw, rules, cache):
         if hit is not None:
             return hit
     c = op_cost(op, ins, outs, mesh, hw, rules=rules)
-    s = Strategy(ins, outs, c.total_s, c.comm_s, c.comm_bytes, c.compute_s)
+    s = Strategy(ins, outs, c.total_s, c.comm_s, c.comm_bytes, c.compute_s, c.flops)
     if k is not None:
         cache[k] = s
     return s
@@ -105,7 +109,18 @@ def op_strategies(op, mesh, hw=CPU, rules=None, cache=None) -> list:
         if k in best:
             continue
         best[k] = _cost(op, ins, outs, mesh, hw, rules, cache)
-    return list(best.values())
+    out = list(best.values())
+    if heavy(op, rule):     # its work split over as many devices as it can be
+        least = min(s.flops for s in out)
+        out = [s for s in out if s.flops <= least * (1 + 1e-9)]
+    return out
+
+
+def heavy(op, rule) -> bool:
+    """A contraction (a dot, a convolution: a reduction factor over two or more
+    tensors), whose work dwarfs an elementwise op's: the solver splits it over as many
+    devices as its factors allow (Alpa, OSDI'22, section 4.2), never replicates it."""
+    return REDUCTION in rule.kinds and sum(1 for m in rule.operands if m) > 1
 
 
 _LOOPS = frozenset({"scan", "while", "cond"})

@@ -2,8 +2,10 @@
 
 Per device, in bytes, for the collectives XLA's partitioner uses:
   * resharding a value from sharding A to B (`reshard`): axes that move to another dim
-    cost an all-to-all, axes A has and B lacks an all-gather, axes B adds a local slice
-    (free); done in that order;
+    cost an all-to-all per pair of dims (a dim's axes split over several dims: XLA
+    gathers the whole value instead), axes A has and B lacks an all-gather, axes B
+    adds a local slice (free) when minor to those a dim keeps, else a
+    collective-permute of B's shard; done in that order;
   * a reduction factor sharded over some axes (`reduction`): an all-reduce of the
     result over them.
 Each `Comm` gives `buffer`, the bytes one device's collective works on as
@@ -61,12 +63,26 @@ def reshard(aval, src, dst, mesh) -> list:
     local = nbytes(aval) // ax.total_size([r for rs in a for r in rs])
     out = []
     moved = [r for r, d in where_a.items() if r in where_b and where_b[r] != d]
-    if moved:
-        out.append(Comm("all-to-all", moved, local))
+    pairs = {}
+    for r in moved:
+        pairs.setdefault((where_a[r], where_b[r]), []).append(r)
+    if len({s for s, _ in pairs}) < len(pairs) or len({t for _, t in pairs}) < len(pairs):
+        # one dim's axes to several dims (or several into one): XLA's partitioner has no
+        # all-to-all for it and rematerializes the whole value, then slices it
+        return [Comm("all-gather", [r for rs in a for r in rs], nbytes(aval))]
+    for axes in pairs.values():       # one all-to-all per pair of dims
+        out.append(Comm("all-to-all", axes, local))
     gone = [r for r in where_a if r not in where_b]
     if gone:
         local *= ax.total_size(gone)
         out.append(Comm("all-gather", gone, local))
+    # an axis B adds on a dim is a local slice only minor to the axes the dim keeps,
+    # which must stay in A's order, major in both: else shards change devices
+    for d, (xs, ys) in enumerate(zip(a, b)):
+        kept = [r for r in xs if where_b.get(r) == d]
+        if kept != xs[:len(kept)] or kept != ys[:len(kept)]:
+            out.append(Comm("collective-permute", ys,
+                            nbytes(aval) // ax.total_size([r for rs in b for r in rs])))
     return out
 
 
