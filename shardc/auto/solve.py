@@ -9,15 +9,30 @@ depends on both choices, with sum_t e = x[a, s] and sum_s e = x[b, t] (choices a
 towards the edge share their rows). Edge costs that depend on one side only (a fixed
 producer, a class's edges to itself, a sum of one term per side) are that side's.
 Sharding groups (a gradient tied to its parameter) are equalities between choices.
-Objective: the seconds of the step (costmodel: compute and every op's own collectives,
-plus the reshards on the edges; a reshard used twice is paid twice, XLA pays it once).
-The LP relaxation is solved first and the MIP among the choices it weighs.
+
+Objective: the seconds of communication per step on `hw` (every op's own collectives,
+the reshards on the edges, each at its axes' bandwidth and latency), the same for
+every program. Compute is not in it: a contraction (a dot, a convolution; strategies.
+heavy) may only take the strategies that split its work over the most devices, so
+its time is the same under all of them, and the rest (elementwise ops, reductions,
+reshapes) is memory-bound work over values a reshard would move anyway (Alpa, OSDI'22,
+section 4.2). Counting it traded collectives for a little less replicated elementwise
+work: more bytes over the links for a model of CPU time the step does not show. The
+bytes each choice holds and makes (its inputs, outputs and results) break ties, at
+1 ns per MB, so among choices alike in communication the one using less memory wins;
+memory itself is a constraint (`memory_budget`), not a price. A parameter read by
+several ops is resharded once per target (XLA's CSE): its readers' joint choices
+bound y[S, T], "the value, with dims S, is resharded to T", which carries the cost;
+other values pay one reshard per reader (their joint variables would cost the LP more
+time than the bias they remove). The LP relaxation is solved first and the MIP among
+the choices it weighs.
 
 `memory_budget` bounds the peak bytes per device (memory.py's model of the choice):
 the inputs and outputs as sharded always, and while the choice's peak is over budget,
-the values live where it peaks (re-solved, a few times). A budget below what the
-inputs and outputs need sharded as far as they go, or below every peak found, is an
-error naming that amount.
+the buffers live where it peaks (the values the memory model keeps, the gathered
+parameters by their y), the rest there taken as at that choice (re-solved, a few
+times). A budget below what the inputs and outputs need sharded as far as they go,
+or below every peak found, is an error naming that amount.
 
 `Solution.apply(program)` realizes the choice: the auto inputs' shardings, and a
 sharding_constraint on every result the choice decided, so shardc's propagation
