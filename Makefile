@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-ir bench fuzz lint clean setup
+.PHONY: demo test test-ir bench bench-auto fuzz lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test-ir: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+# automatic sharding against the hand strategies, compiled (README: Automatic sharding)
+bench-auto: $(STAMP)
+	$(PY) -m bench.auto_compare
 
 # the differential fuzzer: N random programs (default 500) from SEED, repros in fuzz-failures/
 N ?= 500

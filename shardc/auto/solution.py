@@ -8,8 +8,8 @@ from ..ir.program import Lit, Op, Value
 
 class Prediction:
     """What the solver predicts per step and device: seconds (compute, communication),
-    collective bytes (as shardc.report counts them, each use's reshard counted: XLA
-    reuses one value resharded one way, so the realized program may need fewer),
+    collective bytes (as shardc.report counts them, a value resharded one way counted
+    once, as XLA reuses it),
     bytes of inputs and outputs, and the memory model's peak bytes and the op where
     it is reached."""
     __slots__ = ("compute_s", "comm_s", "collective_bytes", "io_bytes", "peak_bytes",
