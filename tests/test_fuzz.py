@@ -16,33 +16,30 @@ N_AUTO = 80
 N = 110     # control flow and vmap make a program cost ~1.8x: about the time 200 took at first
 
 
-def test_fuzz_slice():
-    workers = Workers(collectives=False)
+def failures(seeds, env=None, label=""):
+    """The repros of the seeds' programs that end in a BAD outcome."""
+    workers = Workers(collectives=False, env=env)
     bad = []
     try:
-        for i in range(N):
+        for i in seeds:
             res = workers.run(i)
             if res.kind in BAD:
                 prog = Gen(np.random.default_rng(i)).program()
-                bad.append(repro(prog, i, f"{res.kind}: {res.detail}"))
+                bad.append(repro(prog, i, f"{label}{res.kind}: {res.detail}"))
     finally:
         workers.close()
+    return bad
+
+
+def test_fuzz_slice():
+    bad = failures(range(N))
     assert not bad, "\n\n".join(bad)
 
 
 def test_fuzz_slice_auto():
     # the same programs with every in/out sharding shardc.AUTO: the search's choice,
     # realized and compiled, computes jax.jit's values (seeds past the slice above)
-    workers = Workers(collectives=False, env={"FUZZ_AUTO": "1"})
-    bad = []
-    try:
-        for i in range(N, N + N_AUTO):
-            res = workers.run(i)
-            if res.kind in BAD:
-                prog = Gen(np.random.default_rng(i)).program()
-                bad.append(repro(prog, i, f"FUZZ_AUTO=1 {res.kind}: {res.detail}"))
-    finally:
-        workers.close()
+    bad = failures(range(N, N + N_AUTO), {"FUZZ_AUTO": "1"}, "FUZZ_AUTO=1 ")
     assert not bad, "\n\n".join(bad)
 
 
