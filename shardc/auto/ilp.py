@@ -18,10 +18,17 @@ _BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held or made
 
 
 class Ilp:
+    """The program of a graph's classes (solve.py's model): per class its cost, memory
+    and bytes made per choice, the joint variables of the edges between classes, the
+    shared reshards of parameters, the ties, the peak cuts; `solve` gives the choice
+    per class."""
+
     def __init__(self, g, classes):
         self.g, self.classes = g, classes
         self.times = {}
-        self.cuts = []       # (bytes per class per choice, cap): peak constraints
+        # peak constraints: (bytes per class per choice, cap, {shared value class:
+        # bytes of the gathered copy per target})
+        self.cuts = []
         cls = {}
         for c, members in enumerate(classes):
             for grp in members:
