@@ -228,6 +228,10 @@ CALIBRATED = {
     "transformer_block/2-d": ("transformer_block",
                               lambda x, p: (PS("data", None, None), _two_d(p))),
     "deep_mlp/fsdp": ("deep_mlp", lambda x, p: (PS(DM, None), _fsdp(p))),
+    # tensor parallel over all 8, activations replicated (AUTO's choice): XLA keeps the
+    # forward's residuals in the new parameters' buffers until it writes them
+    "train_step/tp": ("train_step", lambda ps, x: (
+        [{"g": PS(), "w1": PS(None, "fsdp"), "w2": PS("fsdp", None)} for _ in ps], PS())),
 }
 
 
