@@ -12,7 +12,8 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     value are that value's buffer;
   * an elementwise op (or an inlined body such as custom_vjp's) writes over an
     operand of its size that dies there (at the top level not over an all-reduce's
-    result);
+    result, nor over an operand a reduction it reads has read: the reduction runs in
+    its kernel, softmax's exp(x - max(x)), which reads the operand twice);
   * an output's buffer exists for the whole call: XLA puts temporaries in it that
     fit and die before the output is written, or where it is written over them (the
     largest first, a kernel's result, not a collective's); in a body, an operand
@@ -184,6 +185,24 @@ def fused_reads(p, rules, skip=()):
     return fused, [_reads(op, fused, made, ops) for op in ops]
 
 
+def _reduction(v, made, ops):
+    """The index of the reduce op `v` is the result of, through broadcasts and the like,
+    or None; None too for a reduction of a dot's result, which XLA:CPU computes in the
+    dot's kernel with the elementwise ops reading both (no buffer of the dot's)."""
+    while id(v) in made:
+        op = ops[made[id(v)]]
+        if op.prim.name.startswith("reduce_"):
+            u = op.inputs[0]
+            if type(u) is not Lit and id(u) in made and \
+                    ops[made[id(u)]].prim.name in ("dot_general", "conv_general_dilated"):
+                return None
+            return made[id(v)]
+        if op.prim.name not in _CHEAP or not op.inputs or type(op.inputs[0]) is Lit:
+            return None
+        v = op.inputs[0]
+    return None
+
+
 def _full_operands(op, made, ops):
     """How many operands of op's result's shape it reads that are not broadcasts or the
     like: XLA recomputes a cheap op in each reader only when that adds no such read (a
@@ -222,6 +241,7 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
     n = len(ops)
     rules = [cached_rule(op, cache) for op in ops]
     fused, reads = fused_reads(p, rules, skip)
+    made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     outs = {id(v) for v in p.outputs if type(v) is not Lit}
     last_use = {}
     for i, vs in enumerate(reads):
@@ -269,13 +289,21 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
 
+        # a reduction of an operand read here runs in this op's kernel (softmax's
+        # exp(x - max(x))): the kernel reads the operand twice, and writes no result
+        # over it. Not a division's divisor: XLA multiplies by its reciprocal, made in
+        # a kernel of its own
+        twice = set() if op.prim.name == "div" else {
+            buf_of.get(id(w)) for u in reads[i] for r in [_reduction(u, made, ops)]
+            if r is not None for w in reads[r]}
+
         def over(nbytes):
             """The buffer of an operand dying here that the result can overwrite."""
             for u in reads[i]:
                 bu = buf_of.get(id(u))
                 if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
-                        and bu not in taken and id(u) not in outs and \
-                        not (slots and bu in summed):
+                        and bu not in taken and id(u) not in outs and bu not in twice \
+                        and not (slots and bu in summed):
                     return bu
             return None
 
