@@ -15,9 +15,9 @@ The hand strategies (x is the batch-major input, every other input a parameter):
   megatron  x's batch over data; column-parallel weights (w1, wq, wk, wv, b1) split
             their output dim over model, row-parallel ones (w2, wo) their input dim;
   2-d       megatron's, with each weight's other dim over data (data x tensor).
-AUTO solves with every input free (shardc.auto.solve, applied as shardc.jit with
-in_shardings=AUTO does), once without a budget and once per hand strategy H with
-memory_budget = H's predicted peak (the model's, which the solver bounds): "no
+AUTO is shardc.jit(f, in_shardings=shardc.AUTO(mesh), out_shardings=shardc.AUTO(mesh),
+memory_budget=...): every input and output free, once without a budget and once per
+hand strategy H with memory_budget = H's predicted peak (the model's, which the solver bounds): "no
 worse" when its compiled bytes and peak are both <= H's, or one is within 5 % and
 the other strictly lower. On the small programs every AUTO executable runs on the
 bench's inputs and its values are checked against jax.jit's. For the layered steps
@@ -144,10 +144,8 @@ def run_case(case, mesh, check=True, log=print):
     """Rows {program, strategy, budget, bytes, peak, pred_bytes, pred_peak, solve_s,
     equal, ok} of one case: the hand strategies, AUTO, AUTO under each one's peak."""
     import jax
-    from jax.sharding import PartitionSpec
 
     import shardc
-    from shardc.auto.solve import solve
     from shardc.errors import ShardcError
     names = _names(case.args)
     leaves = jax.tree.leaves(case.args)
@@ -163,30 +161,24 @@ def run_case(case, mesh, check=True, log=print):
     want = None
     if check and case.run:
         want = jax.jit(case.jax_fn)(*case.args)
-    rep = [PartitionSpec()] * len(leaves)
-    seen = {}
+    auto = shardc.AUTO(mesh)
+    plain = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), case.args)
     for h in (None,) + HANDS:
         hand = None if h is None else next(r for r in rows if r["strategy"] == h)
         budget = None if hand is None else hand["pred_peak"]
-        t = shardc.jit(case.shardc_fn).trace(*_abstract(case.args, mesh, rep))
+        f = shardc.jit(case.shardc_fn, in_shardings=auto, out_shardings=auto,
+                       memory_budget=budget)
         try:
-            sol = solve(t._program, auto=range(len(leaves)), memory_budget=budget)
+            compiled = f.lower(*plain).compile()
         except ShardcError as e:
             log(f"  {case.name} auto@{h}: {e}")
             rows.append(dict(program=case.name, strategy=f"auto@{h}", budget=budget,
                              bytes=None, peak=None, pred_bytes=None, pred_peak=None,
                              solve_s=None, equal=None, ok=False))
             continue
-        sol.apply(t._program)
-        choice = (tuple(map(str, sol.input_shardings.values())),
-                  tuple(str(s) for _, s in sol.constraints))
-        if choice in seen:       # the same choice as under another budget
-            b, p, pb, pp, equal = seen[choice]
-        else:
-            compiled = t.lower().compile()
-            b, p, pb, pp = measure(compiled)
-            equal = _equal(compiled, case, want) if want is not None else None
-            seen[choice] = (b, p, pb, pp, equal)
+        sol = compiled.lowered.traced.program.meta["auto"]
+        b, p, pb, pp = measure(compiled)
+        equal = _equal(compiled, case, want) if want is not None else None
         ok = None if hand is None else _no_worse(b, p, hand["bytes"], hand["peak"])
         rows.append(dict(program=case.name, strategy="auto" if h is None else f"auto@{h}",
                          budget=budget, bytes=b, peak=p, pred_bytes=pb, pred_peak=pp,
@@ -223,7 +215,8 @@ def _no_worse(b, p, hb, hp) -> bool:
 def _equal(compiled, case, want) -> bool:
     import jax
     leaves, tree = jax.tree.flatten(case.args)
-    placed = [jax.device_put(a, s) for a, s in zip(leaves, compiled.input_shardings)]
+    placed = [jax.device_put(a, s)
+              for a, s in zip(leaves, jax.tree.leaves(compiled.input_shardings))]
     got = compiled(*jax.tree.unflatten(tree, placed))
     return all(np.allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-4)
                for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)))

@@ -11,6 +11,7 @@ from .graph import _bytes
 from .memory import fused_reads
 from .strategies import key
 from ..errors import ShardcError
+from ..ir.program import Lit
 from ..propagate.factors import cached_rule
 
 _DISP = False
@@ -18,10 +19,17 @@ _BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held or made
 
 
 class Ilp:
+    """The program of a graph's classes (solve.py's model): per class its cost, memory
+    and bytes made per choice, the joint variables of the edges between classes, the
+    shared reshards of parameters, the ties, the peak cuts; `solve` gives the choice
+    per class."""
+
     def __init__(self, g, classes):
         self.g, self.classes = g, classes
         self.times = {}
-        self.cuts = []       # (bytes per class per choice, cap): peak constraints
+        # peak constraints: (bytes per class per choice, cap, {shared value class:
+        # bytes of the gathered copy per target})
+        self.cuts = []
         cls = {}
         for c, members in enumerate(classes):
             for grp in members:
@@ -39,11 +47,11 @@ class Ilp:
         self.raw = {}        # (a, b, tag) -> cost matrix: joint choices of a shared edge
         self.rawkeys = {}    # (a, b, tag) -> (source dims, target dims) per choice
         for es in uses.values():
-            # the parameters (a weight gathered for the forward and the backward pass);
-            # activations keep one reshard per use (their joint variables would cost
-            # the LP more time than the bias they remove)
-            if es[0].src.inputs and \
-                    len({(self.cls[id(e.dst)], id(g.matrix(e))) for e in es}) > 1:
+            # the parameters (a weight gathered for the forward and the backward pass,
+            # and held from the start: the memory cuts count it by its y); activations
+            # keep one reshard per use (their joint variables would cost the LP more
+            # time than the bias they remove)
+            if es[0].src.inputs and es[0].src.n > 1:
                 self._share(es)
         shared = {id(e) for sh in self.shared.values() for e in sh.edges}
         for e in g.edges:
@@ -166,9 +174,37 @@ class Ilp:
                         (id(e.value), key(dst)) not in seen:
                     seen.add((id(e.value), key(dst)))
                     now += _bytes(e.value, dst, mesh)
+        now += self._at_peak(at, sol, live, seen)
         rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
         self.cuts.append((live, budget - rest, gathered))   # exact at `sol`
         return True
+
+    def _at_peak(self, at, sol, live, seen) -> int:
+        """The op where `sol` peaks holds its operands resharded for it and its partial
+        sums: by its class's choice (its operands' producers as at `sol`), added to
+        `live`; returns their bytes at `sol`. Parameters gathered are the y's."""
+        g, mesh = self.g, self.g.mesh
+        grp = g.where.get(id(at.outputs[0])) if at.outputs else None
+        if grp is None or grp.n < 2:
+            return 0
+        c = self.cls[id(grp)]
+        ss = next((ss for op, ss in grp.members if op is at), None)
+        if ss is None:
+            return 0
+        extra = np.zeros(grp.n)
+        for j, v in enumerate(at.inputs):
+            src_grp = g.where.get(id(v)) if type(v) is not Lit else None
+            if src_grp is None or src_grp is grp or (src_grp.inputs and src_grp.n > 1):
+                continue
+            src = src_grp.values[id(v)][sol.choice[self.cls[id(src_grp)]]]
+            for t, st in enumerate(ss):
+                if st.ins[j] is not None and g.reshard(v.aval, src, st.ins[j])[1]:
+                    extra[t] += _bytes(v, st.ins[j], mesh)
+        for t, st in enumerate(ss):
+            if st.comm_bytes:        # a sharded reduction: its partial sums
+                extra[t] += sum(_bytes(v, d, mesh) for v, d in zip(at.outputs, st.outs))
+        live[c] = live[c] + extra
+        return int(extra[sol.choice[c]])
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))

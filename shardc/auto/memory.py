@@ -5,12 +5,19 @@ donated arguments an output reuses.
 
 A value is live from the op that defines it to its last use and takes its shard's
 bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration test):
-  * broadcasts, reshapes and converts are fused into the elementwise or reduce ops
-    reading them, as is an elementwise op into its only reader: no buffer of their
-    own; copies, reshapes and annotations of a value are that value's buffer;
+  * broadcasts, reshapes, transposes and converts are fused into the elementwise or
+    reduce ops reading them, as is an elementwise op into its only reader, or into
+    several when cheap (not one of XLA's expensive ops) and reading at most one
+    full-size array: no buffer of their own; copies, reshapes and annotations of a
+    value are that value's buffer;
   * an elementwise op (or an inlined body such as custom_vjp's) writes over an
-    operand of its size that dies there, and an elementwise op producing an output
-    makes that operand's buffer the output's (no temporary);
+    operand of its size that dies there (at the top level not over an all-reduce's
+    result, nor over an operand a reduction it reads has read: the reduction runs in
+    its kernel, softmax's exp(x - max(x)), which reads the operand twice);
+  * an output's buffer exists for the whole call: XLA puts temporaries in it that
+    fit and die before the output is written, or where it is written over them (the
+    largest first, a kernel's result, not a collective's); in a body, an operand
+    dying where an output is written becomes its buffer;
   * an operand resharded for an op (a gathered weight) is a new buffer, live until
     its last use (XLA's CSE gives every use of one value resharded one way the same
     buffer: a weight gathered for the forward pass is kept for the backward); an
@@ -81,7 +88,10 @@ def memory_breakdown(program, hw=CPU) -> Memory:
                 break
     view, origin = _without_annotations(program)
     skip = {id(v) for v in view.inputs} | {id(v) for v in view.outputs if type(v) is not Lit}
-    temps, at = _peak(view, mesh, hw, skip, {})
+    # the outputs' buffers (not an alias of a donated argument's), which temporaries
+    # may use before the outputs are written
+    slots = [(n, v) for v, (a, s, n) in zip(view.outputs, out_sizes) if type(v) is not Lit and n]
+    temps, at = _peak(view, mesh, hw, skip, {}, slots)
     at = origin.get(id(at), at)
     return Memory(args, outs, temps, aliased, at)
 
@@ -170,18 +180,68 @@ def fused_reads(p, rules, skip=()):
     fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
              if id(v) in users and id(v) not in outs and id(v) not in skip
              and (op.prim.name in _CHEAP or len(users[id(v)]) == 1
-                  or op.prim.name not in _EXPENSIVE)
+                  or op.prim.name not in _EXPENSIVE and _full_operands(op, made, ops) <= 1)
              and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
     return fused, [_reads(op, fused, made, ops) for op in ops]
 
 
-def _peak(p, mesh, hw, skip, cache):
+def _reduction(v, made, ops):
+    """The index of the reduce op `v` is the result of, through broadcasts and the like,
+    or None; None too for a reduction of a dot's result, which XLA:CPU computes in the
+    dot's kernel with the elementwise ops reading both (no buffer of the dot's)."""
+    while id(v) in made:
+        op = ops[made[id(v)]]
+        if op.prim.name.startswith("reduce_"):
+            u = op.inputs[0]
+            if type(u) is not Lit and id(u) in made and \
+                    ops[made[id(u)]].prim.name in ("dot_general", "conv_general_dilated"):
+                return None
+            return made[id(v)]
+        if op.prim.name not in _CHEAP or not op.inputs or type(op.inputs[0]) is Lit:
+            return None
+        v = op.inputs[0]
+    return None
+
+
+def _full_operands(op, made, ops):
+    """How many operands of op's result's shape it reads that are not broadcasts or the
+    like: XLA recomputes a cheap op in each reader only when that adds no such read (a
+    sum of two activations, a residual, is kept)."""
+    shape = op.outputs[0].aval.shape if op.outputs else None
+    return sum(1 for u in op.inputs if type(u) is not Lit and u.aval.shape == shape
+               and not (id(u) in made and ops[made[id(u)]].prim.name in _CHEAP))
+
+
+def _into_slots(ops, size, span, late, slots, into):
+    """XLA's buffer assignment puts a temporary in an output's buffer when it fits and
+    dies before the output is written (or where it is, an operand the output's
+    elementwise op overwrites: `into`): values by size, largest first, each into the
+    first output buffer it fits in beside those already there. A kernel's result may
+    go there, a collective's (a gather, an all-reduce) not. Those are dropped from
+    `size`."""
+    made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
+    free = [(nbytes, 2 * made[id(v)], [], into.get(id(v), ())) for nbytes, v in slots
+            if id(v) in made]
+    kernels = [k for k in size if type(k) is tuple and type(k[0]) is str
+               and k[0] != "reduced" and k not in late]
+    for k in sorted(kernels, key=lambda k: (-size[k], span[k])):
+        start, end = span[k]
+        for nbytes, until, taken, dying in free:
+            if size[k] <= nbytes and (end <= until or k in dying and end <= until + 1) and \
+                    all(end <= a or start >= b for a, b in taken):
+                taken.append((start, end))
+                size.pop(k)
+                break
+
+
+def _peak(p, mesh, hw, skip, cache, slots=()):
     """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
     op where it is reached)."""
     ops = p.ops
     n = len(ops)
     rules = [cached_rule(op, cache) for op in ops]
     fused, reads = fused_reads(p, rules, skip)
+    made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     outs = {id(v) for v in p.outputs if type(v) is not Lit}
     last_use = {}
     for i, vs in enumerate(reads):
@@ -204,6 +264,10 @@ def _peak(p, mesh, hw, skip, cache):
     extra = [0] * (n + 1)
     masks, groups, open_ = {}, [], {}
     into_output = set()
+    into_slot = {}      # per output: the buffers dying where it is written
+    # all-reduce results: at the top level XLA writes no kernel's result over one (an
+    # output's buffer, or a temporary, takes it)
+    summed = set()
     for i, op in enumerate(ops):
         for v in reads[i]:
             b = buf_of.get(id(v))
@@ -225,12 +289,21 @@ def _peak(p, mesh, hw, skip, cache):
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
 
+        # a reduction of an operand read here runs in this op's kernel (softmax's
+        # exp(x - max(x))): the kernel reads the operand twice, and writes no result
+        # over it. Not a division's divisor: XLA multiplies by its reciprocal, made in
+        # a kernel of its own
+        twice = set() if op.prim.name == "div" else {
+            buf_of.get(id(w)) for u in reads[i] for r in [_reduction(u, made, ops)]
+            if r is not None for w in reads[r]}
+
         def over(nbytes):
             """The buffer of an operand dying here that the result can overwrite."""
             for u in reads[i]:
                 bu = buf_of.get(id(u))
                 if bu is not None and buf_end.get(bu) == i and size[bu] == nbytes \
-                        and bu not in taken and id(u) not in outs:
+                        and bu not in taken and id(u) not in outs and bu not in twice \
+                        and not (slots and bu in summed):
                     return bu
             return None
 
@@ -244,8 +317,10 @@ def _peak(p, mesh, hw, skip, cache):
                 continue
             if id(v) in skip:      # an output: an operand dying here may become its buffer
                 if rules[i] is not None and rules[i].elementwise:
-                    into_output.update(buf_of.get(id(u)) for u in reads[i]
-                                       if buf_end.get(buf_of.get(id(u))) == i)
+                    into = {buf_of.get(id(u)) for u in reads[i]
+                            if buf_end.get(buf_of.get(id(u))) == i}
+                    into_output.update(into)
+                    into_slot[id(v)] = into
                 continue
             u = op.inputs[0] if len(op.inputs) == 1 else None
             if op.prim.name in _ALIAS and type(u) is not Lit and id(u) not in fused and \
@@ -263,6 +338,8 @@ def _peak(p, mesh, hw, skip, cache):
             taken.add(b)
             buf_of[id(v)] = b
             buf_end[b] = max(buf_end.get(b, i), last_use.get(id(v), i))
+            if reduced:
+                summed.add(b)
         if pl is None:
             for v in op.outputs:
                 masks[id(v)] = mask
@@ -297,13 +374,18 @@ def _peak(p, mesh, hw, skip, cache):
         b = buf_of.get(id(v)) if type(v) is not Lit else None
         if b is not None:
             last[b] = n
-    for b in into_output:
-        size.pop(b, None)
+    span = {k: (late.get(k, 2 * first[k]), max(2 * last[k], late.get(k, 2 * first[k])) + 1)
+            for k in size}
+    if slots:      # the outputs' buffers hold what XLA puts there
+        _into_slots(ops, size, span, late, slots, into_slot)
+    else:          # an operand dying where an output is written becomes its buffer
+        for b in into_output:
+            size.pop(b, None)
     live = [0] * (2 * n + 3)
     for key, nbytes in size.items():
-        start = late.get(key, 2 * first[key])
+        start, end = span[key]
         live[start] += nbytes
-        live[max(2 * last[key], start) + 1] -= nbytes
+        live[end] -= nbytes
     best, at, cur = 0, None, 0
     for i in range(2 * n + 2):
         cur += live[i]

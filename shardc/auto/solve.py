@@ -30,9 +30,10 @@ the choices it weighs.
 `memory_budget` bounds the peak bytes per device (memory.py's model of the choice):
 the inputs and outputs as sharded always, and while the choice's peak is over budget,
 the buffers live where it peaks (the values the memory model keeps, the gathered
-parameters by their y), the rest there taken as at that choice (re-solved, a few
-times). A budget below what the inputs and outputs need sharded as far as they go,
-or below every peak found, is an error naming that amount.
+parameters by their y, the peak op's resharded operands and partial sums by its
+choice), the rest there taken as at that choice (re-solved, a few times). A budget
+below what the inputs and outputs need sharded as far as they go, or below every
+peak found, is an error naming that amount.
 
 `Solution.apply(program)` realizes the choice: the auto inputs' shardings, and a
 sharding_constraint on every result the choice decided, so shardc's propagation
