@@ -194,7 +194,7 @@ def _reduction(v, made, ops):
         if op.prim.name.startswith("reduce_"):
             u = op.inputs[0]
             if type(u) is not Lit and id(u) in made and \
-                    ops[made[id(u)]].prim.name in ("dot_general", "conv_general_dilated"):
+                    ops[made[id(u)]].prim.traits & Trait.CONTRACTION:
                 return None
             return made[id(v)]
         if op.prim.name not in _CHEAP or not op.inputs or type(op.inputs[0]) is Lit:
@@ -293,7 +293,7 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
         # exp(x - max(x))): the kernel reads the operand twice, and writes no result
         # over it. Not a division's divisor: XLA multiplies by its reciprocal, made in
         # a kernel of its own
-        twice = set() if op.prim.name == "div" else {
+        twice = set() if op.prim.traits & Trait.RECIPROCAL else {
             buf_of.get(id(w)) for u in reads[i] for r in [_reduction(u, made, ops)]
             if r is not None for w in reads[r]}
 

@@ -61,6 +61,10 @@ class Trait(enum.Flag):
     LOOP = enum.auto()            # its body runs many times over a loop state (scan, while)
     SLICED_INPUTS = enum.auto()   # operands after `num_carry` are sliced per iteration
     #                               (a scan's xs: XLA copies them into the loop state)
+    CONTRACTION = enum.auto()     # a library kernel (dot, convolution): XLA:CPU fuses the
+    #                               reductions and elementwise ops reading its result into it
+    RECIPROCAL = enum.auto()      # divides by its second operand, which XLA turns into a
+    #                               multiplication by a reciprocal made in a kernel of its own
 
 
 # The explicit sharding rule of ops that pass no sharding between operands and

@@ -10,7 +10,7 @@ factor, a permutation that carries halos, and a window-size reduction factor).""
 from __future__ import annotations
 
 from ..errors import ShardcError
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..ir.program import Aval
 from ..ir.rules import PERMUTATION, REDUCTION, RuleBuilder
 from ..lower.emit import tensor_type
@@ -158,7 +158,7 @@ def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
 
 conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_shape,
                                    sharding_rule=_rule, lower=_lower,
-                                   prop_kind=PropKind.NONE)
+                                   prop_kind=PropKind.NONE, traits=Trait.CONTRACTION)
 
 
 # ---------------------------------------------------------------- helpers

@@ -9,7 +9,7 @@ from functools import partial
 
 from ..ir import dtypes
 from ..trace.core import Primitive
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -112,6 +112,7 @@ sub_p = elementwise("sub", "stablehlo.subtract", "numeric", 2)
 add_p.type_linear = sub_p.type_linear = neg_p.type_linear = True
 mul_p = elementwise("mul", "stablehlo.multiply", "numeric", 2)
 div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
+div_p.traits |= Trait.RECIPROCAL
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)
 def _pow_shape(x, y):
     """x ** y: float x; y of x's dtype or an integer (then converted, as lax.pow)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..trace.core import Primitive
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -71,7 +71,8 @@ def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None):
 
 
 dot_general_p = Primitive("dot_general", shape_rule=_dot_shape, sharding_rule=_dot_rule,
-                          lower=_lower_dot, prop_kind=PropKind.NONE)
+                          lower=_lower_dot, prop_kind=PropKind.NONE,
+                          traits=Trait.CONTRACTION)
 
 
 # ---------------------------------------------------------------- gradients
