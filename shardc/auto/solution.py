@@ -80,10 +80,12 @@ class Solution:
         wsc = PRIMITIVES["sharding_constraint"]
         after = {}
         sources = program.meta.get("sources", {})
+        # results of source ops (constraints themselves) keep what they were given
+        made = {id(o) for op in program.walk() if op.prim.source_of for o in op.outputs}
         for v, s in self.constraints:
             after[id(v)] = s
             if v.sharding is not None and sources.get(v) is not None and \
-                    sources[v].kind == "constraint" and _made_by(program, v) is None:
+                    sources[v].kind == "constraint" and id(v) not in made:
                 # solve's prepare took a user constraint after `v` as v's own sharding;
                 # the chosen one comes between them now, and prepare again decides
                 v.sharding = None
@@ -107,14 +109,6 @@ class Solution:
         program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
                            for v in program.outputs]
         return program
-
-
-def _made_by(program, v):
-    """The source rule of the op that makes `v` (None: not a source op's result)."""
-    for op in program.walk():
-        if any(o is v for o in op.outputs):
-            return op.prim.source_of
-    return None
 
 
 def _rename(region, renamed):
