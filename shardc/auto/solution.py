@@ -50,8 +50,8 @@ class Alternative:
 class Solution:
     """The solver's choice. `input_shardings`: {input index: Sharding} of the auto
     inputs; `constraints`: [(value, Sharding)] for the results of the chosen ops;
-    `dims`: {id(value): dims} of every top-level value; `predicted`: a Prediction;
-    `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
+    `dims`: {id(value): dims} of every value the graph has (loop bodies' too);
+    `predicted`: a Prediction; `alternatives`: {input index: Alternative}; `solve_s`, `variables`,
     `constraint_rows`, `groups`, `classes`: the problem's size and time; `objective`
     (seconds) and `bound`, the LP relaxation's, below the optimum."""
 
@@ -64,6 +64,9 @@ class Solution:
         self.objective = self.bound = 0.0
         self.times = {}
         self.choice = []     # per class of the problem, its choice
+        # searched region ops: [(block argument, Sharding)], and {(id(op), "operand" or
+        # "yield", id(value)): {Sharding}} what each takes in (Solution.apply)
+        self.pins, self.reshards = [], {}
 
     # set by the API (shardc.jit(..., memory_budget=)) for explain and shardc report: the
     # budget solved under (bytes per device) and the Hardware solved for (None: CPU)
@@ -71,13 +74,14 @@ class Solution:
     hw = None
 
     def apply(self, program):
-        """Write the choice into `program` (the one solved): auto inputs' shardings and a
+        """Write the choice into `program` (the one solved): auto inputs' shardings, a
         sharding_constraint after every chosen op's result, marked `auto=True` (explain
-        names the search as their origin; they lower as any constraint). Returns
-        `program`."""
+        names the search as their origin; they lower as any constraint), in loop bodies
+        too; a searched region op's block arguments take their sharding as a source,
+        and its operands and yielded values are constrained to what it needs where
+        they enter. Returns `program`."""
         for i, s in self.input_shardings.items():
             program.inputs[i].sharding = s
-        wsc = PRIMITIVES["sharding_constraint"]
         after = {}
         sources = program.meta.get("sources", {})
         # results of source ops (constraints themselves) keep what they were given
@@ -90,31 +94,70 @@ class Solution:
                 # the chosen one comes between them now, and prepare again decides
                 v.sharding = None
                 del sources[v]
-        renamed = {}
-        ops = []
-        for op in program.ops:
-            op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                         for v in op.inputs]
-            for r in op.regions:
-                _rename(r, renamed)
-            ops.append(op)
-            for v in op.outputs:
-                s = after.get(id(v))
-                if s is None:
-                    continue
-                c = Value(v.aval, s)
-                ops.append(Op(wsc, [v], [c], {"sharding": s, "auto": True}, op.loc))
-                renamed[id(v)] = c
-        program.ops = ops
-        program.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                           for v in program.outputs]
+        pins = {id(v): s for v, s in self.pins}
+        # one sharding per (op, operand or yielded value); several: left to propagation
+        into = {k: next(iter(ss)) for k, ss in self.reshards.items() if len(ss) == 1}
+        _Writer(after, pins, into, sources).block(program)
         return program
 
 
-def _rename(region, renamed):
-    for op in region.ops:
-        op.inputs = [renamed.get(id(v), v) if type(v) is not Lit else v for v in op.inputs]
-        for r in op.regions:
-            _rename(r, renamed)
-    region.outputs = [renamed.get(id(v), v) if type(v) is not Lit else v
-                      for v in region.outputs]
+def _constraint(v, s, loc):
+    wsc = PRIMITIVES["sharding_constraint"]
+    c = Value(v.aval, s)
+    return Op(wsc, [v], [c], {"sharding": s, "auto": True}, loc), c
+
+
+class _Writer:
+    """Solution.apply's walk over a program and its bodies: `after` {id(value):
+    sharding} constrains a result after its op, `pins` a block argument, `into`
+    {(id(region op), "operand" or "yield", id(value)): sharding} a value where a
+    region op takes it or its body yields it."""
+
+    def __init__(self, after, pins, into, sources):
+        self.after, self.pins, self.into, self.sources = after, pins, into, sources
+        self.renamed = {}
+
+    def _name(self, v):
+        return self.renamed.get(id(v), v) if type(v) is not Lit else v
+
+    def block(self, p, owner=None):
+        from ..propagate.engine import Source
+        from ..propagate.explain import SEARCH
+        for v in p.inputs if owner is not None else ():
+            s = self.pins.get(id(v))
+            if s is not None:
+                v.sharding = s
+                self.sources[v] = Source("constraint", SEARCH, owner.loc)
+        ops = []
+        for op in p.ops:
+            op.inputs = [self._name(v) for v in op.inputs]
+            if op.regions:
+                pinned = {}
+                for j, v in enumerate(op.inputs):
+                    s = self.into.get((id(op), "operand", id(v)))
+                    if s is None:
+                        continue
+                    if id(v) not in pinned:
+                        c_op, pinned[id(v)] = _constraint(v, s, op.loc)
+                        ops.append(c_op)
+                    op.inputs[j] = pinned[id(v)]
+                for r in op.regions:
+                    self.block(r, op)
+            ops.append(op)
+            for v in op.outputs:
+                s = self.after.get(id(v))
+                if s is not None:
+                    c_op, self.renamed[id(v)] = _constraint(v, s, op.loc)
+                    ops.append(c_op)
+        outs = [self._name(v) for v in p.outputs]
+        if owner is not None:       # what the body yields, as the loop carries it
+            pinned = {}
+            for k, v in enumerate(outs):
+                s = self.into.get((id(owner), "yield", id(v)))
+                if s is None or type(v) is Lit:
+                    continue
+                if id(v) not in pinned:
+                    c_op, pinned[id(v)] = _constraint(v, s, owner.loc)
+                    ops.append(c_op)
+                outs[k] = pinned[id(v)]
+        p.ops, p.outputs = ops, outs

@@ -150,11 +150,19 @@ def _decode(g, classes, ilp, chosen) -> Solution:
         pred.io_bytes += int(grp.mem[s])
         for vid, ds in grp.values.items():
             sol.dims[vid] = ds[s]
+        if grp.boundary is not None and grp.n > 1:
+            for v in grp.boundary[1]:        # block arguments and the op's results
+                sh = ax.sharding_of(grp.values[id(v)][s], mesh)
+                if v in grp.boundary[0].outputs:
+                    sol.constraints.append((v, sh))
+                else:
+                    sol.pins.append((v, sh))
         for op, ss in grp.members:
             st = ss[s]
-            pred.compute_s += st.compute_s
-            pred.comm_s += st.comm_s
-            pred.collective_bytes += st.comm_bytes
+            runs = g.runs.get(id(op), 1)
+            pred.compute_s += st.compute_s * runs
+            pred.comm_s += st.comm_s * runs
+            pred.collective_bytes += st.comm_bytes * runs
             if len(ss) > 1:
                 # every result the choice decided, followers' too: propagation would
                 # otherwise merge a follower's other operands and users into it
@@ -168,12 +176,16 @@ def _decode(g, classes, ilp, chosen) -> Solution:
     for e in g.edges:      # a value resharded one way once, however many ops read it
         src = e.src.values[id(e.value)][pick[id(e.src)]]
         dst = e.targets[pick[id(e.dst)]]
+        if type(e.operand) is tuple and e.dst.n > 1:
+            # into a loop (or out of its body): pinned (resharded) where it enters
+            sol.reshards.setdefault((id(e.dst.boundary[0]), e.operand[0], id(e.value)),
+                                    set()).add(ax.sharding_of(dst, mesh))
         if (id(e.value), key(dst)) in done:
             continue
         done.add((id(e.value), key(dst)))
         secs, nbytes = g.reshard(e.value.aval, src, dst)
-        pred.comm_s += secs
-        pred.collective_bytes += nbytes
+        pred.comm_s += secs * e.runs
+        pred.collective_bytes += nbytes * e.runs
     for v, s in zip(g.program.outputs, g.program.out_shardings):
         if s is not None and type(v) is not Lit and id(v) in sol.dims:
             secs, nbytes = g.reshard(v.aval, sol.dims[id(v)],
@@ -200,7 +212,8 @@ def _assumed_memory(g, sol):
     """The memory model's breakdown of the program with its top-level values sharded as
     `sol` chose (set for the count, then unset)."""
     p, saved = g.program, []
-    for v in list(p.inputs) + [v for op in p.ops for v in op.outputs]:
+    for v in list(p.inputs) + [v for op in p.walk() for v in
+                               list(op.outputs) + [a for r in op.regions for a in r.inputs]]:
         d = sol.dims.get(id(v))
         if d is not None:
             saved.append((v, v.sharding))

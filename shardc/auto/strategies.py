@@ -18,7 +18,7 @@ import itertools
 
 from .costmodel import CPU, _factors_of, _unproj, dims as to_dims, op_cost
 from ..ir.program import Lit
-from ..ir.rules import PASS, REDUCTION
+from ..ir.rules import PASS, REDUCTION, Edge
 from ..propagate.factors import cached_rule
 
 
@@ -137,6 +137,18 @@ def inline(op) -> bool:
               if type(v) is not Lit and v.aval.ndim}
     return len(shapes) == 1 and all(type(v) is Lit or v.aval.ndim == 0 or
                                     v.aval.shape in shapes for v in op.outputs)
+
+
+def searched_region(op) -> bool:
+    """A region op whose bodies the solver searches (graph.py): a loop, a cond, a body
+    not inlined, whose data-flow edges tie its operands, block arguments and results
+    over every mesh axis (not shard_map's manual ones), with no fixed shardings."""
+    if not op.regions or inline(op) or op.prim.data_flow is None or \
+            op.prim.source_of is not None or op.prim.operand_constraints is not None or \
+            any(v.aval.ts is not None and any(v.aval.ts.dims) for v in op.outputs):
+        return False
+    return all(not e.manual and e.spec is None for e in op.prim.data_flow(op)
+               if type(e) is Edge)
 
 
 def is_fixed(op) -> bool:
