@@ -310,15 +310,10 @@ def op_cost(op, in_dims=None, out_dims=None, mesh=None, hw=CPU, seen=None,
     touched = sum(local_bytes(v.aval, t if t is not None else d, mesh)
                   for v, t, d in zip(op.inputs, pl.targets, ins) if d is not None)
     touched += sum(local_bytes(v.aval, d, mesh) for v, d in zip(op.outputs, outs))
-    if op.prim.name in _ANNOTATIONS:    # XLA emits no kernel for these
+    if op.prim.traits & Trait.ANNOTATION:    # XLA emits no kernel for these
         fl = touched = 0
     return Cost(max(fl / hw.flops_per_s, touched / hw.mem_bw), comm,
                 sum(map(hw.comm_time, comm)), fl)
-
-
-# Ops that only annotate their operand (the solver adds sharding constraints to fix its
-# choice): no kernel of their own, their collectives (a reshard) aside.
-_ANNOTATIONS = frozenset({"sharding_constraint", "name"})
 
 
 def _key(d):

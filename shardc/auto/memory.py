@@ -140,27 +140,19 @@ def _uses(op):
             yield from o.inputs
 
 
-# Ops XLA fuses into the elementwise or reduce kernel that reads their result (loop
-# and input fusion): their result is never a buffer of its own.
-_CHEAP = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "iota", "transpose",
-                    "squeeze", "expand_dims"})
-
-
-# Elementwise ops XLA's fusion will not duplicate into several consumers (its
-# IsExpensive): their result is a buffer when more than one kernel reads it; cheaper
-# ones are recomputed in each reader's kernel.
-_EXPENSIVE = frozenset({"div", "rem", "pow", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
-                        "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin", "acos",
-                        "atan", "atan2", "sinh", "cosh", "erf", "erfc", "erf_inv"})
+def _cheap(op):
+    """Fused into the elementwise or reduce kernel reading its result (XLA's loop and
+    input fusion): never a buffer of its own (Trait.FUSED)."""
+    return bool(op.prim.traits & Trait.FUSED)
 
 
 def _fusible(op, rule):
-    return not op.regions and (op.prim.name in _CHEAP or (rule is not None and rule.elementwise))
+    return not op.regions and (_cheap(op) or (rule is not None and rule.elementwise))
 
 
 def _absorbs(op, rule):
     return not op.regions and ((rule is not None and rule.elementwise)
-                               or op.prim.name.startswith("reduce_"))
+                               or bool(op.prim.traits & Trait.REDUCE))
 
 
 def fused_reads(p, rules, skip=()):
@@ -179,8 +171,8 @@ def fused_reads(p, rules, skip=()):
     # their only one (XLA keeps a result several kernels read)
     fused = {id(v) for i, op in enumerate(ops) if _fusible(op, rules[i]) for v in op.outputs
              if id(v) in users and id(v) not in outs and id(v) not in skip
-             and (op.prim.name in _CHEAP or len(users[id(v)]) == 1
-                  or op.prim.name not in _EXPENSIVE and _full_operands(op, made, ops) <= 1)
+             and (_cheap(op) or len(users[id(v)]) == 1
+                  or not op.prim.traits & Trait.EXPENSIVE and _full_operands(op, made, ops) <= 1)
              and all(_absorbs(ops[j], rules[j]) for j in users[id(v)])}
     return fused, [_reads(op, fused, made, ops) for op in ops]
 
@@ -191,13 +183,13 @@ def _reduction(v, made, ops):
     dot's kernel with the elementwise ops reading both (no buffer of the dot's)."""
     while id(v) in made:
         op = ops[made[id(v)]]
-        if op.prim.name.startswith("reduce_"):
+        if op.prim.traits & Trait.REDUCE:
             u = op.inputs[0]
             if type(u) is not Lit and id(u) in made and \
                     ops[made[id(u)]].prim.traits & Trait.CONTRACTION:
                 return None
             return made[id(v)]
-        if op.prim.name not in _CHEAP or not op.inputs or type(op.inputs[0]) is Lit:
+        if not _cheap(op) or not op.inputs or type(op.inputs[0]) is Lit:
             return None
         v = op.inputs[0]
     return None
@@ -209,7 +201,7 @@ def _full_operands(op, made, ops):
     sum of two activations, a residual, is kept)."""
     shape = op.outputs[0].aval.shape if op.outputs else None
     return sum(1 for u in op.inputs if type(u) is not Lit and u.aval.shape == shape
-               and not (id(u) in made and ops[made[id(u)]].prim.name in _CHEAP))
+               and not (id(u) in made and _cheap(ops[made[id(u)]])))
 
 
 def _into_slots(ops, size, span, late, slots, into):
@@ -323,7 +315,7 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
                     into_slot[id(v)] = into
                 continue
             u = op.inputs[0] if len(op.inputs) == 1 else None
-            if op.prim.name in _ALIAS and type(u) is not Lit and id(u) not in fused and \
+            if op.prim.traits & Trait.ALIAS and type(u) is not Lit and id(u) not in fused and \
                     u.sharding == v.sharding:     # the operand's buffer, not a copy
                 if id(u) in buf_of:
                     buf_of[id(v)] = b = buf_of[id(u)]
@@ -395,10 +387,6 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
 
 
 _OWN_BUFFERS = Trait.LOOP | Trait.BRANCHES    # bodies with buffers of their own
-# Ops XLA turns into no-ops (a copy to the same layout, a bitcast, an annotation): the
-# result is its operand's buffer.
-_ALIAS = frozenset({"copy", "reshape", "sharding_constraint", "name", "pvary", "squeeze",
-                    "expand_dims"})
 
 
 def _ends(r):

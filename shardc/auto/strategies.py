@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 
 from .costmodel import CPU, _factors_of, _unproj, dims as to_dims, op_cost
+from ..ir.primitive import Trait
 from ..ir.program import Lit
 from ..ir.rules import PASS, REDUCTION, Edge
 from ..propagate.factors import cached_rule
@@ -123,14 +124,12 @@ def heavy(op, rule) -> bool:
     return REDUCTION in rule.kinds and sum(1 for m in rule.operands if m) > 1
 
 
-_LOOPS = frozenset({"scan", "while", "cond"})
-
-
 def inline(op) -> bool:
     """A region op whose body runs once in place (custom_vjp_call, custom_jvp_call,
     checkpoint) with every array operand and result of one shape (relu, gelu): it is
     taken as elementwise, its body's shardings left to propagation."""
-    if not op.regions or op.prim.name in _LOOPS or op.prim.operand_constraints is not None \
+    if not op.regions or op.prim.traits & (Trait.LOOP | Trait.BRANCHES) or \
+            op.prim.operand_constraints is not None \
             or op.prim.source_of is not None:
         return False
     shapes = {v.aval.shape for v in list(op.inputs) + list(op.outputs)

@@ -65,6 +65,14 @@ class Trait(enum.Flag):
     #                               reductions and elementwise ops reading its result into it
     RECIPROCAL = enum.auto()      # divides by its second operand, which XLA turns into a
     #                               multiplication by a reciprocal made in a kernel of its own
+    FUSED = enum.auto()           # XLA fuses it into the kernels reading its result, which is
+    #                               never a buffer (a broadcast, reshape, transpose, convert)
+    EXPENSIVE = enum.auto()       # elementwise, but XLA's fusion does not duplicate it into
+    #                               several readers (its IsExpensive: exp, div, tanh...)
+    ALIAS = enum.auto()           # its result is its operand's buffer when sharded alike
+    #                               (a copy, a reshape, an annotation)
+    ANNOTATION = enum.auto()      # only annotates its operand: XLA emits no kernel for it
+    REDUCE = enum.auto()          # reduces its operand over `axes` (reduce_sum, reduce_max)
 
 
 # The explicit sharding rule of ops that pass no sharding between operands and

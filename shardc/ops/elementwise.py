@@ -147,6 +147,12 @@ shift_right_arithmetic_p = elementwise("shift_right_arithmetic",
                                        "stablehlo.shift_right_arithmetic", "int", 2)
 shift_left_p = elementwise("shift_left", "stablehlo.shift_left", "int", 2)
 
+# XLA's fusion will not duplicate these into several readers (HloInstruction::IsExpensive)
+for _p in (exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p, sin_p, cos_p, tan_p, tanh_p,
+           logistic_p, asin_p, acos_p, atan_p, sinh_p, cosh_p, erf_p, erfc_p, div_p, rem_p,
+           pow_p, atan2_p):
+    _p.traits |= Trait.EXPENSIVE
+
 
 # comparisons
 def _compare_type(dtype):
@@ -232,7 +238,7 @@ def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
 
 convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_shape,
                                    sharding_rule=pointwise, lower=_lower_convert,
-                                   prop_kind=PropKind.ELEMENTWISE)
+                                   prop_kind=PropKind.ELEMENTWISE, traits=Trait.FUSED)
 
 
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)

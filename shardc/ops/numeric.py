@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ..errors import ShardcError
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..trace.core import Primitive
 from . import elementwise as ew
 from .batching import elementwise_rule
@@ -21,6 +21,7 @@ clz_p = _op("clz", "stablehlo.count_leading_zeros", "int")
 population_count_p = _op("population_count", "stablehlo.popcnt", "int")
 nextafter_p = _op("nextafter", "chlo.next_after", "float", 2)
 cbrt_p = _op("cbrt", "stablehlo.cbrt", "float")
+cbrt_p.traits |= Trait.EXPENSIVE
 
 
 def _rp_shape(x, *, exponent_bits, mantissa_bits):

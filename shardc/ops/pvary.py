@@ -5,7 +5,7 @@ Its transpose is a psum over `axes`, as jax's: the cotangent of each device's co
 an invariant value flows back summed."""
 from __future__ import annotations
 
-from ..ir.primitive import PropKind, Vma
+from ..ir.primitive import PropKind, Trait, Vma
 from ..ir.rules import pointwise
 from ..trace.core import Primitive
 from .manual import psum_p
@@ -20,7 +20,7 @@ def _lower(ctx, x, *, axes, sizes):
 
 
 pvary_p = Primitive("pvary", shape_rule=_shape, sharding_rule=pointwise, lower=_lower,
-                    prop_kind=PropKind.ELEMENTWISE, vma=Vma.AXES)
+                    prop_kind=PropKind.ELEMENTWISE, vma=Vma.AXES, traits=Trait.ALIAS)
 pvary_p.vjp = lambda ctx, cts, x, *, axes, sizes: [psum_p.bind(cts[0], axes=axes,
                                                                sizes=sizes)]
 pvary_p.batch = lambda ctx, args, batched, *, axes, sizes: (

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..trace.core import Primitive
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
@@ -93,7 +93,7 @@ def _lower(kind, ctx, x, *, axes):
 def reduction(name, kind, dtype_kind):
     return Primitive(name, shape_rule=partial(_reduce_shape, name, dtype_kind),
                      sharding_rule=reduce_rule, lower=partial(_lower, kind),
-                     prop_kind=PropKind.NONE)
+                     prop_kind=PropKind.NONE, traits=Trait.REDUCE)
 
 
 reduce_sum_p = reduction("reduce_sum", "add", "numeric")

@@ -18,7 +18,7 @@ from functools import partial
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
 from ..ir.rules import RuleBuilder, pointwise
 from ..trace import core
 from . import lax as L
@@ -102,7 +102,8 @@ def _identity_lower(ctx, x, **_):
 
 
 name_p = core.Primitive("name", shape_rule=lambda x, *, name: x, sharding_rule=pointwise,
-                        lower=_identity_lower, prop_kind=PropKind.ELEMENTWISE)
+                        lower=_identity_lower, prop_kind=PropKind.ELEMENTWISE,
+                        traits=Trait.ALIAS | Trait.ANNOTATION)
 name_p.vjp = lambda ctx, cts, x, *, name: [cts[0]]
 
 

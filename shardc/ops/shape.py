@@ -54,7 +54,8 @@ def _lower_bcast(ctx, x, *, shape, broadcast_dimensions):
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_bcast_shape,
                                sharding_rule=_bcast_rule, lower=_lower_bcast,
-                               prop_kind=PropKind.BROADCAST, traits=Trait.KEEPS_CONSTANT)
+                               prop_kind=PropKind.BROADCAST,
+                               traits=Trait.KEEPS_CONSTANT | Trait.FUSED)
 broadcast_in_dim_p.kind_of = lambda op: "reshape" if op.inputs[0].aval.size == \
     op.outputs[0].aval.size else "broadcast"
 
@@ -127,7 +128,7 @@ def _lower_reshape(ctx, x, *, shape):
 
 reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshape_rule,
                       lower=_lower_reshape, prop_kind=PropKind.RESHAPE,
-                      traits=Trait.KEEPS_CONSTANT)
+                      traits=Trait.KEEPS_CONSTANT | Trait.FUSED | Trait.ALIAS)
 
 
 # ---------------------------------------------------------------- transpose
@@ -151,7 +152,8 @@ def _lower_transpose(ctx, x, *, permutation):
 
 
 transpose_p = Primitive("transpose", shape_rule=_transpose_shape, sharding_rule=_transpose_rule,
-                        lower=_lower_transpose, prop_kind=PropKind.RESHAPE)
+                        lower=_lower_transpose, prop_kind=PropKind.RESHAPE,
+                        traits=Trait.FUSED)
 
 
 # ---------------------------------------------------------------- concatenate
@@ -314,7 +316,7 @@ def _lower_iota(ctx, *, dtype, shape, dimension):
 
 
 iota_p = Primitive("iota", shape_rule=_iota_shape, sharding_rule=no_rule, lower=_lower_iota,
-                   prop_kind=PropKind.NONE, traits=Trait.CONSTANT)
+                   prop_kind=PropKind.NONE, traits=Trait.CONSTANT | Trait.FUSED)
 
 
 # ---------------------------------------------------------------- gradients

@@ -61,7 +61,8 @@ def _constraint_type(in_avals, out_avals, mesh, explicit, *, sharding, reshard=F
 
 sharding_constraint_p = Primitive("sharding_constraint", shape_rule=_constraint_shape,
                                   sharding_rule=pointwise, lower=_lower_constraint,
-                                  prop_kind=PropKind.ELEMENTWISE, traits=Trait.SHARDED_RESULTS)
+                                  prop_kind=PropKind.ELEMENTWISE,
+                                  traits=Trait.SHARDED_RESULTS | Trait.ALIAS | Trait.ANNOTATION)
 sharding_constraint_p.source_of = _constraint_source
 sharding_constraint_p.type_rule = _constraint_type
 sharding_constraint_p.operand_constraints = \

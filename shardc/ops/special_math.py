@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 
-from ..ir.primitive import nondiff
+from ..ir.primitive import Trait, nondiff
 from .batching import elementwise_rule
 from .elementwise import defvjp, elementwise
 
 erf_inv_p = elementwise("erf_inv", "chlo.erf_inv", "float", 1)
+erf_inv_p.traits |= Trait.EXPENSIVE
 lgamma_p = elementwise("lgamma", "chlo.lgamma", "float", 1)
 digamma_p = elementwise("digamma", "chlo.digamma", "float", 1)
 bessel_i1e_p = elementwise("bessel_i1e", "chlo.bessel_i1e", "float", 1)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..trace import core, types
 from ..ir import dtypes
-from ..ir.primitive import nondiff  # noqa: F401  (re-exported)
+from ..ir.primitive import Trait, nondiff  # noqa: F401  (nondiff re-exported)
 from ..trace.core import Primitive, Tracer
 from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Lit
@@ -300,7 +300,7 @@ custom_vjp_out_p.vjp = lambda ctx, cts, x: [cts[0]]
 
 # an identity op: a gradient shared by several primals gets its own value for each
 copy_p = Primitive("copy", shape_rule=lambda x: x, sharding_rule=_pointwise, lower=_sg_lower,
-                   prop_kind="elementwise")
+                   prop_kind="elementwise", traits=Trait.ALIAS)
 copy_p.vjp = lambda ctx, cts, x: [cts[0]]
 for _p in (stop_gradient_p, custom_vjp_out_p, copy_p):
     _p.batch = (lambda p: lambda ctx, args, batched: (p.bind(args[0]), True))(_p)

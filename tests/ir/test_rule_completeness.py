@@ -70,18 +70,29 @@ def test_a_primitive_cannot_be_registered_without_a_rule(missing):
     assert "_test_no_rule" not in PRIMITIVES
 
 
+def _is_op_name(node):
+    """`<...>.prim.name` or `prim.name`."""
+    return isinstance(node, ast.Attribute) and node.attr == "name" and (
+        isinstance(node.value, ast.Attribute) and node.value.attr == "prim" or
+        isinstance(node.value, ast.Name) and node.value.id == "prim")
+
+
 def _name_tests(path):
-    """(line, name) of every `<...>.name == "x"` / `.name in ("x", ...)` test on an op."""
+    """(line, name) of every `<...>.name == "x"` / `.name in ("x", ...)` test on an op;
+    a test against a named set (`.name in _SET`) or a prefix (`.name.startswith("x")`)
+    gives "<_SET>" / "x*"."""
     for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Compare):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("startswith", "endswith") and _is_op_name(node.func.value):
+            for a in node.args:
+                if isinstance(a, ast.Constant):
+                    yield node.lineno, f"{a.value}*"
             continue
-        left = node.left
-        if not (isinstance(left, ast.Attribute) and left.attr == "name" and
-                isinstance(left.value, ast.Attribute) and left.value.attr == "prim" or
-                isinstance(left, ast.Attribute) and left.attr == "name" and
-                isinstance(left.value, ast.Name) and left.value.id == "prim"):
+        if not isinstance(node, ast.Compare) or not _is_op_name(node.left):
             continue
         for c in node.comparators:
+            if isinstance(c, ast.Name):
+                yield node.lineno, f"<{c.id}>"
             for k in ([c] if isinstance(c, ast.Constant) else getattr(c, "elts", [])):
                 if isinstance(k, ast.Constant) and isinstance(k.value, str):
                     yield node.lineno, k.value
@@ -102,5 +113,8 @@ def test_passes_ask_traits_not_op_names():
 def test_the_name_scan_finds_a_name_test(tmp_path):
     f = tmp_path / "x.py"
     f.write_text("def f(op, prim):\n    return op.prim.name == 'iota' or "
-                 "prim.name in ('a', 'b')\n")
-    assert sorted(_name_tests(f)) == [(2, "a"), (2, "b"), (2, "iota")]
+                 "prim.name in ('a', 'b')\n"
+                 "def g(op):\n    return op.prim.name in _SET or "
+                 "op.prim.name.startswith('reduce_')\n")
+    assert sorted(_name_tests(f)) == [(2, "a"), (2, "b"), (2, "iota"), (4, "<_SET>"),
+                                      (4, "reduce_*")]
