@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 
+import jax
 import numpy as np
 import pytest
 
@@ -120,13 +121,14 @@ def lines_of(text, i):
 
 
 @pytest.fixture(scope="module")
-def main_run(tmp_path_factory):
+def main_run(tmp_path_factory, testrun_uid):
     """One launch of the main scenario, shared by the tests below -- also by several
-    pytest-xdist workers (a lock file in their common temporary directory)."""
+    pytest-xdist workers (a lock file in their common temporary directory, named by
+    the run: an earlier run's results are never taken for this one's)."""
     import fcntl
     shared = tmp_path_factory.getbasetemp().parent
-    out = shared / "dist_main"
-    with open(shared / "dist_main.lock", "w") as lock:
+    out = shared / f"dist_main_{testrun_uid}"
+    with open(shared / f"dist_main_{testrun_uid}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "done.json").exists():
             out.mkdir(exist_ok=True)
@@ -183,6 +185,20 @@ def test_tensor_parallel_matmul_matches_single_process(main_run):
         assert js["tp_spec"] == str(ref.sharding.spec)
         np.testing.assert_allclose(a["layer"], np.asarray(ref_layer), rtol=1e-5, atol=1e-5)
         assert js["layer_spec"] == str(ref_layer.sharding.spec) == "P('data', 'model')"
+
+
+def test_auto_processes_take_one_choice(main_run):
+    d = data()
+    mesh24, _ = meshes()
+    auto = shardc.AUTO(mesh24)
+    c = shardc.jit(tp_mlp, in_shardings=auto, out_shardings=auto).lower(
+        *[jax.ShapeDtypeStruct(d[k].shape, d[k].dtype) for k in ("x", "w1", "w2")]).compile()
+    (ins, _), out = c.input_shardings, c.output_shardings
+    want = [str(s.spec) for s in ins] + [str(out.spec)]
+    for js, a in main_run["res"]:
+        assert js["auto_specs"] == want        # process 0's choice, the single-process one
+        np.testing.assert_allclose(a["auto"], np.tanh(d["x"] @ d["w1"]) @ d["w2"],
+                                   rtol=1e-4, atol=1e-4)
 
 
 def test_stablehlo_is_byte_identical_across_processes(main_run):
@@ -498,6 +514,27 @@ def worker_main(outdir):
         js["numpy_split_err"] = None
     except shardc.ShardcError as e:
         js["numpy_split_err"] = str(e)
+
+    # AUTO: every process takes process 0's choice. Process 1's solver is made to pick
+    # otherwise (as a time limit hit on one process only would): without the agreement
+    # the processes would compile different programs (the divergence error below).
+    from shardc.auto import ilp as auto_ilp
+    solve_ilp = auto_ilp.Ilp.solve
+    if pid == 1:
+        def other(self, *a, **k):
+            solve_ilp(self, *a, **k)
+            return [0] * len(self.cost)       # every class's first choice
+        auto_ilp.Ilp.solve = other
+    auto = shardc.AUTO(mesh24)
+    fa = shardc.jit(tp_mlp, in_shardings=auto, out_shardings=auto)
+    sds = [jax.ShapeDtypeStruct(d[k].shape, d[k].dtype) for k in ("x", "w1", "w2")]
+    ca = fa.lower(*sds).compile()
+    auto_ilp.Ilp.solve = solve_ilp
+    (ins, _), out_sh = ca.input_shardings, ca.output_shardings
+    js["auto_specs"] = [str(s.spec) for s in ins] + [str(out_sh.spec)]
+    ya = ca(*[shardc.make_array_from_callback(d[k].shape, s, lambda i, k=k: d[k][i])
+              for k, s in zip(("x", "w1", "w2"), ins)])
+    arrs["auto"] = gather(ya)
 
     # Divergence: each process would compile a different constant.
     try:

@@ -6,6 +6,7 @@ in `program.meta["auto"]` for explain and the report; propagation, lowering and
 compilation then go as for any program."""
 from __future__ import annotations
 
+import json
 import numbers
 
 import jax
@@ -74,20 +75,35 @@ def request(program, auto_inputs, auto_outputs, in_shardings, out_shardings, bud
         hardware=_hardware(in_shardings, out_shardings, mesh))
 
 
-def solve(program):
-    """Run the search `program` asks for (if any) and write its choice into it."""
+def solve(program, devices=None):
+    """Run the search `program` asks for (if any) and write its choice into it. Over
+    the `devices` of several processes, the lowest process's choice is every one's."""
     req = program.meta.pop("auto_request", None)
     if req is None:
         return None
     from ..auto.solve import solve as search
     sol = search(program, auto=req["inputs"], hw=req["hardware"],
-                 memory_budget=req["memory_budget"])
+                 memory_budget=req["memory_budget"], agree=_agreement(devices))
     sol.memory_budget = req["memory_budget"]
     sol.hw = req["hardware"]
     sol.auto_outputs = req["outputs"]
     sol.apply(program)
     program.meta["auto"] = sol
     return sol
+
+
+def _agreement(devices):
+    """None on one process; else the function making every process take the lowest
+    one's choice (a list of ints, one per class of the problem)."""
+    from ..runtime.backend import spans_processes
+    if not devices or not spans_processes(devices):
+        return None
+    from ..runtime.distributed import agree
+
+    def agreed(choice):
+        out = agree(json.dumps(choice).encode(), devices, "the sharding search's choice")
+        return json.loads(out)
+    return agreed
 
 
 def mesh_search(in_given, out_shardings):
@@ -108,22 +124,29 @@ def search_meshes(jitted, ctx):
     from ..runtime.meshes import MeshInfo, make_mesh
     names, devices = ctx["mesh_search"]
     devices = devices or tuple(jax.devices())
-    tried, best = {}, None
+    tried, found = {}, {}
+    agreed = _agreement(devices)
     for shape in factorizations(len(devices), len(names)):
         mesh = MeshInfo(make_mesh(shape, names, devices=devices))
         try:
             c = dict(ctx, mesh=mesh, specs=jitted._specs(ctx["leaves"], ctx["given"], mesh))
             t = jitted._stage_traced(c)
-            sol = solve(t._program)
+            sol = solve(t._program, devices)
         except ShardcError as e:
             tried[shape] = e
             continue
         tried[shape] = sol.objective
-        if best is None or sol.objective < best[0]:
-            best = (sol.objective, t, sol)
-    if best is None:
+        found[shape] = (t, sol)
+    if not found:
         raise ShardcError(
             f"no shape of a mesh of {len(devices)} devices over {names} admits the program: "
             + "; ".join(f"{dict(zip(names, k))}: {v}" for k, v in tried.items()))
+    shape = min(found, key=lambda k: tried[k])
+    if agreed is not None:      # the processes take the lowest one's shape
+        shape = tuple(agreed(list(shape)))
+        if shape not in found:
+            raise ShardcError("the processes traced different programs: their mesh "
+                              "searches disagree; every process must trace the same one")
+    best = (tried[shape],) + found[shape]
     best[2].mesh_shapes = {tuple(zip(names, k)): v for k, v in tried.items()}
     return best[1]

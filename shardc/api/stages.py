@@ -76,7 +76,7 @@ class Traced:
         sharding search if an in/out sharding is shardc.AUTO."""
         if self._propagated is None:
             with gc_paused():
-                autojit.solve(self._program)
+                autojit.solve(self._program, getattr(self.mesh, "devices", None))
                 self._propagated = Propagated(self._program, self.mesh, self.out_tree,
                                               self.jitted)
                 self._propagated.in_tree = self.in_tree

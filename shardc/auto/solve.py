@@ -57,14 +57,16 @@ from ..propagate import passes
 
 
 def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
-          time_limit=120.0, gap=5e-4, exact=False, cuts=6) -> Solution:
+          time_limit=120.0, gap=5e-4, exact=False, cuts=6, agree=None) -> Solution:
     """Choose shardings for `program` (traced, not yet propagated: it is prepared here,
     in place) whose inputs at indices `auto` are free; every other input keeps its
     sharding. `rounds`: layer clustering's refinement rounds (0: none); `gap`: the
     relative optimality gap HiGHS may stop at; `time_limit`: seconds it may take (it
     then returns the best choice found); `exact`: the MIP over every choice, not only
     those the LP relaxation weighs (slower: 10 s rather than 1 on a 12-layer GPT);
-    `cuts`: how many times the budget is re-imposed on the values live at the peak."""
+    `cuts`: how many times the budget is re-imposed on the values live at the peak;
+    `agree(choice)`: the choice (per class) to take instead of this one (the processes
+    of a multi-process program take one process's: api/autojit.py)."""
     t0 = time.perf_counter()
     passes.prepare(program)
     g = Graph(program, set(auto), hw)
@@ -93,6 +95,14 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
             break
         sol = _decode(g, classes, ilp, chosen)
         best = min(best, sol, key=lambda s: s.predicted.peak_bytes)
+    if agree is not None:
+        theirs = agree(list(map(int, sol.choice)))
+        if len(theirs) != len(classes):
+            raise ShardcError("the processes traced different programs: their sharding "
+                              "searches have different sizes; every process must trace "
+                              "the same program (shapes, dtypes, shardings, constants)")
+        if theirs != list(sol.choice):
+            sol = _decode(g, classes, ilp, theirs)
     if memory_budget is not None and sol.predicted.peak_bytes > memory_budget:
         raise ShardcError(
             f"no sharding found fits memory_budget={int(memory_budget)} B per device at "

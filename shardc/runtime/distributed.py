@@ -36,6 +36,7 @@ ENV_PROCESS_ID = "SHARDC_PROCESS_ID"
 _check = {"enabled": os.environ.get("SHARDC_PROGRAM_CHECK", "1") != "0",
           "timeout": float(os.environ.get("SHARDC_PROGRAM_CHECK_TIMEOUT", "300"))}
 _seqs: dict = {}   # per set of processes: how many programs over them were checked
+_agreed: dict = {}  # per set of processes: how many decisions they agreed on (agree)
 
 
 # ---------------------------------------------------------------- set-up
@@ -298,8 +299,7 @@ def check_same_program(text: str, devices) -> None:
     body = _strip_locs(text)
     digest = hashlib.sha256(body.encode()).hexdigest()[:24]
     name = _module_name(text)
-    group = "-".join(map(str, procs)) if len(procs) <= 8 else \
-        hashlib.sha256(repr(procs).encode()).hexdigest()[:16]
+    group = _group(procs)
     key = f"shardc/program/{group}/{n}"
     timeout = _check["timeout"]
     runtime.kv_set(f"{key}/hash/{me}", f"{digest} {name}".encode())
@@ -338,6 +338,36 @@ def check_same_program(text: str, devices) -> None:
         "Every process must trace the same program: same shapes, dtypes, shardings, "
         "static arguments and constants (look for values that depend on "
         "process_index(), random seeds, or per-process data sizes).")
+
+
+def _group(procs) -> str:
+    return "-".join(map(str, procs)) if len(procs) <= 8 else \
+        hashlib.sha256(repr(procs).encode()).hexdigest()[:16]
+
+
+def agree(payload: bytes, devices, what="a decision") -> bytes:
+    """The lowest process of `devices` decides for all: it publishes `payload` and
+    every other process returns that one instead of its own. For a choice each process
+    makes alike but might not make identically (the sharding search hitting its time
+    limit on one process and not another), so the processes compile one program. The
+    n-th call of each process is matched with the n-th of the others."""
+    me = jax.process_index()
+    procs = tuple(sorted({d.process_index for d in devices}))
+    n = _agreed[procs] = _agreed.get(procs, -1) + 1
+    key = f"shardc/agree/{_group(procs)}/{n}"
+    if me == procs[0]:
+        runtime.kv_set(key, payload)
+        return payload
+    timeout = _check["timeout"]
+    try:
+        return runtime.kv_get(key, timeout)
+    except Exception as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ShardcError(
+            f"process {me}: process {procs[0]} did not publish {what} (#{n}) within "
+            f"{timeout:g} s. Every process must call the same shardc programs in the same "
+            "order (a process may have failed, or be running different code). jax: "
+            + first) from None
 
 
 def _first_difference(mine: str, theirs: str, me: int, other: int) -> str:
