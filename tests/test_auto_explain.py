@@ -304,3 +304,18 @@ def test_compiled_bytes_count_loop_iterations_and_the_title_names_eight_inputs()
     assert rows[1][1:3] == (rep.fmt_bytes(a["predicted"]["collective_bytes"]), "0 B")
     assert a["compiled"]["peak_bytes"] is None and ("peak memory", ) == rows[-3][:1]
     assert rows[-3][2] == "?"
+
+
+def test_inputs_chosen_alike_across_layers_say_their_cost_is_summed():
+    # repeated layers share one class: an input's cost is its class's, over every layer
+    def layers(x, ws):
+        for w in ws:
+            x = shardc.nn.relu(x @ w)
+        return x
+    t, sol = solved(layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(6)]),
+                    range(1, 7))
+    classes = {sol.input_classes[i] for i in range(1, 7)}
+    assert len(classes) < 6        # the inner layers alike
+    text = explain_auto(t.propagate().program, sol)
+    alike = [n for n in range(2, 7) if f"over the {n} inputs chosen alike" in text]
+    assert alike, text

@@ -67,6 +67,9 @@ class Solution:
         # searched region ops: [(block argument, Sharding)], and {(id(op), "operand" or
         # "yield", id(value)): {Sharding}} what each takes in (Solution.apply)
         self.pins, self.reshards = [], {}
+        # {auto input index: its class}: inputs chosen alike (a layer's repeats) share
+        # one class, whose Alternative costs are summed over them (explain says so)
+        self.input_classes = {}
 
     # set by the API (shardc.jit(..., memory_budget=)) for explain and shardc report: the
     # budget solved under (bytes per device) and the Hardware solved for (None: CPU)

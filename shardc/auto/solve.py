@@ -215,6 +215,7 @@ def _decode(g, classes, ilp, chosen) -> Solution:
             for i, v in grp.inputs:
                 ds = grp.values[id(v)]
                 sol.alternatives[i] = _alt(ds, s, t, local, v, mesh)
+                sol.input_classes[i] = c      # its costs are its class's, summed
     return sol
 
 
