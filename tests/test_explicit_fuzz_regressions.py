@@ -104,3 +104,28 @@ def test_mixed_mesh_results_named_as_jax_names_them():
             out += [(str(jax.typeof(a)), a.sharding.spec) for a in seen]
         assert got == want, (shape, got, want)
         assert want[2][0] == ("float32[16,1]" if shape == (1, 8) else "float32[16@x,1]")
+
+
+def test_partial_shard_map_keeps_free_explicit_axes_in_types():
+    # a shard_map manual over x only: the blocks' and results' types keep the free
+    # Explicit axes (jax's _shard_shaped_array / _unshard_shaped_array); shardc dropped
+    # them (f32[16,16] for jax's f32[16@y,16], f32[8,16] for f32[8@y,16]{V:x})
+    mesh = _mesh()
+    cases = [(P("y", None), P(), P()), (P(("x", "y")), P("x"), P("x")),
+             (P("y", "z"), P("x"), P(None, "x"))]
+    for place, ins, outs in cases:
+        x = jax.device_put(np.arange(256.0, dtype=np.float32).reshape(16, 16),
+                           NamedSharding(mesh, place))
+
+        def make(m, fw, rec, ins=ins, outs=outs):
+            def body(b):
+                rec(b)
+                return fw.lax.pmean(b * 2, "x") if ins == P() else b * 2
+
+            def f(v):
+                r = fw.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs,
+                                 axis_names={"x"})(v)
+                rec(r)
+                return r
+            return f
+        _both(mesh, make, x)
