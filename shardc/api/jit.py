@@ -369,6 +369,8 @@ class Jitted:
                               "transformation, which shardc.jit does not support here")
         program.outputs = [_as_value(b, x) for x in outs]
         program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
+        # the outputs out_shardings= pins keep theirs; jax names the others' by XLA's choice
+        program.meta["pinned_out"] = [s is not None for s in program.out_shardings]
         program.meta["donate"] = self._donated(ctx)
         # results are committed if the program has a mesh or a committed input (as jax)
         program.meta["committed"] = mesh.mesh is not None or any(

@@ -17,7 +17,7 @@ from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary, 
 from ..runtime.meshes import current_mesh, get_abstract_mesh
 from . import explicit as _explicit
 from ..ir.program import Program
-from ..ops.manual import local_shape, shard_map_p
+from ..ops.manual import local_aval, shard_map_p
 from ..ops.manual_region import (ManualCtx, body_value as _body_value,  # noqa: F401
                                  manual_ctx, open_free as _open_free)
 from ..ir.sharding import Sharding, from_spec
@@ -307,9 +307,8 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
             continue
         aval = core.aval_of(x)
         sh = _spec_sharding(spec, aval, mshape, manual, f"shard_map in_specs for argument {i}")
-        local_avals.append(aval.update(shape=local_shape(
-            aval.shape, sh, sizes, f"shard_map argument {i} ({aval}) with in_spec {spec}"),
-            weak=aval.weak))
+        local_avals.append(local_aval(
+            aval, sh, sizes, manual, f"shard_map argument {i} ({aval}) with in_spec {spec}"))
         in_sh.append(sh)
         in_vals.append(x)
     body = core.Builder(f"{getattr(f, '__name__', 'body')}", parent=outer)

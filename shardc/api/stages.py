@@ -229,7 +229,9 @@ class Compiled:
         p = t.program
         mesh = t.mesh
         ins = [mesh.named(v.sharding) for v in p.inputs]
-        outs = [mesh.named(s) for s in p.out_shardings]
+        pinned = p.meta.get("pinned_out") or [False] * len(p.outputs)
+        outs = [mesh.named(s) if pin else mesh.result(s, v.aval)
+                for s, v, pin in zip(p.out_shardings, p.outputs, pinned)]
         # as jax's Compiled: ((args...), {kwargs}) and the outputs' tree, by leaf
         self.input_shardings = ins if t.in_tree is None else \
             _tree.tree_unflatten(t.in_tree, ins)

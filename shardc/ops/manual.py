@@ -55,6 +55,20 @@ def local_shape(shape, spec: Sharding, sizes: dict, what=""):
     return tuple(out)
 
 
+def local_aval(aval, spec: Sharding, sizes: dict, manual, what=""):
+    """A shard_map operand's per-device block: its type keeps the free (non-manual)
+    Explicit axes, as jax's _shard_shaped_array (modify_spec_for_auto_manual)."""
+    ts = aval.ts
+    if ts is not None:
+        man = frozenset(manual)
+        ts = Sharding([tuple(a for a in d if a not in man) for d in ts.dims], None,
+                      [a for a in ts.unreduced if a not in man],
+                      [a for a in ts.reduced if a not in man])
+        if not aval.ndim and not (ts.unreduced or ts.reduced):
+            ts = None
+    return aval.update(shape=local_shape(aval.shape, spec, sizes, what), ts=ts)
+
+
 def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, regions):
     """The body takes each operand's per-device block (operands past in_specs are values
     the body closed over, replicated) and yields per-device blocks of the results."""
@@ -68,7 +82,7 @@ def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, 
             raise ShardcError(f"shard_map: in_spec {spec} of operand {i} ({a}) has rank "
                               f"{spec.rank}")
         want = a.update(shape=local_shape(a.shape, spec, mesh.sizes, f"shard_map operand {i}"))
-        if arg != want:
+        if arg.bare() != want.bare():     # (the types' shardings are the type rule's)
             raise ShardcError(f"shard_map: block argument {i} is {arg}, but operand {i} ({a}) "
                               f"with in_spec {spec} is {want} per device")
     if len(body.results) != len(out_specs):

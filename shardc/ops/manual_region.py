@@ -15,7 +15,7 @@ from ..ir.primitive import Vma
 from ..ir.program import Aval, Lit
 from ..ir.sharding import MeshShape, Sharding, from_spec
 from ..trace import core
-from .manual import local_shape, psum_p, shard_map_p
+from .manual import local_aval, psum_p, shard_map_p
 
 
 class ManualCtx:
@@ -99,8 +99,7 @@ def bind_shard_map(f, args, in_sh, out_sh, manual, mesh: MeshShape, check_vma, n
     tracers = []
     for x, sh in zip(args, in_sh):
         a = core.aval_of(x)
-        t = body.new_input(a.update(shape=local_shape(a.shape, sh, sizes, "shard_map"),
-                                    weak=a.weak))
+        t = body.new_input(local_aval(a, sh, sizes, manual, "shard_map"))
         ctx.vma[id(t.value)] = frozenset(ax for d in sh.dims for ax in d)
         tracers.append(t)
     with core.trace_context(body):

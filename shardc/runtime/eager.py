@@ -180,7 +180,7 @@ def _build(prim, params, specs, mesh: MeshInfo, committed):
     passes.prepare(p)
     passes.propagate(p)
     in_sh = [mesh.named(v.sharding) for v in p.inputs]
-    out_sh = [mesh.named(s) for s in p.out_shardings]
+    out_sh = [mesh.result(s, v.aval) for s, v in zip(p.out_shardings, outs)]
     exe = runtime.compile(lower(p), mesh.devices)
     return runtime.Executable(exe, in_sh, [v.aval for v in outs], out_sh, mesh.devices,
                               committed), in_sh, multiple

@@ -46,6 +46,30 @@ class MeshInfo:
             self._named[sh] = out
         return out
 
+    def result(self, sh: Sharding, aval):
+        """The jax sharding of a compiled program's result `sh` that the user did not pin,
+        as jax.jit names it. On a mesh with both Explicit and Auto axes jax leaves such a
+        result's Auto axes to XLA, then names XLA's layout by the result's type if the
+        two lay the data out alike, else re-reads the layout over the mesh -- which
+        cannot see a size-1 axis, so such an axis drops out of the result's type
+        (pxla._maybe_get_and_check_out_shardings)."""
+        out = self.named(sh)
+        types = () if self.mesh is None else set(self.mesh.axis_types)
+        Auto, Explicit = jax.sharding.AxisType.Auto, jax.sharding.AxisType.Explicit
+        if not (Auto in types and Explicit in types) or not aval.ndim or \
+                sh.unreduced or sh.reduced:
+            return out
+        typed = self.named(aval.ts if aval.ts is not None else Sharding.replicated(aval.ndim))
+        from jax._src.op_shardings import are_hlo_shardings_equal
+        from jax._src.sharding_impls import parse_flatten_op_sharding
+        hlo = out._to_xla_hlo_sharding(aval.ndim)
+        if are_hlo_shardings_equal(typed._to_xla_hlo_sharding(aval.ndim), hlo):
+            return typed
+        try:
+            return NamedSharding(self.mesh, parse_flatten_op_sharding(hlo, self.mesh)[0])
+        except Exception:  # noqa: BLE001 -- a layout no spec names: keep shardc's (as jax)
+            return out
+
     def sharding_from(self, s, aval, what) -> Sharding:
         """An IR sharding from a NamedSharding, PartitionSpec or Sharding."""
         if isinstance(s, Sharding):

@@ -291,11 +291,18 @@ def of_region_op(op, mesh, explicit):
         if i is None:
             continue
         aval = op.outputs[i].aval
-        if e.manual:
-            ts[i] = restrict(e.spec, explicit, aval.ndim)
-            continue
         inner = getattr(e.inner, "aval", None)
         t = inner.ts if inner is not None else None
+        if e.manual:
+            # the out_spec's axes, then the axes the body's type kept (a partial
+            # shard_map's free Explicit axes), as jax's _unshard_shaped_array
+            out = restrict(e.spec, explicit, aval.ndim)
+            if out is not None and t is not None and t.rank == out.rank:
+                out = Sharding([d + tuple(a for a in k if a in explicit and a not in d)
+                                for d, k in zip(out.dims, t.dims)], None,
+                               out.unreduced, out.reduced)
+            ts[i] = out
+            continue
         if t is not None and e.stacked:
             t = Sharding(((),) + t.dims)
         ts[i] = t if t is not None else replicated(aval.ndim)
