@@ -16,8 +16,9 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     its kernel, softmax's exp(x - max(x)), which reads the operand twice);
   * an output's buffer exists for the whole call: XLA puts temporaries in it that
     fit and die before the output is written, or where it is written over them (the
-    largest first, a kernel's result, not a collective's); in a body, an operand
-    dying where an output is written becomes its buffer;
+    largest first, a kernel's result, not a collective's; each into the smallest,
+    latest output it fits); in a body, an operand dying where an output is written
+    becomes its buffer;
   * an operand resharded for an op (a gathered weight) is a new buffer, live until
     its last use (XLA's CSE gives every use of one value resharded one way the same
     buffer: a weight gathered for the forward pass is kept for the backward); an
@@ -27,8 +28,9 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     dying there if one fits) that lives until its all-reduce, which runs out of
     place; the backend's combiner merges independent all-reduces over the same axes
     (`Hardware.combine_*`), so each partial lives until the last of its group.
-A loop or cond body adds its own peak on top of what is live at the op, and a scan
-holds a copy of the stacked inputs computed before it (XLA's copy insertion).
+A loop or cond body adds its own peak on top of what is live at the op; a scan reads
+its stacked inputs (another scan's stacked results, the parameters) in place, no copy
+in its loop state, and its stacked results are buffers as any op's.
 """
 from __future__ import annotations
 
@@ -214,6 +216,11 @@ def _into_slots(ops, size, span, late, slots, into):
     made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     free = [(nbytes, 2 * made[id(v)], [], into.get(id(v), ())) for nbytes, v in slots
             if id(v) in made]
+    # XLA makes the outputs' buffers largest first, those defined earlier first, and
+    # tries the last made first: a temporary goes to the smallest, latest output it
+    # fits (two gradients dying at their own updates: only the first fits beside the
+    # other, in the second update's buffer; the other is a temporary)
+    free.sort(key=lambda f: (f[0], -f[1]))
     kernels = [k for k in size if type(k) is tuple and type(k[0]) is str
                and k[0] != "reduced" and k not in late]
     for k in sorted(kernels, key=lambda k: (-size[k], span[k])):
@@ -272,11 +279,6 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
         if op.regions:     # an inlined body's arguments and results are the op's own
             extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
                            for r in op.regions)
-        if op.prim.traits & Trait.SLICED_INPUTS:     # stacked inputs computed earlier
-            # (another loop's results, say) are copied into the loop's state by XLA
-            extra[i] += sum(_bytes(v, v.sharding, mesh)
-                            for v in op.inputs[op.params.get("num_carry", 0):]
-                            if type(v) is not Lit and id(v) in buf_of)
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
