@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from .graph import _bytes
-from .memory import fused_reads
+from .memory import _OWN_BUFFERS, _ends, fused_reads
 from .strategies import key
 from ..errors import ShardcError
 from ..ir.program import Lit
@@ -93,6 +93,7 @@ class Ilp:
                 self.ties[(a, da, b, db)] = None
         self.keep = _prune(self.cost, self.mem, {**self.full, **self.raw}, self.ties,
                            self.held)
+        self._edge_of = None
 
     def _share(self, es):
         """Edges carrying one value to consumers in other classes: XLA reshards the value
@@ -123,38 +124,24 @@ class Ilp:
         sh.count += 1
         sh.edges += es
 
-    def cut(self, sol, budget) -> bool:
-        """Constrain the bytes live where `sol` peaks (memory model): the inputs and
+    def cut(self, sol, budget, memory=None) -> bool:
+        """Constrain the bytes live where `sol` peaks (memory model; `memory`: its
+        breakdown of `sol`, for where in a loop's body it peaks): the inputs and
         outputs, the values defined before that op and read at or after it, each as
         its class's choice shards it, and the parameters gathered for a reader at or
-        after it (the shared reshards); what the model counts beyond those (other
-        operands resharded for an op, partial sums) is taken as it is at `sol`."""
+        after it (the shared reshards); if the op's body peaks inside (the model adds a
+        loop body's peak on top of what is live at the loop), the body's values live
+        there and its block arguments resharded for readers there or after, likewise;
+        what the model counts beyond those (other operands resharded for an op, partial
+        sums) is taken as it is at `sol`."""
         at = sol.predicted.peak_at
         ops = self.g.program.ops
         if at is None or at not in ops:
             return False
         i = ops.index(at)
-        # buffers as the memory model has them: values fused into their readers hold
-        # none, and those they read live until those readers
-        fused, reads = fused_reads(self.g.program, [cached_rule(op, self.g.rules)
-                                                    for op in ops])
-        last = {}
-        for j, vs in enumerate(reads):
-            for v in vs:
-                last[id(v)] = j
-        for v in self.g.program.outputs:
-            last.pop(id(v), None)          # outputs are counted with the inputs
         live = [np.zeros(len(c)) for c in self.cost]
-        now = 0
-        for op in ops[:i + 1]:
-            for v in op.outputs:
-                if last.get(id(v), -1) < i or id(v) not in self.g.where or id(v) in fused:
-                    continue
-                grp = self.g.where[id(v)]
-                c = self.cls[id(grp)]
-                nb = np.array([_bytes(v, d, self.g.mesh) for d in grp.values[id(v)]])
-                live[c] = live[c] + nb
-                now += nb[sol.choice[c]]
+        now = self._values(self.g.program, i, sol, live)
+        last = self._last
         # parameters gathered for their readers (from the start, XLA's schedule, until
         # their last reader): by the shared reshards' y[S, T]
         gathered, pick, seen = {}, sol.choice, set()
@@ -174,37 +161,132 @@ class Ilp:
                         (id(e.value), key(dst)) not in seen:
                     seen.add((id(e.value), key(dst)))
                     now += _bytes(e.value, dst, mesh)
-        now += self._at_peak(at, sol, live, seen)
+        acc = {}
+        now += self._at_peak(at, sol, live, acc)
+        parent = at
+        for body, op in (memory.inside if memory is not None else ()):
+            # a body's peak, on top: its values live there, its block arguments
+            # resharded for readers there or after (gathered at its start), the op's
+            # operands resharded and its partial sums
+            skip = _ends(body) if not parent.prim.traits & _OWN_BUFFERS else set()
+            j = next((k for k, o in enumerate(body.ops) if o is op), None)
+            if j is None:
+                break
+            now += self._values(body, j, sol, live, skip)
+            args = {id(v) for v in body.inputs} - skip
+            for o in body.ops[j + 1:]:
+                self._resharded(o, sol, acc, args)
+            now += self._at_peak(op, sol, live, acc)
+            parent = op
+        joint = {}
+        for k, extra in acc.items():
+            if k[0] == "joint":     # by the joint choice of the value's and its reader's
+                a, b = k[2][0], k[2][1]
+                joint[k[2]] = joint[k[2]] + extra if k[2] in joint else extra
+                now += int(extra[sol.choice[a], sol.choice[b]])
+            else:
+                live[k[1]] = live[k[1]] + extra
+                now += int(extra[sol.choice[k[1]]])
         rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
-        self.cuts.append((live, budget - rest, gathered))   # exact at `sol`
+        self.cuts.append((live, budget - rest, gathered, joint))   # exact at `sol`
         return True
 
-    def _at_peak(self, at, sol, live, seen) -> int:
-        """The op where `sol` peaks holds its operands resharded for it and its partial
-        sums: by its class's choice (its operands' producers as at `sol`), added to
-        `live`; returns their bytes at `sol`. Parameters gathered are the y's."""
-        g, mesh = self.g, self.g.mesh
-        grp = g.where.get(id(at.outputs[0])) if at.outputs else None
-        if grp is None or grp.n < 2:
-            return 0
-        c = self.cls[id(grp)]
-        ss = next((ss for op, ss in grp.members if op is at), None)
+    def _values(self, p, i, sol, live, skip=()) -> int:
+        """The values of `p` (the program or a body) holding a buffer at its op i (the
+        memory model's: values fused into their readers hold none, and those they read
+        live until those readers; a body's block arguments from its start, what it
+        yields until its end), each by its class's choice, added to `live`; returns
+        their bytes at `sol`. The program's inputs and outputs are not counted (they
+        are in every cut)."""
+        g = self.g
+        fused, reads = fused_reads(p, [cached_rule(op, g.rules) for op in p.ops], skip)
+        last = {}
+        for j, vs in enumerate(reads):
+            for v in vs:
+                last[id(v)] = j
+        top = p is g.program
+        for v in p.outputs:
+            if type(v) is not Lit:
+                if top:
+                    last.pop(id(v), None)      # outputs are counted with the inputs
+                else:
+                    last[id(v)] = len(p.ops)
+        if top:
+            self._last = last
+        vals = [] if top else [v for v in p.inputs if id(v) not in skip]
+        vals += [v for op in p.ops[:i + 1] for v in op.outputs]
+        now = 0
+        for v in vals:
+            if last.get(id(v), -1) < i or id(v) not in g.where or id(v) in fused or \
+                    id(v) in skip:
+                continue
+            grp = g.where[id(v)]
+            c = self.cls[id(grp)]
+            nb = np.array([_bytes(v, d, g.mesh) for d in grp.values[id(v)]])
+            live[c] = live[c] + nb
+            now += nb[sol.choice[c]]
+        return int(now)
+
+    def _at_peak(self, at, sol, live, acc) -> int:
+        """The op where `sol` peaks holds its operands resharded for it (into `acc`,
+        see _resharded) and its partial sums: by its class's choice, added to `live`;
+        returns the partial sums' bytes at `sol`."""
+        self._resharded(at, sol, acc)
+        grp = self.g.where.get(id(at.outputs[0])) if at.outputs else None
+        ss = None if grp is None or grp.n < 2 else \
+            next((ss for op, ss in grp.members if op is at), None)
         if ss is None:
             return 0
+        c = self.cls[id(grp)]
         extra = np.zeros(grp.n)
-        for j, v in enumerate(at.inputs):
-            src_grp = g.where.get(id(v)) if type(v) is not Lit else None
-            if src_grp is None or src_grp is grp or (src_grp.inputs and src_grp.n > 1):
-                continue
-            src = src_grp.values[id(v)][sol.choice[self.cls[id(src_grp)]]]
-            for t, st in enumerate(ss):
-                if st.ins[j] is not None and g.reshard(v.aval, src, st.ins[j])[1]:
-                    extra[t] += _bytes(v, st.ins[j], mesh)
         for t, st in enumerate(ss):
             if st.comm_bytes:        # a sharded reduction: its partial sums
-                extra[t] += sum(_bytes(v, d, mesh) for v, d in zip(at.outputs, st.outs))
+                extra[t] += sum(_bytes(v, d, self.g.mesh) for v, d in zip(at.outputs, st.outs))
         live[c] = live[c] + extra
         return int(extra[sol.choice[c]])
+
+    def _resharded(self, op, sol, acc, only=None):
+        """op's operands (those in `only`, if given) resharded for it by a collective:
+        per joint choice of the value's class and op's where the edge has joint
+        variables (acc[("joint", id(value), its key in `full`)]), else per choice of
+        op's class, the value's as at `sol` (acc[(id(value), class)]); the largest over
+        a class's readers (one buffer per value and target). Parameters gathered are
+        the y's."""
+        g, mesh = self.g, self.g.mesh
+        if self._edge_of is None:
+            self._edge_of = {(id(e.value), id(e.dst), e.operand): e for e in g.edges}
+        grp = g.where.get(id(op.outputs[0])) if op.outputs else None
+        if grp is None or grp.n < 2:
+            return
+        c = self.cls[id(grp)]
+        ss = next((ss for o, ss in grp.members if o is op), None)
+        if ss is None:
+            return
+        for j, v in enumerate(op.inputs):
+            if type(v) is Lit or (only is not None and id(v) not in only):
+                continue
+            src_grp = g.where.get(id(v))
+            if src_grp is None or src_grp is grp or (src_grp.inputs and src_grp.n > 1):
+                continue
+            e = self._edge_of.get((id(v), id(grp), j))
+            a = self.cls[id(src_grp)]
+            tag = None if e is None or a == c else \
+                (a, c, id(g.matrix(e))) if a < c else (c, a, id(g.matrix(e)))
+            if tag in self.full:
+                srcs = src_grp.values[id(v)]
+                m = np.array([[_bytes(v, t, mesh) if g.reshard(v.aval, s, t)[1] else 0
+                               for t in e.targets] for s in srcs], dtype=float)
+                m = m if a < c else m.T
+                k = ("joint", id(v), tag)
+                acc[k] = np.maximum(acc[k], m) if k in acc else m
+                continue
+            src = src_grp.values[id(v)][sol.choice[a]]
+            extra = np.zeros(grp.n)
+            for t, st in enumerate(ss):
+                if st.ins[j] is not None and g.reshard(v.aval, src, st.ins[j])[1]:
+                    extra[t] = _bytes(v, st.ins[j], mesh)
+            k = (id(v), c)
+            acc[k] = np.maximum(acc[k], extra) if k in acc else extra
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))
@@ -385,12 +467,26 @@ class Ilp:
                     hi.append(0.0)
                     r += 1
         if budget is not None:
-            for extra, cap, gathered in [(None, budget, {})] + self.cuts:
+            for extra, cap, gathered, joint in [(None, budget, {}, {})] + self.cuts:
                 for c, mem in enumerate(self.mem):
                     mem = (mem if extra is None else mem + extra[c])[keep[c]]
                     rows += [r] * len(mem)
                     cols += range(off[c], off[c] + len(mem))
                     vals += list(mem)
+                for (a, b, tag), m in joint.items():    # on the joint variables
+                    m = m[keep[a]][:, keep[b]]
+                    if (a, b, tag) in pairs:     # merged rows and columns: the least
+                        m2, rg, cg = pairs[(a, b, tag)]
+                        low = np.full(m2.shape, np.inf)
+                        np.minimum.at(low, (rg[:, None], cg[None, :]), m)
+                        rows += [r] * low.size
+                        cols += range(poff[(a, b, tag)], poff[(a, b, tag)] + low.size)
+                        vals += list(low.ravel())
+                    elif len(keep[a]) == 1 or len(keep[b]) == 1:     # one side decided
+                        c, vec = (b, m[0]) if len(keep[a]) == 1 else (a, m[:, 0])
+                        rows += [r] * len(vec)
+                        cols += range(off[c], off[c] + len(vec))
+                        vals += list(vec)
                 for (k, sh), (base, cells) in zip(self.shared.items(), yoff):
                     nb = gathered.get(k)
                     if nb is not None:
