@@ -162,3 +162,40 @@ def test_a_budget_a_hand_strategy_meets_on_a_scan_is_met_by_auto(hand):
     want = jax.jit(lambda ps, x: P.train_step_scan(fws["jax"], ps, x))(*args)
     for got, w in zip(jax.tree.leaves(c(*args)), jax.tree.leaves(want)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=2e-4, atol=2e-5)
+
+
+def test_a_cut_at_a_loop_counts_its_bodys_values():
+    # a forward scan whose weights AUTO leaves replicated (no collectives): its peak is
+    # in the loop's body (the layer's weight slices, its activations). A cut made there
+    # with the model's breakdown (where in the body it peaks) constrains the body's
+    # values by their classes' choices, and is exact at the choice; without it, only
+    # what is live across the loop (the body's classes get nothing)
+    from shardc.auto.ilp import Ilp
+    from shardc.auto.solve import _assumed_memory, _decode
+
+    def f(params, x):
+        return shardc.lax.scan(lambda x, p: (x + shardc.nn.relu(x @ p["w1"]) @ p["w2"],
+                                             None), x, params)[0]
+    p = shardc.jit(f, in_shardings=shardc.AUTO(mesh())).trace(*args())._program
+    passes.prepare(p)
+    g = Graph(p, {0, 1, 2})
+    classes = g.classes(3)
+    ilp = Ilp(g, classes)
+    sol = _decode(g, classes, ilp, ilp.solve(None, 60.0, 5e-4))
+    m = _assumed_memory(g, sol)
+    scan = next(op for op in p.ops if op.regions)
+    assert m.at is scan and m.inside and m.inside[0][0] is scan.regions[0]
+    body = {ilp.cls[id(g.where[id(v)])] for o in scan.regions[0].ops for v in o.outputs
+            if id(v) in g.where} | {ilp.cls[id(g.where[id(v)])]
+                                    for v in scan.regions[0].inputs}
+    budget = sol.predicted.peak_bytes // 2
+    for inside in (None, m):
+        ilp.cut(sol, budget, inside)
+        live, cap, gathered, joint = ilp.cuts[-1]
+        counted = {c for c in body if live[c].any()} | \
+            {c for a, b, _ in joint for c in (a, b) if c in body}
+        assert bool(counted) == (inside is not None)
+    # exact at the choice: what the cut counts plus what it holds fixed is the peak
+    at = sum(ilp.mem[c][k] + live[c][k] for c, k in enumerate(sol.choice)) + \
+        sum(mm[sol.choice[a], sol.choice[b]] for (a, b, _), mm in joint.items())
+    assert at - cap + budget == sol.predicted.peak_bytes    # (nothing gathered: no y)
