@@ -31,7 +31,9 @@ the choices it weighs.
 the inputs and outputs as sharded always, and while the choice's peak is over budget,
 the buffers live where it peaks (the values the memory model keeps, the gathered
 parameters by their y, the peak op's resharded operands and partial sums by its
-choice), the rest there taken as at that choice (re-solved, a few times). A budget
+choice; at a loop, once those live across it no longer lower its peak, the body's at
+the body's peak too: cuts.py), the rest there taken as at that choice (re-solved, a
+few times). A budget
 below what the inputs and outputs need sharded as far as they go, or below every
 peak found, is an error naming that amount.
 
