@@ -1,12 +1,14 @@
 """AUTO against the hand strategies, compiled (issue 19's "Measured"):
 `python -m bench.auto_compare [--programs a,b] [--no-check] [--markdown]`.
 
-On the (2, 4) ("data", "model") mesh, for mlp_tp, transformer_block and train_step
-(bench/programs.py's bodies and inputs; train_step's 48 layers on this mesh) and the
-12-layer GPT train step (bench/auto_solve.py: d=512, 8 heads, sequence 256), every
-strategy is compiled by shardc and measured as the bench measures: XLA's collective
-bytes per call (shardc.report) and peak bytes per device (memory_analysis():
-arguments + outputs + temporaries - aliased), each beside the cost model's prediction
+On the (2, 4) ("data", "model") mesh, for mlp_tp, transformer_block, train_step and
+train_step_scan (bench/programs.py's bodies and inputs; the train steps' 48 layers on
+this mesh, train_step_scan's as one lax.scan over weights stacked on a leading layer
+dim, which every strategy leaves whole) and the 12-layer GPT train step
+(bench/auto_solve.py: d=512, 8 heads, sequence 256), every strategy is compiled by
+shardc and measured as the bench measures: XLA's collective bytes per call
+(shardc.report) and peak bytes per device (memory_analysis(): arguments + outputs +
+temporaries - aliased), each beside the cost model's prediction
 (costmodel.program_cost, memory.peak_memory) of the propagated program.
 
 The hand strategies (x is the batch-major input, every other input a parameter):
@@ -63,11 +65,22 @@ def leaf_spec(strategy, name, nd):
 
 class Case:
     """One program: `shardc_fn` / `jax_fn` take the arguments; `args`: a tuple of
-    NumPy pytrees (run and checked) or of ShapeDtypeStructs (compiled only)."""
+    NumPy pytrees (run and checked) or of ShapeDtypeStructs (compiled only); `stacked`:
+    its parameters have a leading layer dim (a scan's), unsharded."""
 
-    def __init__(self, name, shardc_fn, jax_fn, args, run):
+    def __init__(self, name, shardc_fn, jax_fn, args, run, stacked=False):
         self.name, self.shardc_fn, self.jax_fn, self.args, self.run = (
             name, shardc_fn, jax_fn, args, run)
+        self.stacked = stacked
+
+
+def case_spec(case, strategy, name, nd):
+    """`strategy`'s spec of `case`'s input leaf `name` (rank `nd`): a stacked
+    parameter's is its layer's, after an unsharded layer dim."""
+    from jax.sharding import PartitionSpec as P
+    if case.stacked and name != "x":
+        return P(None, *leaf_spec(strategy, name, nd - 1))
+    return leaf_spec(strategy, name, nd)
 
 
 def cases(names=None) -> list:
@@ -83,6 +96,7 @@ def cases(names=None) -> list:
             return body(fw[0], fw[1], x, w1, b1, w2, b2)
         return f
     snn, jnn = (shardc.numpy, shardc.nn), (jnp, jax.nn)
+    fws = P.frameworks()
     out = [
         Case("mlp_tp", pos(P.mlp_tp, snn), pos(P.mlp_tp, jnn), P._mlp_inputs(), True),
         Case("transformer_block",
@@ -91,6 +105,9 @@ def cases(names=None) -> list:
         Case("train_step",
              lambda ps, x: P.train_step(*snn, ps, x, shardc.value_and_grad),
              lambda ps, x: P.train_step(*jnn, ps, x, jax.value_and_grad), P._ts_inputs(), True),
+        Case("train_step_scan", lambda ps, x: P.train_step_scan(fws["shardc"], ps, x),
+             lambda ps, x: P.train_step_scan(fws["jax"], ps, x), P._tss_inputs(), True,
+             stacked=True),
         Case("gpt_12", lambda ps, x: gpt_train_step(*snn, ps, x, shardc.value_and_grad),
              lambda ps, x: gpt_train_step(*jnn, ps, x, jax.value_and_grad),
              tuple(gpt_shapes(12)), False),
@@ -151,7 +168,7 @@ def run_case(case, mesh, check=True, log=print):
     leaves = jax.tree.leaves(case.args)
     rows = []
     for h in HANDS:
-        specs = [leaf_spec(h, n, len(a.shape)) for n, a in zip(names, leaves)]
+        specs = [case_spec(case, h, n, len(a.shape)) for n, a in zip(names, leaves)]
         compiled = shardc.jit(case.shardc_fn).lower(*_abstract(case.args, mesh, specs)).compile()
         b, p, pb, pp = measure(compiled)
         rows.append(dict(program=case.name, strategy=h, budget=None, bytes=b, peak=p,

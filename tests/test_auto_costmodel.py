@@ -211,8 +211,9 @@ def _dp(tree):
     return jax.tree.map(lambda a: PS(), tree)
 
 
-# (bench program, its argument specs or None for the bench's own): the bench programs
-# and the hand strategies the solver weighs against each other
+# (bench program, its argument specs or None for the bench's own[, the axes of a (2, 4)
+# mesh it runs on instead of its own]): the bench programs and the hand strategies the
+# solver weighs against each other
 CALIBRATED = {
     "mlp_tp": ("mlp_tp", None),
     "transformer_block": ("transformer_block", None),
@@ -232,13 +233,36 @@ CALIBRATED = {
     # forward's residuals in the new parameters' buffers until it writes them
     "train_step/tp": ("train_step", lambda ps, x: (
         [{"g": PS(), "w1": PS(None, "fsdp"), "w2": PS("fsdp", None)} for _ in ps], PS())),
+    # the scans over stacked layers on the (2, 4) mesh: the forward's stacked residuals
+    # (ys) live into the backward scan, read in place (no copy into its loop state);
+    # the two stacked gradients die at their updates, only one of them in an output's
+    # buffer (XLA tries the output made last first)
+    "train_step_scan/dp": ("train_step_scan", lambda ps, x: (_dp(ps), PS(DM, None)), DM),
+    "train_step_scan/fsdp": ("train_step_scan", lambda ps, x: (
+        {"g": PS(), "w1": PS(None, DM), "w2": PS(None, DM)}, PS(DM, None)), DM),
+    "train_step_scan/megatron": ("train_step_scan", lambda ps, x: (
+        {"g": PS(), "w1": PS(None, None, "model"), "w2": PS(None, "model")}, PS("data")), DM),
+    "train_step_scan/2-d": ("train_step_scan", lambda ps, x: (
+        {"g": PS(), "w1": PS(None, "data", "model"), "w2": PS(None, "model", "data")},
+        PS("data")), DM),
+    # AUTO's choice: the weights tensor parallel over all 8, x replicated
+    "train_step_scan/tp": ("train_step_scan", lambda ps, x: (
+        {"g": PS(), "w1": PS(None, None, DM), "w2": PS(None, DM)}, PS()), DM),
+    "deep_mlp_scan/dp": ("deep_mlp_scan", lambda x, ps: (PS(DM, None), _dp(ps))),
+    "deep_mlp_scan/2-d": ("deep_mlp_scan", lambda x, ps: (
+        PS("data"), {"g": PS(), "w1": PS(None, "data", "model"),
+                     "w2": PS(None, "model", "data")})),
+    "deep_mlp_scan/tp": ("deep_mlp_scan", lambda x, ps: (
+        PS(), {"g": PS(), "w1": PS(None, None, DM), "w2": PS(None, DM)})),
 }
 
 
 def calibrate(name):
     """(predicted, compiled) collective bytes per call and peak bytes per device."""
-    bench, specs = CALIBRATED[name]
+    bench, specs, *axes = CALIBRATED[name]
     prog = dataclasses.replace(P.all_programs()[bench])
+    if axes:        # another mesh than the bench program's own: (2, 4) over these axes
+        prog.mesh_shape, prog.axis_names = (2, 4), axes[0]
     inputs = prog.make_inputs()
     if specs is not None:
         prog.specs = specs(*inputs)

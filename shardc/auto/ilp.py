@@ -7,12 +7,9 @@ import time
 
 import numpy as np
 
-from .graph import _bytes
-from .memory import fused_reads
+from . import cuts
 from .strategies import key
 from ..errors import ShardcError
-from ..ir.program import Lit
-from ..propagate.factors import cached_rule
 
 _DISP = False
 _BYTE_S = 1e-15      # the objective's tie-break: seconds per byte held or made
@@ -93,6 +90,7 @@ class Ilp:
                 self.ties[(a, da, b, db)] = None
         self.keep = _prune(self.cost, self.mem, {**self.full, **self.raw}, self.ties,
                            self.held)
+        self._edge_of = None
 
     def _share(self, es):
         """Edges carrying one value to consumers in other classes: XLA reshards the value
@@ -123,88 +121,9 @@ class Ilp:
         sh.count += 1
         sh.edges += es
 
-    def cut(self, sol, budget) -> bool:
-        """Constrain the bytes live where `sol` peaks (memory model): the inputs and
-        outputs, the values defined before that op and read at or after it, each as
-        its class's choice shards it, and the parameters gathered for a reader at or
-        after it (the shared reshards); what the model counts beyond those (other
-        operands resharded for an op, partial sums) is taken as it is at `sol`."""
-        at = sol.predicted.peak_at
-        ops = self.g.program.ops
-        if at is None or at not in ops:
-            return False
-        i = ops.index(at)
-        # buffers as the memory model has them: values fused into their readers hold
-        # none, and those they read live until those readers
-        fused, reads = fused_reads(self.g.program, [cached_rule(op, self.g.rules)
-                                                    for op in ops])
-        last = {}
-        for j, vs in enumerate(reads):
-            for v in vs:
-                last[id(v)] = j
-        for v in self.g.program.outputs:
-            last.pop(id(v), None)          # outputs are counted with the inputs
-        live = [np.zeros(len(c)) for c in self.cost]
-        now = 0
-        for op in ops[:i + 1]:
-            for v in op.outputs:
-                if last.get(id(v), -1) < i or id(v) not in self.g.where or id(v) in fused:
-                    continue
-                grp = self.g.where[id(v)]
-                c = self.cls[id(grp)]
-                nb = np.array([_bytes(v, d, self.g.mesh) for d in grp.values[id(v)]])
-                live[c] = live[c] + nb
-                now += nb[sol.choice[c]]
-        # parameters gathered for their readers (from the start, XLA's schedule, until
-        # their last reader): by the shared reshards' y[S, T]
-        gathered, pick, seen = {}, sol.choice, set()
-        mesh = self.g.mesh
-        for k, sh in self.shared.items():
-            vals = {id(e.value): e.value for e in sh.edges if last.get(id(e.value), -1) >= i}
-            if not vals:
-                continue
-            v = next(iter(vals.values()))
-            gathered[k] = [len(vals) * _bytes(v, t, mesh) for t in sh.ts]
-            for e in sh.edges:
-                if id(e.value) not in vals:
-                    continue
-                src = e.src.values[id(e.value)][pick[self.cls[id(e.src)]]]
-                dst = e.targets[pick[self.cls[id(e.dst)]]]
-                if self.g.reshard(e.value.aval, src, dst)[1] and \
-                        (id(e.value), key(dst)) not in seen:
-                    seen.add((id(e.value), key(dst)))
-                    now += _bytes(e.value, dst, mesh)
-        now += self._at_peak(at, sol, live, seen)
-        rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
-        self.cuts.append((live, budget - rest, gathered))   # exact at `sol`
-        return True
-
-    def _at_peak(self, at, sol, live, seen) -> int:
-        """The op where `sol` peaks holds its operands resharded for it and its partial
-        sums: by its class's choice (its operands' producers as at `sol`), added to
-        `live`; returns their bytes at `sol`. Parameters gathered are the y's."""
-        g, mesh = self.g, self.g.mesh
-        grp = g.where.get(id(at.outputs[0])) if at.outputs else None
-        if grp is None or grp.n < 2:
-            return 0
-        c = self.cls[id(grp)]
-        ss = next((ss for op, ss in grp.members if op is at), None)
-        if ss is None:
-            return 0
-        extra = np.zeros(grp.n)
-        for j, v in enumerate(at.inputs):
-            src_grp = g.where.get(id(v)) if type(v) is not Lit else None
-            if src_grp is None or src_grp is grp or (src_grp.inputs and src_grp.n > 1):
-                continue
-            src = src_grp.values[id(v)][sol.choice[self.cls[id(src_grp)]]]
-            for t, st in enumerate(ss):
-                if st.ins[j] is not None and g.reshard(v.aval, src, st.ins[j])[1]:
-                    extra[t] += _bytes(v, st.ins[j], mesh)
-        for t, st in enumerate(ss):
-            if st.comm_bytes:        # a sharded reduction: its partial sums
-                extra[t] += sum(_bytes(v, d, mesh) for v, d in zip(at.outputs, st.outs))
-        live[c] = live[c] + extra
-        return int(extra[sol.choice[c]])
+    def cut(self, sol, budget, memory=None) -> bool:
+        """Constrain the bytes live where `sol` peaks (cuts.cut)."""
+        return cuts.cut(self, sol, budget, memory)
 
     def min_memory(self) -> float:
         return float(sum(m.min() for m in self.mem))
@@ -385,12 +304,26 @@ class Ilp:
                     hi.append(0.0)
                     r += 1
         if budget is not None:
-            for extra, cap, gathered in [(None, budget, {})] + self.cuts:
+            for extra, cap, gathered, joint in [(None, budget, {}, {})] + self.cuts:
                 for c, mem in enumerate(self.mem):
                     mem = (mem if extra is None else mem + extra[c])[keep[c]]
                     rows += [r] * len(mem)
                     cols += range(off[c], off[c] + len(mem))
                     vals += list(mem)
+                for (a, b, tag), m in joint.items():    # on the joint variables
+                    m = m[keep[a]][:, keep[b]]
+                    if (a, b, tag) in pairs:     # merged rows and columns: the least
+                        m2, rg, cg = pairs[(a, b, tag)]
+                        low = np.full(m2.shape, np.inf)
+                        np.minimum.at(low, (rg[:, None], cg[None, :]), m)
+                        rows += [r] * low.size
+                        cols += range(poff[(a, b, tag)], poff[(a, b, tag)] + low.size)
+                        vals += list(low.ravel())
+                    elif len(keep[a]) == 1 or len(keep[b]) == 1:     # one side decided
+                        c, vec = (b, m[0]) if len(keep[a]) == 1 else (a, m[:, 0])
+                        rows += [r] * len(vec)
+                        cols += range(off[c], off[c] + len(vec))
+                        vals += list(vec)
                 for (k, sh), (base, cells) in zip(self.shared.items(), yoff):
                     nb = gathered.get(k)
                     if nb is not None:

@@ -16,8 +16,9 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     its kernel, softmax's exp(x - max(x)), which reads the operand twice);
   * an output's buffer exists for the whole call: XLA puts temporaries in it that
     fit and die before the output is written, or where it is written over them (the
-    largest first, a kernel's result, not a collective's); in a body, an operand
-    dying where an output is written becomes its buffer;
+    largest first, a kernel's result, not a collective's; each into the smallest,
+    latest output it fits); in a body, an operand dying where an output is written
+    becomes its buffer;
   * an operand resharded for an op (a gathered weight) is a new buffer, live until
     its last use (XLA's CSE gives every use of one value resharded one way the same
     buffer: a weight gathered for the forward pass is kept for the backward); an
@@ -27,8 +28,9 @@ bytes, with what XLA does to buffers (checked on XLA:CPU, see the calibration te
     dying there if one fits) that lives until its all-reduce, which runs out of
     place; the backend's combiner merges independent all-reduces over the same axes
     (`Hardware.combine_*`), so each partial lives until the last of its group.
-A loop or cond body adds its own peak on top of what is live at the op, and a scan
-holds a copy of the stacked inputs computed before it (XLA's copy insertion).
+A loop or cond body adds its own peak on top of what is live at the op; a scan reads
+its stacked inputs (another scan's stacked results, the parameters) in place, no copy
+in its loop state, and its stacked results are buffers as any op's.
 """
 from __future__ import annotations
 
@@ -43,12 +45,16 @@ from ..propagate.factors import cached_rule
 @dataclasses.dataclass
 class Memory:
     """Per-device bytes: arguments, outputs, temporaries (their peak), `aliased` (donated
-    arguments reused as outputs); `at`: the op where the temporaries peak."""
+    arguments reused as outputs); `at`: the top-level op where the temporaries peak;
+    `inside`: if `at` has bodies, ((body, its op where its own peak is), ...) from
+    `at`'s body down (a loop's body peaks once per trip, on top of what is live at
+    `at`)."""
     arguments: int
     outputs: int
     temporaries: int
     aliased: int = 0
     at: object = None
+    inside: tuple = ()
 
     @property
     def peak(self) -> int:
@@ -91,9 +97,9 @@ def memory_breakdown(program, hw=CPU) -> Memory:
     # the outputs' buffers (not an alias of a donated argument's), which temporaries
     # may use before the outputs are written
     slots = [(n, v) for v, (a, s, n) in zip(view.outputs, out_sizes) if type(v) is not Lit and n]
-    temps, at = _peak(view, mesh, hw, skip, {}, slots)
+    temps, at, inside = _peak(view, mesh, hw, skip, {}, slots)
     at = origin.get(id(at), at)
-    return Memory(args, outs, temps, aliased, at)
+    return Memory(args, outs, temps, aliased, at, inside)
 
 
 def _without_annotations(p):
@@ -214,6 +220,11 @@ def _into_slots(ops, size, span, late, slots, into):
     made = {id(v): i for i, op in enumerate(ops) for v in op.outputs}
     free = [(nbytes, 2 * made[id(v)], [], into.get(id(v), ())) for nbytes, v in slots
             if id(v) in made]
+    # XLA makes the outputs' buffers largest first, those defined earlier first, and
+    # tries the last made first: a temporary goes to the smallest, latest output it
+    # fits (two gradients dying at their own updates: only the first fits beside the
+    # other, in the second update's buffer; the other is a temporary)
+    free.sort(key=lambda f: (f[0], -f[1]))
     kernels = [k for k in size if type(k) is tuple and type(k[0]) is str
                and k[0] != "reduced" and k not in late]
     for k in sorted(kernels, key=lambda k: (-size[k], span[k])):
@@ -227,8 +238,8 @@ def _into_slots(ops, size, span, late, slots, into):
 
 
 def _peak(p, mesh, hw, skip, cache, slots=()):
-    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, and the
-    op where it is reached)."""
+    """(peak bytes of the buffers live at once inside `p`, not counting `skip`, the op
+    where it is reached, and where in that op's bodies: Memory.inside)."""
     ops = p.ops
     n = len(ops)
     rules = [cached_rule(op, cache) for op in ops]
@@ -254,6 +265,7 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
             buf_of[id(v)] = id(v)
             buf_end[id(v)] = last_use.get(id(v), 0)
     extra = [0] * (n + 1)
+    inner = [()] * (n + 1)      # per op with bodies: where the largest body peaks
     masks, groups, open_ = {}, [], {}
     into_output = set()
     into_slot = {}      # per output: the buffers dying where it is written
@@ -270,13 +282,10 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
             mask |= masks.get(id(v), 0)
         inline = op.regions and not op.prim.traits & _OWN_BUFFERS
         if op.regions:     # an inlined body's arguments and results are the op's own
-            extra[i] = max(_peak(r, mesh, hw, _ends(r) if inline else set(), cache)[0]
-                           for r in op.regions)
-        if op.prim.traits & Trait.SLICED_INPUTS:     # stacked inputs computed earlier
-            # (another loop's results, say) are copied into the loop's state by XLA
-            extra[i] += sum(_bytes(v, v.sharding, mesh)
-                            for v in op.inputs[op.params.get("num_carry", 0):]
-                            if type(v) is not Lit and id(v) in buf_of)
+            peaks = [(_peak(r, mesh, hw, _ends(r) if inline else set(), cache), r)
+                     for r in op.regions]
+            (extra[i], b_at, b_in), r = max(peaks, key=lambda t: t[0][0])
+            inner[i] = ((r, b_at),) + b_in if b_at is not None else ()
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
@@ -378,12 +387,13 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
         start, end = span[key]
         live[start] += nbytes
         live[end] -= nbytes
-    best, at, cur = 0, None, 0
+    best, at, inside, cur = 0, None, (), 0
     for i in range(2 * n + 2):
         cur += live[i]
         if cur + extra[i // 2] > best:
             best, at = cur + extra[i // 2], ops[i // 2] if i // 2 < n else None
-    return best, at
+            inside = inner[i // 2]
+    return best, at, inside
 
 
 _OWN_BUFFERS = Trait.LOOP | Trait.BRANCHES    # bodies with buffers of their own

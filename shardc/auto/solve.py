@@ -31,7 +31,9 @@ the choices it weighs.
 the inputs and outputs as sharded always, and while the choice's peak is over budget,
 the buffers live where it peaks (the values the memory model keeps, the gathered
 parameters by their y, the peak op's resharded operands and partial sums by its
-choice), the rest there taken as at that choice (re-solved, a few times). A budget
+choice; at a loop, once those live across it no longer lower its peak, the body's at
+the body's peak too: cuts.py), the rest there taken as at that choice (re-solved, a
+few times). A budget
 below what the inputs and outputs need sharded as far as they go, or below every
 peak found, is an error naming that amount.
 
@@ -83,12 +85,21 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
                 f"{int(need)}")
     chosen = ilp.solve(memory_budget, time_limit, gap, exact)
     sol = _decode(g, classes, ilp, chosen)
-    best = sol
+    best, cut_at = sol, {}
     for _ in range(cuts if memory_budget is not None else 0):
         # the budget holds the peak of what is live at once: while the choice's peak
-        # (the memory model's) is over it, constrain what is live where it peaks
-        if sol.predicted.peak_bytes <= memory_budget or not ilp.cut(sol, memory_budget):
+        # (the memory model's) is over it, constrain what is live where it peaks; at a
+        # loop, the values live across it, and once that no longer lowers the peak
+        # there, its body's values at the body's peak too (each cut is exact only at
+        # the choice it is made at: the weaker one first, the stronger may cut off
+        # cheaper choices that fit)
+        at, peak = sol.predicted.peak_at, sol.predicted.peak_bytes
+        if peak <= memory_budget:
             break
+        deep = peak >= cut_at.get(id(at), float("inf"))
+        if not ilp.cut(sol, memory_budget, _assumed_memory(g, sol) if deep else None):
+            break
+        cut_at[id(at)] = peak
         try:
             chosen = ilp.solve(memory_budget, time_limit, gap, exact)
         except ShardcError:
