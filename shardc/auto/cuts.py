@@ -52,6 +52,7 @@ def cut(ilp, sol, budget, memory=None) -> bool:
                 now += _bytes(e.value, dst, mesh)
     acc = {}
     now += _at_peak(ilp, at, sol, live, acc)
+    _into_loop(ilp, at, sol, acc)
     parent = at
     for body, op in (memory.inside if memory is not None else ()):
         # a body's peak, on top: its values live there, its block arguments
@@ -131,6 +132,25 @@ def _at_peak(ilp, at, sol, live, acc) -> int:
             extra[t] += sum(_bytes(v, d, ilp.g.mesh) for v, d in zip(at.outputs, st.outs))
     live[c] = live[c] + extra
     return int(extra[sol.choice[c]])
+
+def _into_loop(ilp, op, sol, acc):
+    """A loop's operands resharded for the block arguments they enter as (a buffer
+    each, live through the loop: memory._resharded_operands), per choice of the
+    argument's class, the value's as at `sol`, into `acc` as _resharded's.
+    Parameters gathered are the y's."""
+    g, mesh = ilp.g, ilp.g.mesh
+    for e in g.edges:
+        if type(e.operand) is not tuple or e.operand[0] != "operand" or \
+                e.dst.boundary is None or e.dst.boundary[0] is not op or e.dst.n < 2 or \
+                (e.src.inputs and e.src.n > 1):
+            continue
+        a, c = ilp.cls[id(e.src)], ilp.cls[id(e.dst)]
+        src = e.src.values[id(e.value)][sol.choice[a]]
+        extra = np.array([_bytes(e.value, t, mesh) if g.reshard(e.value.aval, src, t)[1]
+                          else 0 for t in e.targets], dtype=float)
+        k = (id(e.value), c)
+        acc[k] = np.maximum(acc[k], extra) if k in acc else extra
+
 
 def _resharded(ilp, op, sol, acc, only=None):
     """op's operands (those in `only`, if given) resharded for it by a collective:

@@ -198,8 +198,11 @@ class Graph:
                 self._add(o, runs * n)
         n_of = {id(v): n for r, n in zip(op.regions, region_runs(op)) for v in r.outputs
                 if type(v) is not Lit}
-        for e in flow:      # what a body yields, resharded at its end
-            if id(e.outer) in results and id(e.inner) in inner:
+        for e in flow:      # what a body yields, resharded at its end (a block argument
+            # yielded as a result it is not tied to: a scan's ys slice; one tied to the
+            # result is its boundary group, no reshard)
+            if id(e.outer) in results and id(e.inner) in inner and \
+                    (e.stacked or id(e.inner) not in args):
                 self._into(e.inner, e.outer, "slice" if e.stacked else None,
                            runs * n_of[id(e.inner)], ("yield", e.role))
 

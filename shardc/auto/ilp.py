@@ -38,7 +38,8 @@ class Ilp:
         pairs = {}
         uses = {}
         for e in g.edges:
-            if cls[id(e.src)] != cls[id(e.dst)]:
+            # (a reshard in a loop body runs every trip: not one shared per step)
+            if cls[id(e.src)] != cls[id(e.dst)] and e.runs == 1:
                 uses.setdefault(id(e.value), []).append(e)
         self.shared = {}     # value class -> _Shared: one reshard per target, not per use
         self.raw = {}        # (a, b, tag) -> cost matrix: joint choices of a shared edge

@@ -39,6 +39,7 @@ import dataclasses
 from .costmodel import CPU, dims, local_bytes, plan
 from ..ir.primitive import Trait
 from ..ir.program import Lit, Op, Program
+from ..ir.rules import Edge as FlowEdge
 from ..propagate.factors import cached_rule
 
 
@@ -286,6 +287,8 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
                      for r in op.regions]
             (extra[i], b_at, b_in), r = max(peaks, key=lambda t: t[0][0])
             inner[i] = ((r, b_at),) + b_in if b_at is not None else ()
+            if not inline:
+                extra[i] += _resharded_operands(op, mesh)
         pl = plan(op, mesh=mesh, rule=rules[i]) if rules[i] is not None else None
         reduced = pl is not None and pl.reduce
         taken, partials = set(), {}
@@ -397,6 +400,29 @@ def _peak(p, mesh, hw, skip, cache, slots=()):
 
 
 _OWN_BUFFERS = Trait.LOOP | Trait.BRANCHES    # bodies with buffers of their own
+
+
+def _resharded_operands(op, mesh) -> int:
+    """Bytes of a loop's (or cond's) operands sharded unlike the block arguments they
+    enter as (a scan's xs but for its stacked dim): each is resharded into a buffer
+    of its own before the op, live through it."""
+    if op.prim.data_flow is None:
+        return 0
+    args = {id(v) for r in op.regions for v in r.inputs}
+    ins = {id(v) for v in op.inputs if type(v) is not Lit}
+    done, total = set(), 0
+    for e in op.prim.data_flow(op):
+        if type(e) is not FlowEdge or id(e.outer) not in ins or id(e.inner) not in args \
+                or e.outer.sharding is None or e.inner.sharding is None:
+            continue
+        want = dims(e.inner.sharding, e.inner.aval.ndim, mesh)
+        want = [[]] + want if e.stacked else want
+        k = (id(e.outer), tuple(map(tuple, want)))
+        if k in done or want == dims(e.outer.sharding, e.outer.aval.ndim, mesh):
+            continue
+        done.add(k)
+        total += local_bytes(e.outer.aval, want, mesh)
+    return total
 
 
 def _ends(r):

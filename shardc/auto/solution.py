@@ -126,18 +126,24 @@ class _Writer:
     def block(self, p, owner=None):
         from ..propagate.engine import Source
         from ..propagate.explain import SEARCH
+        ops = []
         for v in p.inputs if owner is not None else ():
             s = self.pins.get(id(v))
             if s is not None:
                 v.sharding = s
                 self.sources[v] = Source("constraint", SEARCH, owner.loc)
-        ops = []
+                # and constrained where the body starts: the lowered loop's state is
+                # XLA's to shard (its block arguments carry none), and a use sharded
+                # otherwise (a ys slice written) would pull it there
+                c_op, self.renamed[id(v)] = _constraint(v, s, owner.loc)
+                ops.append(c_op)
         for op in p.ops:
+            given = list(op.inputs)     # `into` names them as solved, before renaming
             op.inputs = [self._name(v) for v in op.inputs]
             if op.regions:
                 pinned = {}
-                for j, v in enumerate(op.inputs):
-                    s = self.into.get((id(op), "operand", id(v)))
+                for j, (g, v) in enumerate(zip(given, op.inputs)):
+                    s = self.into.get((id(op), "operand", id(g)))
                     if s is None:
                         continue
                     if id(v) not in pinned:
@@ -152,11 +158,12 @@ class _Writer:
                 if s is not None:
                     c_op, self.renamed[id(v)] = _constraint(v, s, op.loc)
                     ops.append(c_op)
+        given = list(p.outputs)
         outs = [self._name(v) for v in p.outputs]
         if owner is not None:       # what the body yields, as the loop carries it
             pinned = {}
-            for k, v in enumerate(outs):
-                s = self.into.get((id(owner), "yield", id(v)))
+            for k, (g, v) in enumerate(zip(given, outs)):
+                s = self.into.get((id(owner), "yield", id(g)))
                 if s is None or type(v) is Lit:
                     continue
                 if id(v) not in pinned:

@@ -3,7 +3,8 @@
 Per device, in bytes, for the collectives XLA's partitioner uses:
   * resharding a value from sharding A to B (`reshard`): axes that move to another dim
     cost an all-to-all per pair of dims (a dim's axes split over several dims: XLA
-    gathers the whole value instead), axes A has and B lacks an all-gather, axes B
+    gathers the whole value instead), axes A has and B lacks an all-gather per dim
+    (the minor dim first, each gathering the value as the previous left it), axes B
     adds a local slice (free) when minor to those a dim keeps, else a
     collective-permute of B's shard; done in that order;
   * a reduction factor sharded over some axes (`reduction`): an all-reduce of the
@@ -72,10 +73,12 @@ def reshard(aval, src, dst, mesh) -> list:
         return [Comm("all-gather", [r for rs in a for r in rs], nbytes(aval))]
     for axes in pairs.values():       # one all-to-all per pair of dims
         out.append(Comm("all-to-all", axes, local))
-    gone = [r for r in where_a if r not in where_b]
-    if gone:
-        local *= ax.total_size(gone)
-        out.append(Comm("all-gather", gone, local))
+    # one all-gather per dim losing axes, the minor dim first (XLA's partitioner)
+    for d in reversed(range(rank)):
+        gone = [r for r in a[d] if r not in where_b]
+        if gone:
+            local *= ax.total_size(gone)
+            out.append(Comm("all-gather", gone, local))
     # an axis B adds on a dim is a local slice only minor to the axes the dim keeps,
     # which must stay in A's order, major in both: else shards change devices
     for d, (xs, ys) in enumerate(zip(a, b)):
