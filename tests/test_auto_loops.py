@@ -159,6 +159,11 @@ def test_a_budget_a_hand_strategy_meets_on_a_scan_is_met_by_auto(hand):
     assert _xla_peak(c) <= 1.02 * budget
     assert sol.predicted.collective_bytes < cm.program_cost(
         hand_c.lowered.traced.program).collective_bytes
+    # compiled as solved: XLA moves the bytes the search predicted (its loop state and
+    # the reshards into and out of the loops where the search put them)
+    from shardc.report import report
+    xla = report(c).json()["collective_bytes_per_call"]
+    assert xla == pytest.approx(sol.predicted.collective_bytes, rel=0.02)
     want = jax.jit(lambda ps, x: P.train_step_scan(fws["jax"], ps, x))(*args)
     for got, w in zip(jax.tree.leaves(c(*args)), jax.tree.leaves(want)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=2e-4, atol=2e-5)
@@ -199,3 +204,4 @@ def test_a_cut_at_a_loop_counts_its_bodys_values():
     at = sum(ilp.mem[c][k] + live[c][k] for c, k in enumerate(sol.choice)) + \
         sum(mm[sol.choice[a], sol.choice[b]] for (a, b, _), mm in joint.items())
     assert at - cap + budget == sol.predicted.peak_bytes    # (nothing gathered: no y)
+
