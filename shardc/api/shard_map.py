@@ -17,7 +17,8 @@ from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary, 
 from ..runtime.meshes import current_mesh, get_abstract_mesh
 from . import explicit as _explicit
 from ..ir.program import Program
-from ..ops.manual import local_aval, shard_map_p
+from ..ops.blocks import local_aval
+from ..ops.manual import shard_map_p
 from ..ops.manual_region import (ManualCtx, body_value as _body_value,  # noqa: F401
                                  manual_ctx, open_free as _open_free)
 from ..ir.sharding import Sharding, from_spec

@@ -15,7 +15,8 @@ from ..ir.primitive import Vma
 from ..ir.program import Aval, Lit
 from ..ir.sharding import MeshShape, Sharding, from_spec
 from ..trace import core
-from .manual import local_aval, psum_p, shard_map_p
+from .blocks import local_aval
+from .manual import psum_p, shard_map_p
 
 
 class ManualCtx:

@@ -306,12 +306,8 @@ def check_same_program(text: str, devices) -> None:
     try:
         runtime.barrier(key, timeout, list(procs))
     except Exception as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ShardcError(
-            f"process {me}: the processes {list(procs)} did not all reach the compilation of "
-            f"program #{n} ({name}) within {timeout:g} s. Every process must call the "
-            "same shardc programs in the same order (a process may have failed, or be "
-            "running different code). jax: " + first) from None
+        raise _missing(e, f"the processes {list(procs)} did not all reach the compilation "
+                       f"of program #{n} ({name})") from None
     if n:   # everyone has passed check n-1: its keys can go
         runtime.kv_delete(f"shardc/program/{group}/{n - 1}/hash/{me}")
     hashes = {}
@@ -358,16 +354,20 @@ def agree(payload: bytes, devices, what="a decision") -> bytes:
     if me == procs[0]:
         runtime.kv_set(key, payload)
         return payload
-    timeout = _check["timeout"]
     try:
-        return runtime.kv_get(key, timeout)
+        return runtime.kv_get(key, _check["timeout"])
     except Exception as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ShardcError(
-            f"process {me}: process {procs[0]} did not publish {what} (#{n}) within "
-            f"{timeout:g} s. Every process must call the same shardc programs in the same "
-            "order (a process may have failed, or be running different code). jax: "
-            + first) from None
+        raise _missing(e, f"process {procs[0]} did not publish {what} (#{n})") from None
+
+
+def _missing(e, what) -> ShardcError:
+    """A peer that did not arrive within the check's timeout: `what` happened (jax's
+    error `e` says how the wait ended)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return ShardcError(
+        f"process {jax.process_index()}: {what} within {_check['timeout']:g} s. Every "
+        "process must call the same shardc programs in the same order (a process may "
+        "have failed, or be running different code). jax: " + first)
 
 
 def _first_difference(mine: str, theirs: str, me: int, other: int) -> str:
