@@ -205,3 +205,17 @@ def test_a_cut_at_a_loop_counts_its_bodys_values():
         sum(mm[sol.choice[a], sol.choice[b]] for (a, b, _), mm in joint.items())
     assert at - cap + budget == sol.predicted.peak_bytes    # (nothing gathered: no y)
 
+
+
+def test_a_body_with_array_operands_and_scalar_results_is_searched():
+    # a checkpoint whose results are all scalars was taken as elementwise over its
+    # array operands' shape, and the search failed with a bare StopIteration
+    def f(ck, x, s):
+        return ck(lambda a, b: (s * 2.0, s + 1.0), prevent_cse=False)(x, x)[1]
+    x = np.arange(8, dtype=np.float32)
+    s = np.float32(3.0)
+    auto = shardc.AUTO(mesh())
+    got = shardc.jit(lambda x, s: f(shardc.checkpoint, x, s), in_shardings=auto,
+                     out_shardings=auto)(x, s)
+    want = jax.jit(lambda x, s: f(jax.checkpoint, x, s))(x, s)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -134,8 +134,11 @@ def inline(op) -> bool:
         return False
     shapes = {v.aval.shape for v in list(op.inputs) + list(op.outputs)
               if type(v) is not Lit and v.aval.ndim}
-    return len(shapes) == 1 and all(type(v) is Lit or v.aval.ndim == 0 or
-                                    v.aval.shape in shapes for v in op.outputs)
+    # (an array result among them: scalars alone give the body nothing to shard alike)
+    return len(shapes) == 1 and any(type(v) is not Lit and v.aval.ndim
+                                    for v in op.outputs) and \
+        all(type(v) is Lit or v.aval.ndim == 0 or v.aval.shape in shapes
+            for v in op.outputs)
 
 
 def searched_region(op) -> bool:
