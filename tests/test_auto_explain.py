@@ -59,6 +59,12 @@ def solved(fn, args, auto, budget=None):
     return t, sol
 
 
+def relu_layers(x, ws):
+    for w in ws:
+        x = shardc.nn.relu(x @ w)
+    return x
+
+
 def section(text, name):
     """An input's two lines of explain_auto's text."""
     lines = text.splitlines()
@@ -290,11 +296,7 @@ def test_compiled_bytes_count_loop_iterations_and_the_title_names_eight_inputs()
     assert autoreport.compiled_peak({"argument": 10, "output": 4, "temp": 3, "alias": 4}) == 13
     assert autoreport.compiled_peak({}) is None
     # nine inputs chosen: the title names eight, the json all
-    def layers(x, ws):
-        for w in ws:
-            x = shardc.nn.relu(x @ w)
-        return x
-    t, sol = solved(layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(9)]),
+    t, sol = solved(relu_layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(9)]),
                     range(1, 10))
     p = t.propagate().program
     a = autoreport.comparison(p, [], {}, {})
@@ -308,11 +310,7 @@ def test_compiled_bytes_count_loop_iterations_and_the_title_names_eight_inputs()
 
 def test_inputs_chosen_alike_across_layers_say_their_cost_is_summed():
     # repeated layers share one class: an input's cost is its class's, over every layer
-    def layers(x, ws):
-        for w in ws:
-            x = shardc.nn.relu(x @ w)
-        return x
-    t, sol = solved(layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(6)]),
+    t, sol = solved(relu_layers, (sds((8, 64), PS("data")), [sds((64, 64)) for _ in range(6)]),
                     range(1, 7))
     classes = {sol.input_classes[i] for i in range(1, 7)}
     assert len(classes) < 6        # the inner layers alike

@@ -59,8 +59,6 @@ class Trait(enum.Flag):
     #                                propagation takes it as a source)
     BRANCHES = enum.auto()        # its regions are alternatives: one runs per call (cond)
     LOOP = enum.auto()            # its body runs many times over a loop state (scan, while)
-    SLICED_INPUTS = enum.auto()   # operands after `num_carry` are sliced per iteration
-    #                               (a scan's xs: XLA copies them into the loop state)
     CONTRACTION = enum.auto()     # a library kernel (dot, convolution): XLA:CPU fuses the
     #                               reductions and elementwise ops reading its result into it
     RECIPROCAL = enum.auto()      # divides by its second operand, which XLA turns into a

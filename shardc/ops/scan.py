@@ -174,7 +174,7 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
 
 scan_p = core.Primitive("scan", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
                         lower=_lower, prop_kind=PropKind.NONE, multiple_results=True,
-                        num_regions=1, traits=Trait.LOOP | Trait.SLICED_INPUTS)
+                        num_regions=1, traits=Trait.LOOP)
 scan_p.data_flow = _data_flow
 
 
