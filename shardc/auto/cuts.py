@@ -2,11 +2,13 @@
 choice's modelled peak is over the budget, a linear constraint on what is live where
 it peaks, each buffer by the choice of the class that decides its size (a reshard by
 the joint choice of the value's class and its reader's where their edge has joint
-variables), the rest taken as at that choice: exact there, an estimate elsewhere."""
+variables), the rest taken as at that choice: exact there, an estimate elsewhere (a
+weaker bound first, see `cut`)."""
 from __future__ import annotations
 
 import numpy as np
 
+from .costmodel import dims as to_dims
 from .graph import _bytes
 from .memory import _OWN_BUFFERS, _ends, fused_reads
 from .strategies import key
@@ -77,9 +79,47 @@ def cut(ilp, sol, budget, memory=None) -> bool:
         else:
             live[k[1]] = live[k[1]] + extra
             now += int(extra[sol.choice[k[1]]])
+    # what the model counts beyond these (temporaries in the outputs' buffers, an
+    # elementwise op over its dying operand) is taken as at `sol`: exact there, but a
+    # choice whose larger outputs hold more temporaries is cut off though it fits.
+    # First a weaker cut, which keeps more of those: the outputs not yet written hold
+    # temporaries up to their size, the rest as at `sol` only where it lowers the
+    # bound; the exact one if that no longer cuts `sol` off
+    per, const = _unwritten(ilp, i)
+    free = const + sum(f[sol.choice[c]] for c, f in per.items())
     rest = sol.predicted.peak_bytes - sol.predicted.io_bytes - now
-    ilp.cuts.append((live, budget - rest, gathered, joint))   # exact at `sol`
+    weak = min(rest + free, 0)
+    if sol.predicted.io_bytes + now - free + weak > budget:
+        for c, f in per.items():
+            live[c] = live[c] - f
+        ilp.cuts.append((live, budget - weak + const, gathered, joint))
+    else:
+        ilp.cuts.append((live, budget - rest, gathered, joint))   # exact at `sol`
     return True
+
+
+def _unwritten(ilp, i):
+    """The program's outputs not yet written at its op i (not an input), whose
+    buffers may hold temporaries there: ({class: bytes per choice}, bytes of those
+    whose sharding is fixed)."""
+    g = ilp.g
+    p = g.program
+    done = {id(v) for v in p.inputs} | {id(v) for op in p.ops[:i + 1] for v in op.outputs}
+    per, const = {}, 0
+    for v, s in zip(p.outputs, p.out_shardings):
+        if type(v) is Lit or id(v) in done:
+            continue
+        grp = g.where.get(id(v))
+        if s is not None:
+            const += _bytes(v, to_dims(s.closed(), v.aval.ndim, g.mesh), g.mesh)
+            continue
+        if grp is None:
+            continue
+        c = ilp.cls[id(grp)]
+        nb = np.array([_bytes(v, d, g.mesh) for d in grp.values[id(v)]], dtype=float)
+        per[c] = per[c] + nb if c in per else nb
+    return per, int(const)
+
 
 def _values(ilp, p, i, sol, live, skip=()):
     """The values of `p` (the program or a body) holding a buffer at its op i (the
