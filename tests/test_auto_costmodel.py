@@ -43,6 +43,21 @@ def test_reshard_time_is_latency_plus_bytes_over_the_slowest_axis():
     assert mixed.bandwidth("y") == cm.GPU_NVLINK.bandwidth("y")
 
 
+def test_a_collective_waits_a_hop_per_ring_step():
+    # the alpha-beta model: latency once, a hop's latency per step of the ring over
+    # the collective's n devices (n - 1), the slowest axis's of each
+    a = Aval((16, 32), F32)                         # 2048 B
+    hw = cm.Hardware("hops", 1e9, 1e9, 1e6, 1.0, hop_latency={"x": 10.0, "*": 0.5})
+    c = cm.reshard_cost(a, [["y"], []], None, MESH, hw)
+    assert c.comm_s == pytest.approx(1.0 + 3 * 0.5 + 1536 / 1e6)
+    c = cm.reshard_cost(a, [["x", "y"], []], None, MESH, hw)
+    assert c.comm_s == pytest.approx(1.0 + 7 * 10.0 + 1792 / 1e6)
+    # another profile's axis brings its hop latency along
+    assert cm.CPU.on(y=hw).comm_time(c.comm[0]) == pytest.approx(
+        max(cm.CPU.latency("x"), 1.0) + 7 * max(cm.CPU.hop_latency, 0.5)
+        + 1792 / min(cm.CPU.bandwidth("x"), 1e6))
+
+
 DOT = """mesh <x=2, y=4>
 func @f(%a: f32[8,16] [{}, {y}], %b: f32[16,32] [{y}, {}]) -> (f32[8,32] [{}, {}]) {
   %0: f32[8,32] [{}, {}] = dot_general(%a, %b) {contracting=((1,), (0,)), batch=((), ())}

@@ -41,10 +41,12 @@ INF = float("inf")
 
 @dataclasses.dataclass(frozen=True)
 class Hardware:
-    """One device and its links. `axis_bandwidth` / `axis_latency`: per mesh axis name
-    (a dict, with "*" the default) or one number for every axis: an axis may run over
-    ICI or NVLink, another over DCN or InfiniBand. Bandwidth is what one device sends
-    per second over the axis (one direction); `combine_bytes` / `combine_count` are
+    """One device and its links. `axis_bandwidth` / `axis_latency` / `hop_latency`: per
+    mesh axis name (a dict, with "*" the default) or one number for every axis: an axis
+    may run over ICI or NVLink, another over DCN or InfiniBand. Bandwidth is what one
+    device sends per second over the axis (one direction); a collective over n devices
+    costs its latency once and `hop_latency` once per step of its ring (n - 1: each
+    step waits on a neighbour), the alpha-beta model; `combine_bytes` / `combine_count` are
     the backend's all-reduce combiner limits (independent all-reduces merged into one
     op, whose operands are then all live at once)."""
     name: str
@@ -54,6 +56,7 @@ class Hardware:
     axis_latency: dict | float = 0.0
     combine_bytes: float = INF
     combine_count: int = 256
+    hop_latency: dict | float = 0.0
 
     def bandwidth(self, axis: str) -> float:
         return _per_axis(self.axis_bandwidth, axis)
@@ -62,21 +65,27 @@ class Hardware:
         return _per_axis(self.axis_latency, axis)
 
     def comm_time(self, comm) -> float:
-        """latency + bytes sent / bandwidth of the slowest axis the collective spans."""
+        """latency + a hop's latency per ring step + bytes sent / bandwidth, each of
+        the slowest axis the collective spans."""
         names = {a[0] for a in comm.axes}
         if not names:
             return 0.0
-        return max(map(self.latency, names)) + comm.sent / min(map(self.bandwidth, names))
+        hop = max(_per_axis(self.hop_latency, n) for n in names)
+        return (max(map(self.latency, names)) + (ax.total_size(comm.axes) - 1) * hop
+                + comm.sent / min(map(self.bandwidth, names)))
 
     def on(self, **axes) -> "Hardware":
         """This device with some mesh axes on other links: `hw.on(data=GPU_IB)` takes
         the data axis's bandwidth and latency from GPU_IB."""
         bw = _as_dict(self.axis_bandwidth)
         lat = _as_dict(self.axis_latency)
+        hop = _as_dict(self.hop_latency)
         for name, other in axes.items():
             bw[name] = other.bandwidth(name)
             lat[name] = other.latency(name)
-        return dataclasses.replace(self, axis_bandwidth=bw, axis_latency=lat)
+            hop[name] = _per_axis(other.hop_latency, name)
+        return dataclasses.replace(self, axis_bandwidth=bw, axis_latency=lat,
+                                   hop_latency=hop)
 
 
 def _per_axis(v, axis):
@@ -93,6 +102,10 @@ def _as_dict(v):
 # simulated CPU: 8 XLA host devices sharing a few cores; ~50 GFLOP/s f32 and ~20 GB/s
 #   per device, collectives are memcpys (~10 GB/s, ~5 us). XLA:CPU's all-reduce
 #   combiner has no byte limit and 256 operands (cpu_compiler.cc kCombineBytes).
+#   `python -m bench.calibrate` measures a host's instead; on the 2-core CI host:
+#   Hardware("cpu (simulated)", 2.1e10, 3.9e9, 1.9e9, 2.4e-5, hop_latency=1.8e-5),
+#   which AUTO(mesh, hardware=...) takes (not the default yet: under it the search
+#   of a 48-layer scan trusts a body peak its memory model puts 23 % under XLA's)
 CPU = Hardware("cpu (simulated)", 5e10, 2e10, 1e10, 5e-6)
 # H100 SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3 (NVIDIA datasheet); NVLink 4 is
 #   900 GB/s bidirectional per GPU, 450 GB/s each way; a few us per NCCL call.
