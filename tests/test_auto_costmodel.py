@@ -423,3 +423,18 @@ def test_masked_softmax_keeps_its_operand_beside_its_exp():
     ours = memory.memory_breakdown(compiled.lowered.traced.program)
     xla = compiled.memory_analysis().temp_size_in_bytes
     assert abs(ours.temporaries - xla) <= 0.02 * xla, (ours.temporaries, xla)
+
+
+def test_calibration_fit_recovers_an_alpha_beta_profile():
+    # bench.calibrate's fit of t = latency + (n - 1) hop + sent / bw, on times made
+    # from a known profile with each collective's bytes sent as cost.py counts them
+    from bench.calibrate import _sent, fit
+    rows = [(k, n, _sent(k, b, n), 24e-6 + (n - 1) * 18e-6 + _sent(k, b, n) / 1.9e9)
+            for k in ("all-reduce", "all-gather", "reduce-scatter") for n in (2, 4)
+            for b in (4 << 10, 1 << 20)]
+    lat, hop, bw = fit(rows)
+    assert (lat, hop, bw) == (pytest.approx(24e-6), pytest.approx(18e-6),
+                              pytest.approx(1.9e9))
+    c = cm.reshard_cost(Aval((8, 1024), F32), [["y"], []], None, MESH,
+                        cm.Hardware("fit", 1e9, 1e9, bw, lat, hop_latency=hop))
+    assert c.comm_s == pytest.approx(24e-6 + 3 * 18e-6 + _sent("all-gather", 8192, 4) / 1.9e9)
