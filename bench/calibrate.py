@@ -67,10 +67,11 @@ def _chain(kind, axis, size, n, k):
 
 
 def _sent(kind, nbytes, n):
-    """Bytes a device sends (cost.py's Comm.sent) for a per-device operand of nbytes."""
+    """Bytes a device sends (cost.py's Comm.sent) for a per-device operand of nbytes
+    over n devices."""
+    from shardc.propagate.cost import Comm
     buffer = nbytes * n if kind == "all-gather" else nbytes
-    share = buffer * (n - 1) // n
-    return 2 * share if kind == "all-reduce" else share
+    return Comm(kind, (("axis", 1, n),), buffer).sent
 
 
 def collectives(mesh, sizes, calls, repeats, log):
