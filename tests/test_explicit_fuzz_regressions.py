@@ -129,3 +129,22 @@ def test_partial_shard_map_keeps_free_explicit_axes_in_types():
                 return r
             return f
         _both(mesh, make, x)
+
+
+def test_size_one_axis_moved_by_out_shardings():
+    # fuzz seed 7100021500: a size-1 Explicit axis never overlapped itself, so an out
+    # sharding moving x from dim 2 to dim 0 put it on both ([{x}, {}, {x}]: VerifyError)
+    mesh = jax.make_mesh((1, 8), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    x = jax.device_put(np.arange(256, dtype=np.float32).reshape(8, 8, 4),
+                       NamedSharding(mesh, P("y", None, "x")))
+    pin = NamedSharding(mesh, P("x", None, None))
+    got, want = [], []
+    for fw, out, m, L in ((shardc, got, snp, shardc.lax), (jax, want, jnp, jax.lax)):
+        with fw.set_mesh(mesh):
+            for f in (lambda v: m.tanh(v),
+                      lambda v: L.cond(m.sum(v) > 0, m.tanh, lambda a: a + v, v)):
+                a = fw.jit(f, out_shardings=pin)(x)
+                out.append((str(jax.typeof(a)), a.sharding.spec, np.asarray(a)))
+    for (ts, ss, vs), (tj, sj, vj) in zip(got, want):
+        assert (ts, ss) == (tj, sj) == ("float32[8@x,8,4]", P("x", None, None))
+        np.testing.assert_allclose(vs, vj, rtol=1e-6)

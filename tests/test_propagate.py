@@ -223,3 +223,15 @@ func @f(%a: f32[8,16] [{x}, {y}]) -> (f32[8,16]) {
     assert "%0: f32[8,16] [{x}, {}] = sharding_constraint" in out, out
     for ours, xla in shardy_for_text(src):
         assert ours == xla
+
+
+def test_a_size_one_axis_overlaps_itself():
+    # a mesh axis of size 1 is the ref ("x", 1, 1): its device interval [1, 1) is empty,
+    # yet (as Shardy's whole-axis refs) it overlaps itself, so no factor takes an axis
+    # another dim holds (an Explicit size-1 axis stays in shardings: fuzz seed 7100021500)
+    from shardc.propagate import axes as ax
+    x1, y2 = ("x", 1, 1), ("y", 1, 2)
+    assert ax.overlaps(x1, x1) and not ax.overlaps(x1, y2)
+    assert ax.prefix_without_overlap(x1, [x1]) is None
+    assert ax.prefix_without_overlap(x1, [y2]) == x1
+    assert not ax.overlaps(("y", 1, 2), ("y", 2, 2)) and ax.overlaps(("y", 1, 4), ("y", 2, 2))

@@ -38,7 +38,10 @@ def prefix_of(a, b) -> bool:
 
 
 def overlaps(a, b) -> bool:
-    return a[0] == b[0] and a[1] < b[1] * b[2] and b[1] < a[1] * a[2]
+    """Do `a` and `b` share devices? A size-1 ref is a whole mesh axis of size 1 (no
+    sub-axis has size 1): as Shardy's, a whole axis overlaps every ref to it."""
+    return a[0] == b[0] and (a[1] < b[1] * b[2] and b[1] < a[1] * a[2]
+                             or a[2] == 1 or b[2] == 1)
 
 
 def prefix_without_overlap(a, others):
