@@ -140,6 +140,32 @@ def test_memory_budget_bounds_the_choice(mesh):
         shardc.jit(mlp, in_shardings=shardc.AUTO(mesh), memory_budget=1000)(x, W1, W2)
 
 
+def test_a_peak_over_the_budget_after_propagation_warns_at_the_users_line(mesh):
+    # the search bounds its own estimate of the choice; the memory model of the
+    # propagated program can differ (a loop's gathered operands): then a warning names
+    # both numbers. Checked at a budget just under and at the propagated peak
+    import warnings
+
+    from shardc.api import autojit
+    from shardc.auto.memory import peak_memory
+    x = RNG.standard_normal((64, D), np.float32)
+    f = shardc.jit(mlp, in_shardings=shardc.AUTO(mesh), memory_budget=1 << 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # the search's choice fits: no warning
+        program = f.lower(x, W1, W2).compile().lowered.traced.program
+    sol = program.meta["auto"]
+    peak = peak_memory(program)
+    for budget, warns in ((peak, False), (peak - 1, True)):
+        sol.memory_budget = budget
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            autojit.warn_over_budget(program)
+        assert len(seen) == int(warns)
+    w = seen[0]
+    assert w.filename == __file__ and str(peak) in str(w.message) and \
+        f"memory_budget={peak - 1}" in str(w.message)
+
+
 def test_inside_another_trace_auto_is_the_outer_programs(mesh):
     inner = shardc.jit(mlp, in_shardings=shardc.AUTO(mesh), out_shardings=shardc.AUTO(mesh))
     outer = shardc.jit(shardc.grad(lambda x, w1, w2: inner(x, w1, w2).sum(), argnums=1))

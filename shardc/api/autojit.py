@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import numbers
+import warnings
 
 import jax
 
-from ..errors import ArgumentError, ShardcError
+from ..errors import ArgumentError, ShardcError, user_loc
 from ..runtime.autospec import is_auto
 
 _tree = jax.tree_util
@@ -90,6 +91,27 @@ def solve(program, devices=None):
     sol.apply(program)
     program.meta["auto"] = sol
     return sol
+
+
+def warn_over_budget(program):
+    """After propagation: warn when the memory model puts the program's peak over the
+    memory_budget its search solved under (the search weighs its own estimate of the
+    choice, before propagation fills in the rest; explain() shows both)."""
+    sol = program.meta.get("auto")
+    budget = getattr(sol, "memory_budget", None)
+    if budget is None:
+        return
+    from ..auto.costmodel import CPU
+    from ..auto.memory import peak_memory
+    peak = peak_memory(program, sol.hw or CPU)
+    if peak > budget:
+        loc = user_loc()
+        warnings.warn_explicit(
+            f"shardc.AUTO: the chosen shardings' peak memory is {peak} B per device by the "
+            f"memory model, over memory_budget={int(budget)} (the search estimated "
+            f"{sol.predicted.peak_bytes} B before propagation); lower memory_budget by "
+            f"the difference to leave room, or see explain()", UserWarning,
+            loc.file, loc.line)
 
 
 def _agreement(devices):

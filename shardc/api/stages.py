@@ -80,6 +80,7 @@ class Traced:
                 self._propagated = Propagated(self._program, self.mesh, self.out_tree,
                                               self.jitted)
                 self._propagated.in_tree = self.in_tree
+                autojit.warn_over_budget(self._program)
         return self._propagated
 
     # the later stages' views, as before the propagation stage was split off
