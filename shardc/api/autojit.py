@@ -96,7 +96,8 @@ def solve(program, devices=None):
 def warn_over_budget(program):
     """After propagation: warn when the memory model puts the program's peak over the
     memory_budget its search solved under (the search weighs its own estimate of the
-    choice, before propagation fills in the rest; explain() shows both)."""
+    choice, before propagation fills in the rest; explain() shows the model's peak
+    against the budget)."""
     sol = program.meta.get("auto")
     budget = getattr(sol, "memory_budget", None)
     if budget is None:
