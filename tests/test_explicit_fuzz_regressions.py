@@ -148,3 +148,38 @@ def test_size_one_axis_moved_by_out_shardings():
     for (ts, ss, vs), (tj, sj, vj) in zip(got, want):
         assert (ts, ss) == (tj, sj) == ("float32[8@x,8,4]", P("x", None, None))
         np.testing.assert_allclose(vs, vj, rtol=1e-6)
+
+
+def test_reshard_leaves_its_operands_type_alone():
+    # fuzz seed 7102021354: a reshard's operand took the reshard's sharding when it was
+    # also returned (apply-sharding-constraints ran before the operand's type fixed it):
+    # shardc gave t as f32[8@x,16,4] where its type, eager jax and jax.jit say
+    # f32[8,16,4] (jax.jit pins results to their types once an argument is placed; on
+    # numpy arguments it leaves them to Shardy, and t then comes back sharded)
+    for types in (("Explicit",) * 3, ("Explicit", "Auto", "Explicit")):
+        mesh = _mesh(types)
+        rep = NamedSharding(mesh, P())
+        x = jax.device_put(np.arange(512, dtype=np.float32).reshape(8, 16, 4), rep)
+        xb = jax.device_put(np.arange(1024, dtype=np.float32).reshape(8, 16, 4, 2), rep)
+
+        def make(m, fw, rec):
+            def f(v):
+                t = m.tanh(v)
+                r = fw.reshard(t, P("x", None, "z"))
+                rec(t)
+                rec(r)
+                return r, t
+            return f
+
+        def make_vmapped(m, fw, rec):
+            def f(v):
+                return fw.reshard(v, P("x", None, None)), v
+            return fw.vmap(f, in_axes=3)
+        for mk, arg in ((make, x), (make_vmapped, xb)):
+            seen = []
+            for fw, m in ((shardc, snp), (jax, jnp)):
+                with fw.set_mesh(mesh):
+                    out = fw.jit(mk(m, fw, lambda _: None))(arg)
+                seen.append([(str(jax.typeof(a)), a.sharding.spec) for a in out])
+            assert seen[0] == seen[1], (types, seen)
+        assert _both(mesh, make, x)[0] == "float32[8,16,4]"

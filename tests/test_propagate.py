@@ -235,3 +235,36 @@ def test_a_size_one_axis_overlaps_itself():
     assert ax.prefix_without_overlap(x1, [x1]) is None
     assert ax.prefix_without_overlap(x1, [y2]) == x1
     assert not ax.overlaps(("y", 1, 2), ("y", 2, 2)) and ax.overlaps(("y", 1, 4), ("y", 2, 2))
+
+
+def test_an_explicit_type_keeps_its_value_off_other_explicit_axes():
+    # on a mesh with Explicit and Auto axes a typed value's dims are open for the Auto
+    # axes only (jax lowers the type as [{?}, {?}] replicated={x, z}); a reshard of it
+    # makes a new value and leaves it alone. `{auto}` marks a value with no type
+    # sharding (an out_sharding= operand): it takes the reshard's axes. (Before: %0 took
+    # [{x}, {z}] from its reshard, and the parser read %0 as untyped.)
+    src = """mesh <x=2 explicit, y=2, z=2 explicit>
+func @f(%a: f32[8,16] [{}, {}]) -> (f32[8@x,16@z], f32[8,16], f32[8,16]{auto}, f32[8,16]) {
+  %0: f32[8,16] = tanh(%a)
+  %1: f32[8@x,16@z] [{x}, {z}] = sharding_constraint(%0) {sharding=[{x}, {z}], reshard=True}
+  %2: f32[8,16]{auto} = exp(%a)
+  %3: f32[8@x,16@z] [{x}, {z}] = sharding_constraint(%2) {sharding=[{x}, {z}], reshard=True}
+  %4: f32[8,16] = sin(%a)
+  %5: f32[8,16] [{y}, {}] = sharding_constraint(%4) {sharding=[{y}, {}]}
+  %6: f32[8,16] = add(%5, %3)
+  return %1, %0, %2, %6
+}
+"""
+    assert propagate_text(src) == """mesh <x=2 explicit, y=2, z=2 explicit>
+func @f(%a: f32[8,16] [{}, {}]) -> (f32[8@x,16@z] [{x}, {z}], f32[8,16] [{}, {}], \
+f32[8,16]{auto} [{x}, {z}], f32[8,16] [{}, {}]) {
+  %0: f32[8,16] [{}, {}] = tanh(%a)
+  %1: f32[8@x,16@z] [{x}, {z}] = sharding_constraint(%0) {sharding=[{x}, {z}], reshard=True}
+  %2: f32[8,16]{auto} [{x}, {z}] = exp(%a)
+  %3: f32[8@x,16@z] [{x}, {z}] = sharding_constraint(%2) {sharding=[{x}, {z}], reshard=True}
+  %4: f32[8,16] [{y}, {}] = sin(%a)
+  %5: f32[8,16] [{y}, {}] = sharding_constraint(%4) {sharding=[{y}, {}]}
+  %6: f32[8,16] [{}, {}] = add(%5, %3)
+  return %1, %0, %2, %6
+}
+"""

@@ -12,7 +12,7 @@ from .program import NAMED_CALLBACKS, Aval, Lit, Op, Program, Value
 from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 
 _DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
-_TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}})?"
+_TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}}|\{{auto\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
 _LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?\)\s*$')
 
@@ -41,8 +41,13 @@ def _malformed(e, lineno, raw):
     return _err(f"malformed line {raw.strip()!r}: {msg}", lineno, _col(raw, None))
 
 
-def parse_type(text: str) -> Aval:
+def parse_type(text: str, explicit: bool = False) -> Aval:
+    """A printed type. `explicit` (a mesh with Explicit axes): an array's type is its
+    sharding there, so `f32[8]` is replicated; `f32[8]{auto}` has no type sharding."""
     text = text.strip()
+    auto = text.endswith("{auto}")
+    if auto:
+        text = text[:-len("{auto}")]
     text, unreduced, reduced = parse_unreduced(text)
     weak = text.startswith("~")
     text = text.lstrip("~")
@@ -63,7 +68,7 @@ def parse_type(text: str) -> Aval:
         dtype = dtypes.from_short_name(name)
     except KeyError:
         raise ValueError(f"unknown element type {name!r} in {text!r}") from None
-    typed = "@" in dims or unreduced or reduced
+    typed = "@" in dims or unreduced or reduced or explicit and shape and not auto
     return Aval(shape, dtype, weak, Sharding(ts, None, unreduced, reduced) if typed else None)
 
 
@@ -112,8 +117,8 @@ def _match(s: str, i: int) -> int:
     raise ValueError(f"unbalanced brackets in {s!r} (is the text cut short?)")
 
 
-def _typed_decl(text):
-    """'%x: f32[2] [{a}]' -> (name, aval, sharding|None)"""
+def _typed_decl(text, explicit=False):
+    """'%x: f32[2] [{a}]' -> (name, aval, sharding|None); `explicit`: see parse_type"""
     name, rest = text.split(":", 1)
     m = _TYPE_RE.match(rest.strip())
     if not m:
@@ -122,7 +127,7 @@ def _typed_decl(text):
     if sh and _match(sh, 0) != len(sh):
         raise ValueError(f"unbalanced brackets in {sh!r}")
     sh = parse_sharding(sh) if sh else None
-    return name.strip()[1:], parse_type(m.group(1)), sh
+    return name.strip()[1:], parse_type(m.group(1), explicit), sh
 
 
 def parse_value(s: str):
@@ -258,15 +263,16 @@ def _parse_program(lines, cur) -> Program:
         raise _err("expected 'func @name(...) -> (...) {'", lineno, _col(head, None))
     prog = Program(m.group(1), mesh=mesh)
     prog.meta["ir_lines"] = {}
+    ex = mesh is not None and bool(mesh.explicit)
     env: dict[str, Value] = {}
     for decl in _split_top(m.group(2)):
-        name, aval, sh = _typed_decl(decl)
+        name, aval, sh = _typed_decl(decl, ex)
         _define(env, name, lineno, head)
         v = Value(aval, sh, name=name)
         env[name] = v
         prog.inputs.append(v)
     out_decls = _split_top(m.group(3))
-    pos = _parse_body(prog, lines, pos + 1, env, cur, prog.meta["ir_lines"])
+    pos = _parse_body(prog, lines, pos + 1, env, cur, prog.meta["ir_lines"], ex)
     if pos != len(lines):
         raise _err("text after the end of the function", lines[pos][0])
     cur[0] = (lineno, head)
@@ -276,7 +282,7 @@ def _parse_program(lines, cur) -> Program:
         if not mm:
             raise _err(f"bad result type {d!r}", lineno, _col(head, d))
         parse_type(mm.group(1))
-        _, _, sh = _typed_decl(f"%r: {d}")
+        _, _, sh = _typed_decl(f"%r: {d}", ex)
         prog.out_shardings.append(sh)
     if len(prog.out_shardings) != len(prog.outputs):
         raise _err(f"the function declares {len(prog.out_shardings)} results but returns "
@@ -290,7 +296,7 @@ def _define(env, name, lineno, raw):
                    _col(raw, f"%{name}"))
 
 
-def _parse_body(prog, lines, pos, env, cur, ir_lines):
+def _parse_body(prog, lines, pos, env, cur, ir_lines, ex):
     """Parse ops until the closing '}' of this block; returns the position after it."""
     while pos < len(lines):
         lineno, raw = cur[0] = lines[pos]
@@ -305,12 +311,12 @@ def _parse_body(prog, lines, pos, env, cur, ir_lines):
             prog.outputs = [_operand(x, env, lineno, raw) for x in _split_top(names)] \
                 if names else []
             continue
-        pos = _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines)
+        pos = _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines, ex)
     raise _err("missing '}' (is the text cut short?)", lines[-1][0] if lines else 1,
                len(lines[-1][1]) + 1 if lines else 1)
 
 
-def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines):
+def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines, ex):
     raw = lines[pos - 1][1]
     opens_region = line.endswith("{") and not line.endswith("{}")
     if opens_region:
@@ -320,7 +326,7 @@ def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines):
         lhs, eq, line = line.partition(" = ")
         if not eq:
             raise _err("expected '%name: type = op(...)'", lineno, _col(raw, None))
-        results = [_typed_decl(d) for d in _split_top(lhs)]
+        results = [_typed_decl(d, ex) for d in _split_top(lhs)]
         for name, _, _ in results:
             _define(env, name, lineno, raw)
     loc = UNKNOWN
@@ -354,12 +360,12 @@ def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines):
             raise _err("expected a region '^(...):'", lineno2)
         region = Program(f"{prim_name}_region")
         for decl in _split_top(rline[2:rline.rindex(")")]):
-            name, aval, sh = _typed_decl(decl)
+            name, aval, sh = _typed_decl(decl, ex)
             _define(env, name, lineno2, rline)
             v = Value(aval, sh, name=name)
             env[name] = v
             region.inputs.append(v)
-        pos = _parse_body(region, lines, pos + 1, env, cur, ir_lines)
+        pos = _parse_body(region, lines, pos + 1, env, cur, ir_lines, ex)
         regions.append(region)
         if pos < len(lines) and lines[pos - 1][1].strip() == "}":
             break

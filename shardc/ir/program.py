@@ -293,8 +293,17 @@ def value_names(p: "Program") -> list:
     return out
 
 
-def _typed(v, name, show_sharding=True):
-    s = f"{name}: {v.aval}"
+def type_text(aval, explicit) -> str:
+    """A value's type as printed. On a mesh with Explicit axes an array with no type
+    sharding (left to propagation: out_sharding='s operand, auto_axes) is marked
+    `{auto}`, since jax's form `f32[8]` there is a replicated type."""
+    if explicit and aval.ts is None and aval.shape:
+        return f"{aval}{{auto}}"
+    return str(aval)
+
+
+def _typed(v, name, show_sharding=True, explicit=False):
+    s = f"{name}: {type_text(v.aval, explicit)}"
     if show_sharding is True:
         sh = v.sharding
     else:   # False, or {id(value): sharding} (a Snapshot's)
@@ -357,10 +366,12 @@ def print_program(p: Program, explain=None, shardings=True) -> str:
     lines = []
     if p.mesh is not None:
         lines.append(f"mesh {p.mesh}")
-    args = ", ".join(_typed(v, namer.define(v, v.name), shardings) for v in p.inputs)
+    explicit = p.mesh is not None and bool(p.mesh.explicit)
+    args = ", ".join(_typed(v, namer.define(v, v.name), shardings, explicit)
+                     for v in p.inputs)
     outs = []
     for i, v in enumerate(p.outputs):
-        s = str(v.aval)
+        s = type_text(v.aval, explicit)
         fixed = p.out_shardings[i] if i < len(p.out_shardings) else None
         if fixed is not None and shardings is not False:
             s += f" {fixed}"
@@ -371,14 +382,15 @@ def print_program(p: Program, explain=None, shardings=True) -> str:
             note = explain(v)
             if note:
                 lines.append(f"  // {namer.ref(v)}: {note}")
-    _print_body(p, namer, lines, "  ", explain, shardings)
+    _print_body(p, namer, lines, "  ", explain, shardings, explicit)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _print_body(p, namer, lines, ind, explain, shardings):
+def _print_body(p, namer, lines, ind, explain, shardings, explicit):
     for op in p.ops:
-        outs = ", ".join(_typed(v, namer.define(v), shardings) for v in op.outputs)
+        outs = ", ".join(_typed(v, namer.define(v), shardings, explicit)
+                         for v in op.outputs)
         ins = ", ".join(namer.ref(v) for v in op.inputs)
         params = ""
         if op.params:
@@ -389,14 +401,14 @@ def _print_body(p, namer, lines, ind, explain, shardings):
         if op.regions:
             lines.append(line + " {")
             for r in op.regions:
-                bargs = ", ".join(_typed(v, namer.define(v, v.name), shardings)
+                bargs = ", ".join(_typed(v, namer.define(v, v.name), shardings, explicit)
                                   for v in r.inputs)
                 lines.append(f"{ind}^({bargs}):")
                 for v in r.inputs if explain else ():
                     note = explain(v)
                     if note:
                         lines.append(f"{ind}  // {namer.ref(v)}: {note}")
-                _print_body(r, namer, lines, ind + "  ", explain, shardings)
+                _print_body(r, namer, lines, ind + "  ", explain, shardings, explicit)
             lines.append(f"{ind}}}")
         else:
             lines.append(line)

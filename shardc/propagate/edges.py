@@ -14,7 +14,7 @@ from ..ir.program import Lit
 from ..ir.rules import Edge, Group
 from .factors import identity_rule, stacked_rule
 from .schedule import post_order
-from .state import RETURN, Source, _State, _whys
+from .state import RETURN, Source, _State, _whys, state_key
 
 
 class _EdgePrim:
@@ -135,7 +135,7 @@ class DataFlow:
         outer = self.st[e.outer]
         manual = e.manual
         view = _State([[a for a in d if a[0] not in manual] for d in outer.dims],
-                      list(outer.closed), _whys(outer))
+                      list(outer.closed), _whys(outer), outer.repl)
         view.key = self._kid(view.key)
         before = [list(d) for d in view.dims]
         inner = self.st[e.inner]
@@ -149,7 +149,7 @@ class DataFlow:
                         if e.spec is not None else []
                     dims[d] = prefix + view.dims[d]
             outer.dims = dims
-            outer.key = self._kid((tuple(map(tuple, outer.dims)), tuple(outer.closed)))
+            outer.key = self._kid(state_key(outer.dims, outer.closed, outer.repl))
             notify(e.outer)
 
     def _return_edges(self):

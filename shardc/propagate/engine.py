@@ -93,7 +93,8 @@ class Engine(DataFlow):
             dims = [[] for _ in range(rank)]
             closed = [False] * rank
             why = [None] * rank
-        s = _State(dims, closed, why)
+        repl = self.repl.get(v, ())
+        s = _State(dims, closed, why, tuple(ax.to_ref(a, self.mesh) for a in repl))
         s.key = self._kid(s.key)
         self.st[v] = s
         return s
@@ -115,6 +116,7 @@ class Engine(DataFlow):
     def setup(self):
         p = self.p
         sources = p.meta.get("sources", {})
+        self.repl = p.meta.get("replicated", {})
         users, uses, producer, rules = self.users, self.uses, self.producer, self.rules
         st = self.st
         state = self._state
@@ -152,6 +154,7 @@ class Engine(DataFlow):
                     s = new_state(_State)
                     s.dims, s.closed, s.key = e
                     s.why = None
+                    s.repl = ()
                     st[v] = s
                 else:
                     state(v, sources.get(v))

@@ -19,6 +19,7 @@ from math import gcd
 from . import axes as ax
 from .factors import _project, _unproject, project_simple
 from .schedule import BACKWARD, BOTH, NONE
+from .state import state_key
 
 def _compatible(old, new, can_expand):
     """Shardy's getCompatibleMajorAxesInternal: the common major axes of two lists.
@@ -111,7 +112,7 @@ def _within_factor(a, fs, prev, size):
     return None
 
 
-def _change(ri, t, new_dims, fset, src, closed):
+def _change(ri, t, new_dims, fset, src, state):
     """A decided change of tensor t: (t, new dims, their key, per dim the tensor and dim
     its new axes come from -- (-1, None) if none -- for the provenance records)."""
     mappings = ri.mappings
@@ -124,7 +125,7 @@ def _change(ri, t, new_dims, fset, src, closed):
                 w = (s, next((k for k, fs in enumerate(mappings[s]) if f in fs), None))
                 break
         whys.append(w)
-    return t, new_dims, (tuple(map(tuple, new_dims)), tuple(closed)), whys   # key: see _decided
+    return t, new_dims, state_key(new_dims, state.closed, state.repl), whys   # see _decided
 
 
 _NO_WHY = (-1, None)
@@ -224,6 +225,9 @@ def decide(ri, dirs, states):
             new = list(per_factor[f])
             if fs.closed or fs.overflow or not fs.minor:
                 _truncate(new, lambda a, prev: _within_factor(a, fs, prev, sizes[f]))
+            repl = states[t].repl
+            if repl:        # axes the tensor's type keeps it replicated over
+                _truncate(new, lambda a, prev: ax.prefix_without_overlap(a, repl))
             if not ax.is_strict_prefix(fs.axes, new):
                 continue
             if len(proj) > 1:       # other factors of the tensor may hold the axes
@@ -252,7 +256,7 @@ def decide(ri, dirs, states):
     else:
         def dims_of(t):
             return _unproject(mappings[t], projs[t], sizes)
-    changes = [_change(ri, t, dims_of(t), fset, src, states[t].closed)
+    changes = [_change(ri, t, dims_of(t), fset, src, states[t])
                for t, fset in changed_dims.items()]
     if not changes and not conflicts:
         return None

@@ -167,8 +167,10 @@ def prepare(p: Program) -> Program:
             for v in op.outputs:
                 v.sharding = _drop_size_one_axes(v.sharding, mesh)
                 sources[v] = src(op)
-    apply_constraints(p, sources)
+    # a value's explicit type fixes it before any constraint on it can: a reshard of
+    # it makes a new value and leaves the operand's type alone, as in jax
     _type_sources(p, sources)
+    apply_constraints(p, sources)
     unreduced = {v: v.sharding.unreduced for op in p.walk() for v in op.outputs
                  if v.sharding is not None and v.sharding.unreduced}
     if unreduced:
@@ -189,6 +191,7 @@ def _type_sources(p: Program, sources: dict) -> None:
                 all(axis_name(a) in mesh.explicit for a in v.sharding.axes()):
             src.label = f"the type of {src.label}"
     mixed = mesh is not None and len(mesh.explicit) < len(mesh.names)
+    replicated = {}
     for op in p.walk():
         for v in op.outputs:
             ts = v.aval.ts
@@ -196,6 +199,13 @@ def _type_sources(p: Program, sources: dict) -> None:
                 continue
             v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
             sources[v] = Source("type", f"the type {v.aval}", op.loc)
+            if mixed:       # open for the Auto axes only (jax's replicated={...})
+                used = {axis_name(a) for a in ts.axes()}
+                rest = tuple(n for n in mesh.names if n in mesh.explicit and n not in used)
+                if rest:
+                    replicated[v] = rest
+    if replicated:
+        p.meta["replicated"] = replicated
 
 
 def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:

@@ -48,12 +48,19 @@ class Conflict:
 class _State:
     """Mutable per-value sharding during propagation. `key`: dims and closedness (what
     decides a visit, see Engine.apply) as tuples, which the engine then replaces by a
-    small int standing for them (Engine._kid); kept in step with `dims`."""
-    __slots__ = ("dims", "closed", "why", "key")
+    small int standing for them (Engine._kid); kept in step with `dims`. `repl`: whole
+    mesh axes no dim may take (Shardy's replicated axes: an explicit type's axes on a
+    mesh with Auto axes too), part of the key when any."""
+    __slots__ = ("dims", "closed", "why", "key", "repl")
 
-    def __init__(self, dims, closed, why):
-        self.dims, self.closed, self.why = dims, closed, why
-        self.key = (tuple(map(tuple, dims)), tuple(closed))
+    def __init__(self, dims, closed, why, repl=()):
+        self.dims, self.closed, self.why, self.repl = dims, closed, why, repl
+        self.key = state_key(dims, closed, repl)
+
+
+def state_key(dims, closed, repl=()):
+    key = (tuple(map(tuple, dims)), tuple(closed))
+    return key + (repl,) if repl else key
 
 
 def _empty_state(rank, kid):
@@ -67,6 +74,7 @@ def _empty_state(rank, kid):
         e = _EMPTY_STATES[rank] = ([EMPTY] * rank, (False,) * rank)
     s.dims, s.closed = e
     s.why = None
+    s.repl = ()
     s.key = kid
     return s
 
