@@ -273,7 +273,7 @@ def main(argv=None):
     ap.add_argument("--no-check", action="store_true", help="skip the values check")
     a = ap.parse_args(argv)
     import shardc
-    mesh = shardc.make_mesh((2, 4), DM)
+    mesh = shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
     rows = []
     t0 = time.perf_counter()
     for case in cases(a.programs.split(",") if a.programs else None):

@@ -118,7 +118,7 @@ def main(argv):
 
     import shardc
     from shardc.auto.solve import solve
-    mesh = shardc.make_mesh((2, 4), ("data", "model"))
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
     if argv and argv[0] == "--compare":
         for name, secs, nbytes, peak in compare(int(argv[1]), mesh):
             print(f"{name:9s} {secs * 1e3:10.3f} ms {nbytes / 2**20:10.1f} MiB collectives "

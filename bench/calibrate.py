@@ -129,7 +129,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     a = ap.parse_args(argv)
     import shardc
-    mesh = shardc.make_mesh((2, 4), DM)
+    mesh = shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
     calls, repeats = (10, 3) if a.quick else (30, 5)
     sizes = (4 << 10, 1 << 20) if a.quick else (4 << 10, 64 << 10, 256 << 10, 1 << 20)
 

@@ -49,7 +49,8 @@ def main(argv=None):
     from . import programs as P
     prog = P.all_programs()[opts.program]
     fw = P.frameworks()["shardc"]
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, prog.make_inputs())
     prof = cProfile.Profile() if not opts.plain else _NoProfile()
     if opts.gc_off:

@@ -103,7 +103,8 @@ class Program:
         from jax.sharding import NamedSharding, PartitionSpec
 
         import shardc
-        mesh = shardc.make_mesh(self.mesh_shape, self.axis_names)
+        mesh = shardc.make_mesh(self.mesh_shape, self.axis_names,
+                                axis_types=(shardc.AxisType.Auto,) * len(self.axis_names))
         out = jax.tree.map(lambda s: NamedSharding(mesh, s), self.out_specs,
                            is_leaf=lambda s: isinstance(s, PartitionSpec))
         return fw.jit(fn, out_shardings=out)

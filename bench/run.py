@@ -61,7 +61,8 @@ def bench_program(prog, fws, quick, log=_log):
     from . import metrics as M
     from . import programs as P
 
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, prog.make_inputs())
     sfw, jfw = fws["shardc"], fws["jax"]
     if prog.eager_ops is not None:
@@ -437,7 +438,8 @@ def _warm_up(fws):
 
     from . import programs as P
     prog = P.all_programs()["mlp_tp"]
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, prog.make_inputs())
     for fw in fws.values():
         f = prog.fresh(fw)

@@ -19,7 +19,7 @@ import shardc.numpy as snp  # noqa: E402
 from shardc import P  # noqa: E402
 from shardc.report import report  # noqa: E402
 
-mesh = shardc.make_mesh((2, 4), ("data", "model"))
+mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
 rng = np.random.default_rng(0)
 params = {"w1": (rng.normal(size=(512, 2048)) / 23).astype(np.float32),
           "w2": (rng.normal(size=(2048, 512)) / 45).astype(np.float32)}

@@ -15,7 +15,7 @@ import shardc.numpy as snp  # noqa: E402
 from shardc import NamedSharding, P  # noqa: E402
 from shardc.tools.report import collectives  # noqa: E402
 
-mesh = shardc.make_mesh((2, 4), ("data", "model"))
+mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
 rng = np.random.default_rng(0)
 
 

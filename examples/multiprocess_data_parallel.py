@@ -23,7 +23,8 @@ if "SHARDC_PROCESS_ID" in os.environ:   # started by `shardc launch`
 
 N, D, STEPS, LR = 4096, 16, 60, 0.1
 me, n_proc = shardc.process_index(), shardc.process_count()
-mesh = shardc.make_mesh((len(shardc.devices()),), ("data",))   # every process's devices
+mesh = shardc.make_mesh((len(shardc.devices()),), ("data",),
+                        axis_types=(shardc.AxisType.Auto,))   # every process's devices
 rows = NamedSharding(mesh, P("data"))
 
 

@@ -12,7 +12,7 @@ import shardc  # noqa: E402
 import shardc.numpy as snp  # noqa: E402
 from shardc import NamedSharding, P  # noqa: E402
 
-mesh = shardc.make_mesh((2, 4), ("data", "model"))
+mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
 print(f"mesh: {dict(mesh.shape)} over {mesh.size} devices\n")
 
 x = shardc.device_put(np.arange(64 * 256, dtype=np.float32).reshape(64, 256) / 1e4,

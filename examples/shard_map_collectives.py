@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import shardc  # noqa: E402
 from shardc import NamedSharding, P  # noqa: E402
 
-mesh = shardc.make_mesh((8,), ("x",))
+mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
 rng = np.random.default_rng(0)
 x = shardc.device_put(rng.normal(size=(64,)).astype(np.float32), NamedSharding(mesh, P("x")))
 w = shardc.device_put(rng.normal(size=(64, 16)).astype(np.float32),

@@ -12,7 +12,7 @@ import shardc.numpy as snp  # noqa: E402
 from shardc import NamedSharding, PartitionSpec as P  # noqa: E402
 
 n = int(sys.argv[2])
-mesh = shardc.make_mesh((2, 4), ("x", "y"))
+mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 x = shardc.device_put(np.ones((64, 128), np.float32), NamedSharding(mesh, P("x", "y")))
 w = shardc.device_put(np.ones((128, 64), np.float32), NamedSharding(mesh, P("y", "x")))
 f = shardc.jit(lambda x, w: (snp.tanh(x @ w).T @ x).sum(0) + x.sum(),

@@ -24,9 +24,9 @@ assert len(jax.devices()) == 8, "tests need 8 CPU devices (XLA_FLAGS was set too
 
 @pytest.fixture(scope="session")
 def mesh2x4():
-    return shardc.make_mesh((2, 4), ("x", "y"))
+    return shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 
 
 @pytest.fixture(scope="session")
 def mesh8():
-    return shardc.make_mesh((8,), ("x",))
+    return shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))

@@ -74,5 +74,6 @@ def shardy_for_text(ir_text):
     passes.propagate(p)
     t = _T()
     t.program = p
-    t.mesh = MeshInfo(shardc.make_mesh([s for _, s in p.mesh.axes], p.mesh.names))
+    t.mesh = MeshInfo(shardc.make_mesh([s for _, s in p.mesh.axes], p.mesh.names,
+                                       axis_types=(shardc.AxisType.Auto,) * len(p.mesh.names)))
     return shardy_result_shardings(t)

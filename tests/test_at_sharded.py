@@ -45,7 +45,7 @@ BODIES_2D = {
 @pytest.mark.parametrize("shape", [(2, 4), (4, 2)], ids=str)
 @pytest.mark.parametrize("name", sorted(BODIES))
 def test_at_1d_uneven(name, shape, spec):
-    mesh = shardc.make_mesh(shape, ("a", "b"))
+    mesh = shardc.make_mesh(shape, ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     compare(BODIES[name], [V], [spec], mesh, numpy_ref=False)
 
 
@@ -53,17 +53,17 @@ def test_at_1d_uneven(name, shape, spec):
                                        (4, P("b", "a")), (2, P("b", None))], ids=str)
 @pytest.mark.parametrize("name", sorted(BODIES_2D))
 def test_at_2d_uneven(name, rows, spec):
-    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    mesh = shardc.make_mesh((4, 2), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     a = np.concatenate([M, M[:1] - 3])[:rows]
     compare(BODIES_2D[name], [a], [spec], mesh, numpy_ref=False)
 
 
 def test_issue_repros():
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = shardc.device_put(np.arange(4.), NamedSharding(mesh, P("a")))
     np.testing.assert_array_equal(shardc.jit(lambda x: x.at[0:1].max(100))(x), [100, 1, 2, 3])
     np.testing.assert_array_equal(shardc.jit(lambda x: x.at[0:1].power(2))(x), [0, 1, 2, 3])
-    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    mesh = shardc.make_mesh((4, 2), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = jax.device_put(M[:2], NamedSharding(mesh, P(None, "a")))
     q = np.array([.5, -.25], np.float32)
     got = shardc.jit(lambda x: snp.asarray(q).at[0:1].set(x[1, 1:4][0:1]))(x)

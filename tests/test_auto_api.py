@@ -23,7 +23,7 @@ W2 = RNG.standard_normal((F, D), np.float32) / 32
 
 @pytest.fixture(scope="module")
 def mesh():
-    return shardc.make_mesh((2, 4), DM)
+    return shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
 
 
 def mlp(x, w1, w2):
@@ -177,7 +177,7 @@ def test_errors_name_the_line_and_the_fix():
     jmesh = jax.make_mesh((2, 4), DM)       # jax's default: Explicit axes
     with pytest.raises(ShardcError, match=r"test_auto_api.py:\d+: in_shardings for argument "
                        r"0 is shardc.AUTO, but the mesh's axes \['data', 'model'\] are "
-                       r"Explicit.*shardc.make_mesh"):
+                       r"Explicit.*axis_types=\(shardc.AxisType.Auto,\) \* n"):
         shardc.jit(mlp, in_shardings=shardc.AUTO(jmesh)).lower(X, W1, W2)
     with pytest.raises(ShardcError, match="no mesh to shard over; pass shardc.AUTO"):
         shardc.jit(mlp, in_shardings=shardc.AUTO).lower(X, W1, W2)

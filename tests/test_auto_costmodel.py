@@ -187,7 +187,7 @@ func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[16,8] [{x}, {}]
 
 
 def test_small_programs_temporaries_match_xla():
-    mesh = shardc.make_mesh((2,), ("x",))
+    mesh = shardc.make_mesh((2,), ("x",), axis_types=(shardc.AxisType.Auto,))
 
     def put(shape, spec):
         return shardc.device_put(np.ones(shape, np.float32), NamedSharding(mesh, spec))
@@ -281,7 +281,8 @@ def calibrate(name):
     inputs = prog.make_inputs()
     if specs is not None:
         prog.specs = specs(*inputs)
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, inputs)
     compiled = prog.fresh(P.frameworks()["shardc"]).lower(*args).compile()
     program = compiled.lowered.traced.program
@@ -349,7 +350,7 @@ def test_an_axis_added_major_to_a_kept_one_moves_shards():
     c = cm.reshard_cost(a, Sharding([["y"], []]), Sharding([["x", "y"], []]), MESH)
     assert kinds(c) == [("collective-permute", ("x", "y"), 8 * 128 * 4 // 8)]
     assert cm.reshard_cost(a, Sharding([["y"], []]), Sharding([["y", "x"], []]), MESH).comm == []
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = shardc.device_put(np.ones((8, 128), np.float32), NamedSharding(mesh, PS("y")))
     y = shardc.device_put(np.ones((8, 128), np.float32), NamedSharding(mesh, PS(("x", "y"))))
     out = NamedSharding(mesh, PS(("x", "y")))
@@ -366,7 +367,7 @@ def test_data_parallel_step_temporaries_near_xla():
     # (no buffer), a sharding group ties it to its parameter without reading it, and
     # a product read by two elementwise kernels is recomputed in each (the model kept
     # every all-reduced gradient alive beside its partial sum: twice XLA's temporaries)
-    mesh = shardc.make_mesh((2,), ("x",))
+    mesh = shardc.make_mesh((2,), ("x",), axis_types=(shardc.AxisType.Auto,))
 
     def step(ws, x):
         def loss(ws, x):
@@ -396,7 +397,7 @@ def test_axes_moving_between_dims_cost_what_xla_partitions():
     split = cm.reshard_cost(a, Sharding([[], [], ["x", "y"]]), Sharding([["y"], ["x"], []]),
                             MESH)
     assert kinds(split) == [("all-gather", ("x", "y"), 8 * 256 * 64 * 4)]
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
     v = shardc.device_put(np.ones((8, 256, 64), np.float32),
                           NamedSharding(mesh, PS(None, None, ("x", "y"))))
     out = NamedSharding(mesh, PS("y", "x", None))
@@ -411,7 +412,7 @@ def test_masked_softmax_keeps_its_operand_beside_its_exp():
     # exp(s - max(s)) of masked scores runs with the max in one kernel, reading s
     # twice: it does not write over s, so both live at once (the model wrote the exp
     # over s: one copy, half XLA's temporaries)
-    mesh = shardc.make_mesh((2,), ("x",))
+    mesh = shardc.make_mesh((2,), ("x",), axis_types=(shardc.AxisType.Auto,))
 
     def attend(q, k, v):
         s = q @ k.T

@@ -29,7 +29,7 @@ HERE = "test_auto_explain.py"
 
 
 def mesh():
-    return shardc.make_mesh((2, 4), DM)
+    return shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
 
 
 def sds(shape, spec=None):

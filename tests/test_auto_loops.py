@@ -21,7 +21,7 @@ DM = ("data", "model")
 
 
 def mesh():
-    return shardc.make_mesh((2, 4), DM)
+    return shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
 
 
 def layers(np_, relu, scan, value_and_grad):

@@ -21,7 +21,7 @@ DM = ("data", "model")
 
 
 def mesh():
-    return shardc.make_mesh((2, 4), DM)
+    return shardc.make_mesh((2, 4), DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
 
 
 def mlp(x, w1, w2):
@@ -182,7 +182,7 @@ def test_mesh_shape_search_tries_every_factorization():
     assert factorizations(8, 2) == [(1, 8), (2, 4), (4, 2), (8, 1)]
 
     def build(shape):
-        m = shardc.make_mesh(shape, DM)
+        m = shardc.make_mesh(shape, DM, axis_types=(shardc.AxisType.Auto,) * len(DM))
         x = jax.ShapeDtypeStruct((8, D), np.float32, sharding=NamedSharding(m, PS("data")))
         return trace(mlp, x, sds((D, F)), sds((F, D)))._program, [1, 2]
     best, sol, tried = solve_mesh(build, 8, DM)
@@ -199,7 +199,7 @@ def test_train_step_realized_as_predicted_and_no_worse_than_fsdp():
             return shardc.numpy.mean(deep_shardc(x, ps) ** 2)
         val, grads = shardc.value_and_grad(loss)(params, x)
         return val, jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
-    fmesh = shardc.make_mesh((8,), ("fsdp",))
+    fmesh = shardc.make_mesh((8,), ("fsdp",), axis_types=(shardc.AxisType.Auto,))
 
     def args(spec):
         layer = {"g": (64,), "w1": (64, 256), "w2": (256, 64)}

@@ -17,7 +17,7 @@ LEAK = ("internal error", "Traceback", "stablehlo.", "func.func", "tensor<", "sh
 SETUP = """\
 import jax, numpy as np, shardc, shardc.numpy as snp
 from jax.sharding import NamedSharding, PartitionSpec as P
-mesh = shardc.make_mesh((2, 4), ("x", "y"))
+mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 x = np.ones((8, 4), np.float32)
 xi = np.arange(8, dtype=np.int32)
 def two(a, b):

@@ -72,7 +72,8 @@ def test_ratios_and_target_marks():
 def test_collectives_counted_alike_by_both_parsers():
     # the bench's own HLO parser and shardc.report agree on kinds and bytes
     prog = P.all_programs()["transformer_block"]
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, prog.make_inputs())
     hlo = jax.jit(lambda *a: prog.body(jax.numpy, jax.nn, *a)).lower(*args).compile().as_text()
     ours = M.parse_collectives(hlo)
@@ -125,7 +126,8 @@ def test_loop_summary():
 def test_eager_ops_rows_for_both_sides():
     """eager_ops times each op run eagerly (no jit) under both numpy modules."""
     prog, fws = P.all_programs()["eager_ops"], P.frameworks()
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, prog.make_inputs())
     logged = []
     rows = R.bench_eager(prog, fws, args, quick=True, log=logged.append)
@@ -165,7 +167,8 @@ def test_flax_block_same_function_both_jits():
     kernels = {k: s for k, s in flat.items() if k.endswith("kernel")}
     assert len(kernels) == 6 and all("model" in s for s in kernels.values()), kernels
     assert not any("model" in s for k, s in flat.items() if "LayerNorm" in k), flat
-    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names)
+    mesh = shardc.make_mesh(prog.mesh_shape, prog.axis_names,
+                            axis_types=(shardc.AxisType.Auto,) * len(prog.axis_names))
     args = P.place(prog, mesh, inputs)
     out, coll = {}, {}
     for side in ("shardc", "jax"):

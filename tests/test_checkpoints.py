@@ -48,7 +48,7 @@ def expected():
 
 def other_layout():
     """Another mesh (4, 2), other axes split, and the shardings to restore onto."""
-    m42 = shardc.make_mesh((4, 2), ("x", "y"))
+    m42 = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
     return m42, {"params": {"w": NamedSharding(m42, P("y", "x")),
                             "b": NamedSharding(m42, P(None))},
                  "emb": NamedSharding(m42, P(None, ("y", "x")))}
@@ -75,7 +75,7 @@ def check_restored(r, shardings):
 
 @pytest.fixture(scope="module")
 def mesh24():
-    return shardc.make_mesh((2, 4), ("data", "model"))
+    return shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_train_state_restores_onto_another_mesh_and_sharding(saved, mesh24):
 def test_shardings_as_a_tree_prefix(saved, mesh24):
     """Without a target, shardings= (a prefix of the saved tree) says where the arrays
     go; bare PartitionSpecs are on mesh= or the set_mesh mesh."""
-    m8 = shardc.make_mesh((8,), ("x",))
+    m8 = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     r = ckpts.restore(saved, shardings={"params": P("x"), "emb": P(None, "x")}, mesh=m8)
     np.testing.assert_array_equal(np.asarray(r["params"]["w"]), values()["w"])
     assert r["params"]["w"].sharding == NamedSharding(m8, P("x"))
@@ -138,7 +138,7 @@ def test_optax_state_round_trips(tmp_path, mesh24):
     params = optax.apply_updates(params, updates)
     ckpts.save(tmp_path / "s", {"params": params, "opt": opt_state})
 
-    m8 = shardc.make_mesh((8,), ("x",))
+    m8 = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     abstract_state = jax.eval_shape(lambda: {"params": params, "opt": opt.init(params)})
     r = ckpts.restore(tmp_path / "s", abstract_state,
                       shardings={"params": NamedSharding(m8, P("x")),
@@ -174,7 +174,7 @@ def test_flax_train_state_round_trips(tmp_path, mesh24):
     state = state.apply_gradients(grads=grads)
     ckpts.save(tmp_path / "s", state)
 
-    m8 = shardc.make_mesh((8,), ("x",))
+    m8 = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     kernel = NamedSharding(m8, P(None, "x"))
     r = ckpts.restore(tmp_path / "s", state,
                       shardings={"params": {"params": {"kernel": kernel}}, "opt_state": P()},
@@ -212,7 +212,7 @@ def test_home_path_and_dtype_cast(tmp_path, monkeypatch, mesh24):
 
 
 def test_errors(saved, mesh24, tmp_path):
-    m8 = shardc.make_mesh((8,), ("x",))
+    m8 = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     E = shardc.ShardcError
     state = state_on(mesh24)
     bad = dict(state, emb=np.zeros((64, 4), np.int32))
@@ -258,7 +258,8 @@ def test_two_processes_save_one_restores_on_another_layout(tmp_path):
     assert so.count("restored in 2 processes") == 2, so + se
     # here: one process, 8 devices, another mesh and sharding
     m42, sh = other_layout()
-    state = state_on(shardc.make_mesh((2, 4), ("data", "model")))
+    state = state_on(shardc.make_mesh((2, 4), ("data", "model"),
+                                      axis_types=(shardc.AxisType.Auto,) * 2))
     target = {"params": abstract(state["params"], sh["params"]),
               "emb": abstract(state["emb"], sh["emb"]), "step": 0, "lr": np.float32(0),
               "host": np.zeros(5)}
@@ -273,12 +274,12 @@ def test_two_processes_save_one_restores_on_another_layout(tmp_path):
 def worker_save(path):
     shardc.distributed.initialize()
     assert shardc.process_count() == 2 and len(shardc.devices()) == 8
-    mesh24 = shardc.make_mesh((2, 4), ("data", "model"))
+    mesh24 = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
     state = state_on(mesh24)
     assert not state["params"]["w"].is_fully_addressable    # global arrays
     ckpts.save(path, state)
     # ... and back, in both processes, onto an 8-device mesh, split another way
-    m8 = shardc.make_mesh((8,), ("x",))
+    m8 = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     r = ckpts.restore(path, shardings={"params": P(None), "emb": P("x")}, mesh=m8)
     assert r["emb"].sharding == NamedSharding(m8, P("x"))
     got = shardc.process_allgather({"params": r["params"], "emb": r["emb"]})

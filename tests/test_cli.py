@@ -51,7 +51,7 @@ MODEL = textwrap.dedent("""\
         import jax
         import numpy as np
         from jax.sharding import NamedSharding
-        mesh = shardc.make_mesh((2, 4), ("data", "model"))
+        mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
         w = jax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P("model", None)))
         x = jax.ShapeDtypeStruct((16, 4), np.float32, sharding=NamedSharding(mesh, P(None, "data")))
         return {"w": w, "b": jax.ShapeDtypeStruct((8, 4), np.float32)}, x

@@ -18,7 +18,8 @@ W = np.linspace(0.5, 1.5, 64, dtype=np.float32).reshape(8, 8)
 class S:
     np, custom_vjp, grad, jit, lax = snp, shardc.custom_vjp, shardc.grad, shardc.jit, shardc.lax
     shard_map = staticmethod(shardc.shard_map)
-    mesh = staticmethod(lambda: shardc.make_mesh((2, 4), ("a", "b")))
+    mesh = staticmethod(lambda: shardc.make_mesh((2, 4), ("a", "b"),
+                                                 axis_types=(shardc.AxisType.Auto,) * 2))
     wsc = staticmethod(shardc.lax.with_sharding_constraint)
 
 
@@ -26,7 +27,7 @@ class J:
     np, custom_vjp, grad, jit, lax = jnp, jax.custom_vjp, jax.grad, jax.jit, jax.lax
     shard_map = staticmethod(jax.shard_map)
     mesh = staticmethod(lambda: jax.make_mesh((2, 4), ("a", "b"),
-                                              axis_types=(jax.sharding.AxisType.Auto,) * 2))
+                                              axis_types=(shardc.AxisType.Auto,) * 2))
     wsc = staticmethod(jax.lax.with_sharding_constraint)
 
 

@@ -55,7 +55,9 @@ def data():
 
 
 def meshes():
-    return shardc.make_mesh((2, 4), ("data", "model")), shardc.make_mesh((8,), ("model",))
+    auto = shardc.AxisType.Auto
+    return (shardc.make_mesh((2, 4), ("data", "model"), axis_types=(auto,) * 2),
+            shardc.make_mesh((8,), ("model",), axis_types=(auto,)))
 
 
 def global_inputs(d, mesh24, mesh8, local_rows=None):
@@ -405,7 +407,8 @@ def test_mesh_in_any_device_order():
     """Partition i runs on the mesh's i-th device (the device assignment holds device
     ids, as it must across processes; it used to be 0..n-1, which crashed here)."""
     import jax
-    mesh = shardc.make_mesh((8,), ("x",), devices=jax.devices()[::-1])
+    mesh = shardc.make_mesh((8,), ("x",), devices=jax.devices()[::-1],
+                            axis_types=(shardc.AxisType.Auto,))
     x = np.arange(32, dtype=np.float32).reshape(8, 4)
     gx = shardc.device_put(x, NamedSharding(mesh, P("x")))
     y = shardc.jit(lambda a: a * 2 + snp.arange(8, dtype=np.float32)[:, None])(gx)

@@ -84,7 +84,7 @@ def test_stacked_ys_say_they_are_stacked(mesh2x4):
 
 
 def _branches(i, a):
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 
     def one(a):
         return shardc.with_sharding_constraint(snp.sin(a), NamedSharding(mesh, P("x", "y")))

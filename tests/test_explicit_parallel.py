@@ -28,8 +28,6 @@ def _x(mesh):
     return put(mesh, np.arange(8 * 4.).reshape(8, 4), "X", "Y")
 
 
-@pytest.mark.xfail(strict=True, reason="shardc.make_mesh makes Auto axes and takes no "
-                   "axis_types=; jax 0.10's make_mesh defaults to Explicit")
 def test_make_mesh_explicit_by_default():
     j = jax.make_mesh((4, 2), ("X", "Y"))
     s = shardc.make_mesh((4, 2), ("X", "Y"))

@@ -75,7 +75,7 @@ MLP_LAYOUTS = {
 
 @pytest.mark.parametrize("layout", list(MLP_LAYOUTS))
 def test_mlp_gradients(layout):
-    mesh = shardc.make_mesh((2, 4), ("data", "model"))
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
     x_spec, p_specs = MLP_LAYOUTS[layout]
     params = [(RNG.normal(size=s) / np.sqrt(s[0]), RNG.normal(size=s[1]) * 0.1) for s in SIZES]
     x, y = RNG.normal(size=(16, 32)), RNG.normal(size=(16, 16))
@@ -84,7 +84,7 @@ def test_mlp_gradients(layout):
 
 @pytest.mark.parametrize("layout", ["dp", "tp", "fsdp"])
 def test_transformer_block_gradients(layout):
-    mesh = shardc.make_mesh((2, 4), ("data", "model"))
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
     d, f = 32, 64
     shapes = [(d, d)] * 4 + [(d, f), (f, d)]
     params = [RNG.normal(size=s) / np.sqrt(s[0]) for s in shapes]
@@ -103,7 +103,7 @@ def test_fsdp_relu_mlp_moves_what_jax_moves():
     # collectives (kinds, shapes, axes), no all-to-all of activations to feature
     # sharding (relu's mask comes first in its gradient's select, as in jax.nn.relu)
     from shardc.tools import report
-    mesh = shardc.make_mesh((8,), ("fsdp",))
+    mesh = shardc.make_mesh((8,), ("fsdp",), axis_types=(shardc.AxisType.Auto,))
 
     def loss(m, nn, params, x):
         for w1, w2 in params:
@@ -127,7 +127,7 @@ def test_fsdp_relu_mlp_moves_what_jax_moves():
 
 
 def test_grad_through_shard_map_with_collectives():
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 
     def f(m, L, sm, w, x):
         def body(wb, xb):
@@ -152,7 +152,7 @@ def test_grad_through_shard_map_with_collectives():
 
 
 def test_grad_of_replicated_input_to_shard_map_is_summed():
-    mesh = shardc.make_mesh((8,), ("x",))
+    mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
 
     def f(m, L, sm, w, b, x):
         return sm(lambda wb, bb, xb: L.psum(m.sum(m.sin(xb @ wb + bb)), "x"), mesh=mesh,
@@ -169,7 +169,7 @@ def test_grad_of_replicated_input_to_shard_map_is_summed():
 
 def test_training_loop_loss_falls():
     """30 SGD steps under shardc.jit follow jax.jit's step by step, and the loss falls."""
-    mesh = shardc.make_mesh((2, 4), ("data", "model"))
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
     x_spec, p_specs = MLP_LAYOUTS["tp"]
     rng = np.random.default_rng(7)   # its own: the shared one's state depends on test order
     params = [(rng.normal(size=s) / np.sqrt(s[0]), np.zeros(s[1])) for s in SIZES]

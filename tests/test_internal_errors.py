@@ -15,7 +15,7 @@ from helpers import compare
 
 @pytest.mark.parametrize("mesh_shape", [(4, 2), (8, 1)], ids=str)
 def test_strided_slices_of_a_split_dim(mesh_shape):
-    mesh = shardc.make_mesh(mesh_shape, ("a", "b"))
+    mesh = shardc.make_mesh(mesh_shape, ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("a")))
     for s, t, st in itertools.product(range(0, 8, 2), range(1, 9, 3), (2, 3, 5)):
         if t > s:
@@ -35,7 +35,7 @@ STRIDED = {
 
 @pytest.mark.parametrize("name", sorted(STRIDED))
 def test_strided_indexing_vs_jax(name):
-    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    mesh = shardc.make_mesh((4, 2), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     compare(STRIDED[name], [np.arange(8, dtype=np.float32)], [P("a")], mesh)
 
 
@@ -85,7 +85,7 @@ PADS = [(-1, 2, 1), (-2, -1, 2), (-3, 0, 1), (1, -2, 1), (-1, 2, 0), (2, 3, 2)]
 def test_negative_and_interior_pad_of_a_split_dim(cfg, spec):
     """XLA aborts the process on a negative low pad with interior padding of a split dim
     (jax.jit too); the reference is jax.jit on an unsplit input."""
-    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    mesh = shardc.make_mesh((4, 2), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = np.arange(1, 17, dtype=np.float32)
     xs = jax.device_put(x, NamedSharding(mesh, spec))
     want = jax.jit(lambda x: jax.lax.pad(x, 0., [cfg]))(x)

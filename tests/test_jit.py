@@ -126,7 +126,8 @@ def test_cached_calls_follow_their_arguments(mesh2x4):
         z = g(y)
         assert z.sharding.spec == P("y")
         g(z), g(z)
-    with shardc.set_mesh(shardc.make_mesh((8,), ("y",))):    # P("y") means another mesh
+    # P("y") means another mesh
+    with shardc.set_mesh(shardc.make_mesh((8,), ("y",), axis_types=(shardc.AxisType.Auto,))):
         with pytest.raises(shardc.ShardcError, match="different meshes"):
             g(z)
     # the same aval on a mesh with its devices in another order: another program
@@ -309,15 +310,15 @@ def test_cached_calls_skip_python(mesh2x4, monkeypatch):
 
 
 def test_the_cache_tells_meshes_apart():
-    a = shardc.make_mesh((2, 4), ("x", "y"))
-    b = shardc.make_mesh((4, 2), ("x", "y"))
+    a = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
+    b = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
     f = shardc.jit(lambda v: v * 2)
     assert f(put(a, X, P("x"))).sharding.mesh.axis_sizes == (2, 4)
     assert f(put(b, X, P("x"))).sharding.mesh.axis_sizes == (4, 2)
     g = shardc.jit(lambda v: shardc.with_sharding_constraint(v * 2, P("x")))
     with shardc.set_mesh(a):
         assert g(X).sharding.mesh.axis_sizes == (2, 4)
-    with shardc.set_mesh(shardc.make_mesh((8,), ("x",))):
+    with shardc.set_mesh(shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))):
         assert g(X).sharding.mesh.axis_sizes == (8,)
 
 
@@ -427,7 +428,7 @@ def test_mesh_context_is_per_thread_and_restored(mesh2x4):
     import threading
 
     g = shardc.jit(lambda v: shardc.with_sharding_constraint(v * 2, P("x")))
-    other = shardc.make_mesh((8,), ("x",))
+    other = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     seen = {}
 
     def worker():

@@ -59,7 +59,7 @@ def test_an_all_reduce_in_a_scan_body_runs_per_iteration(mesh2x4):
 
 
 def shmap_in_scan(xs):
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 
     def total(v):
         return shardc.lax.psum(v, "y")      # the psum

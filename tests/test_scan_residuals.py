@@ -33,7 +33,7 @@ def _step(m, nn, lax, body, vg):
 
 @pytest.mark.parametrize("name", ["rms_norm", "relu"])
 def test_scan_gradient_temporaries_at_most_jax(name):
-    mesh = shardc.make_mesh((8,), ("fsdp",))
+    mesh = shardc.make_mesh((8,), ("fsdp",), axis_types=(shardc.AxisType.Auto,))
     r = np.random.default_rng(0)
     ws = jax.device_put((r.standard_normal((L, D, D)) * D ** -0.5).astype(np.float32),
                         NamedSharding(mesh, P(None, "fsdp", None)))

@@ -250,7 +250,7 @@ def test_mul_grads_with_repeats_and_zeros():
     for o, r in zip(ours, ref):
         np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=2e-5, atol=2e-5)
     # unique indices: jax's own rule (it has none for repeats), sharded
-    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
     xs = jax.device_put(x, NamedSharding(mesh, P(None, "y")))
     uniq = np.array([[5], [0], [2]], np.int32)
     ours = shardc.jit(shardc.grad(lambda x, u: snp.sum(

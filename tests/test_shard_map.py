@@ -261,7 +261,7 @@ def test_pmap_in_axes_and_out_axes():
 
 
 def test_collectives_on_a_3d_mesh():
-    mesh = shardc.make_mesh((2, 2, 2), ("a", "b", "c"))
+    mesh = shardc.make_mesh((2, 2, 2), ("a", "b", "c"), axis_types=(shardc.AxisType.Auto,) * 3)
     x = jax.device_put(np.arange(8 * 8, dtype=np.float32).reshape(8, 8),
                        NamedSharding(mesh, P(("a", "b"), "c")))
 
@@ -301,7 +301,7 @@ def test_psum_of_a_python_int_is_the_axis_size():
     from jax.sharding import PartitionSpec as P
 
     import shardc
-    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
 
     def body(lax_):
         def f(a):

@@ -24,9 +24,9 @@ def _loss(sm, lax, jnp, mesh, axis_names, body="square"):
 @pytest.mark.parametrize("body", sorted(BODIES))
 @pytest.mark.parametrize("axis_names", [{"a"}, None], ids=["partial_manual", "full_manual"])
 def test_grad_through_shard_map_matches_jax(axis_names, body):
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     jmesh = jax.make_mesh((2, 4), ("a", "b"),
-                          axis_types=(jax.sharding.AxisType.Auto,) * 2)
+                          axis_types=(shardc.AxisType.Auto,) * 2)
     got = shardc.jit(shardc.grad(_loss(shardc.shard_map, shardc.lax, shardc.numpy, mesh,
                                        axis_names, body)))(X)
     want = jax.jit(jax.grad(_loss(jax.shard_map, jax.lax, jax.numpy, jmesh, axis_names,

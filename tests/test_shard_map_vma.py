@@ -65,7 +65,7 @@ class _SplitLax:
 @pytest.mark.parametrize("name", sorted(BODIES))
 @pytest.mark.parametrize("in_spec", [P(), P("a"), P(None, "b")], ids=["inv", "a", "b"])
 def test_collective_then_reduction(name, after, in_spec):
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = np.arange(64, dtype=np.float32).reshape(4, 16) - 20
     x = jax.device_put(x, NamedSharding(mesh, P()))
     body, aft = BODIES[name], AFTER[after]
@@ -88,7 +88,7 @@ def test_collective_then_reduction(name, after, in_spec):
 
 
 def test_issue_repro():
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     body = lambda y: shardc.lax.psum(shardc.lax.psum_scatter(y, "b", scatter_dimension=1,
                                                              tiled=True), "b")
     got = shardc.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P())(
@@ -101,7 +101,7 @@ def test_issue_repro():
 @pytest.mark.parametrize("in_spec", [P(), P(None, "b")], ids=["inv", "b"])
 def test_partial_manual(name, placed, in_spec):
     """Manual over "b" only; "a" stays automatic (the input may be sharded over it)."""
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     x = np.arange(64, dtype=np.float32).reshape(4, 16) - 20
     x = jax.device_put(x, NamedSharding(mesh, placed))
     body = BODIES[name]
@@ -116,7 +116,7 @@ def test_partial_manual(name, placed, in_spec):
 
 
 def test_partial_manual_axis_index_issue_repro():
-    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
     f = shardc.shard_map(lambda y: y * 0 + shardc.lax.axis_index("a"), mesh=mesh,
                          in_specs=P("a"), out_specs=P("a"), axis_names={"a"})
     np.testing.assert_array_equal(np.asarray(shardc.jit(f)(np.arange(8.))),

@@ -59,8 +59,8 @@ def test_make_mesh_signature_and_axis_types():
     ours = shardc.make_mesh((2, 4), ("x", "y"), (AxisType.Explicit, AxisType.Auto))
     ref = jax.make_mesh((2, 4), ("x", "y"), (AxisType.Explicit, AxisType.Auto))
     assert ours == ref and ours.axis_types == ref.axis_types
-    # shardc's default is Auto (documented); jax's is Explicit
-    assert shardc.make_mesh((8,), ("x",)).axis_types == (AxisType.Auto,)
+    # the default is jax's: Explicit
+    assert shardc.make_mesh((8,), ("x",)).axis_types == (AxisType.Explicit,)
     assert jax.make_mesh((8,), ("x",)).axis_types == (AxisType.Explicit,)
     assert "Auto" in shardc.make_mesh.__doc__ and "Explicit" in shardc.make_mesh.__doc__
     devs = jax.devices()[::-1]

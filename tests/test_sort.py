@@ -129,7 +129,7 @@ def test_take_along_axis(mesh2x4, name):
 def test_take_along_axis_keeps_batch_sharding():
     """jax's take_along_axis is a gather with batching dims: a dim-0-sharded operand
     and indices give a dim-0-sharded result with no all-gather."""
-    mesh = shardc.make_mesh((8,), ("x",))
+    mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     a = jax.device_put(data((8, 16), np.float32), NamedSharding(mesh, P("x")))
     i = jax.device_put(data((8, 4), np.int32, "gt-1"), NamedSharding(mesh, P("x")))
     f = shardc.jit(lambda a, i: snp.take_along_axis(a, i, axis=1, mode="clip"))
@@ -192,7 +192,7 @@ def test_factor_rules_keep_the_sorted_dim_whole():
 
 
 def test_sharded_sort_dim_is_gathered_and_other_dims_stay():
-    mesh = shardc.make_mesh((8,), ("x",))
+    mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
     a = jax.device_put(data((8, 16), np.float32), NamedSharding(mesh, P("x")))
     out = shardc.jit(lambda a: shardc.lax.sort(a, dimension=1))(a)
     assert out.sharding.spec == P("x")

@@ -14,7 +14,7 @@ from helpers import check_outputs, data
 
 @pytest.fixture(scope="module")
 def mesh4x2():
-    return shardc.make_mesh((4, 2), ("a", "b"))
+    return shardc.make_mesh((4, 2), ("a", "b"), axis_types=(shardc.AxisType.Auto,) * 2)
 
 
 def _put(mesh, x, spec):

@@ -45,8 +45,8 @@ def check_mesh(mesh, what):
     if mesh.shape.explicit:
         raise ShardcError(
             f"{what} is shardc.AUTO, but the mesh's axes {sorted(mesh.shape.explicit)} are "
-            "Explicit (jax.make_mesh's default), whose shardings are fixed in the types as "
-            "the program is traced; make the mesh with shardc.make_mesh (Auto axes) or "
+            "Explicit (make_mesh's default), whose shardings are fixed in the types as "
+            "the program is traced; make the mesh with "
             "axis_types=(shardc.AxisType.Auto,) * n")
 
 
@@ -150,7 +150,8 @@ def search_meshes(jitted, ctx):
     tried, found = {}, {}
     agreed = _agreement(devices)
     for shape in factorizations(len(devices), len(names)):
-        mesh = MeshInfo(make_mesh(shape, names, devices=devices))
+        mesh = MeshInfo(make_mesh(shape, names, (jax.sharding.AxisType.Auto,) * len(names),
+                                  devices=devices))
         try:
             c = dict(ctx, mesh=mesh, specs=jitted._specs(ctx["leaves"], ctx["given"], mesh))
             t = jitted._stage_traced(c)

@@ -171,12 +171,10 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
 
 @api_boundary
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
-    """A jax Mesh of `axis_shapes` devices named `axis_names`, as jax.make_mesh.
-
-    One difference: without `axis_types`, shardc's axes are *Auto* (sharding propagation
-    decides what is not pinned), where jax.make_mesh makes them Explicit; pass
-    `axis_types=(shardc.AxisType.Explicit,) * n` for jax's default. A jax Mesh made
-    elsewhere is used as it is."""
+    """A jax Mesh of `axis_shapes` devices named `axis_names`, as jax.make_mesh: its
+    axes are Explicit (shardings are part of types) unless `axis_types` says otherwise;
+    pass `axis_types=(shardc.AxisType.Auto,) * n` for axes sharding propagation decides
+    (and for shardc.AUTO's search). A jax Mesh made elsewhere is used as it is."""
     if isinstance(axis_names, str):
         axis_names = (axis_names,)
     if isinstance(axis_shapes, int):
@@ -198,7 +196,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
         raise ArgumentError(f"make_mesh: axis name(s) {dup} appear more than once in "
                             f"{axis_names}; each axis needs its own name")
     if axis_types is None:
-        axis_types = (jax.sharding.AxisType.Auto,) * len(axis_names)
+        axis_types = (jax.sharding.AxisType.Explicit,) * len(axis_names)
     if isinstance(axis_types, jax.sharding.AxisType):
         axis_types = (axis_types,)
     axis_types = tuple(axis_types)

@@ -267,7 +267,8 @@ def _traced(args):
         if have < need:
             raise UsageError(f"--mesh {args.mesh} needs {need} devices but only {have} "
                              f"are available; pass --devices {need} (CPU) or a smaller mesh")
-        mesh = make_mesh([s for _, s in mesh_axes], [n for n, _ in mesh_axes])
+        mesh = make_mesh([s for _, s in mesh_axes], [n for n, _ in mesh_axes],
+                         (jax.sharding.AxisType.Auto,) * len(mesh_axes))
     given_by = None
     if builder is not None:
         arg_types = example_args(builder, args.target.rpartition(":")[0])
