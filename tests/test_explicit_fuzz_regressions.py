@@ -183,3 +183,23 @@ def test_reshard_leaves_its_operands_type_alone():
                 seen.append([(str(jax.typeof(a)), a.sharding.spec) for a in out])
             assert seen[0] == seen[1], (types, seen)
         assert _both(mesh, make, x)[0] == "float32[8,16,4]"
+
+
+def test_reshard_of_a_typed_value_under_grad():
+    # the same fix under grad: the cotangent flows back through the reshard to a value
+    # whose type stays replicated; values and types as jax's, on both kinds of mesh
+    for types in (("Explicit",) * 3, ("Explicit", "Auto", "Explicit")):
+        mesh = _mesh(types)
+        x = jax.device_put(np.linspace(-1, 1, 512, dtype=np.float32).reshape(8, 16, 4),
+                           NamedSharding(mesh, P()))
+        got = []
+        for fw, m in ((shardc, snp), (jax, jnp)):
+            def loss(v, m=m, fw=fw):
+                t = m.tanh(v)
+                r = fw.reshard(t, P("x", None, "z"))
+                return m.sum(r * r) + m.sum(t)
+            with fw.set_mesh(mesh):
+                g, t = fw.jit(lambda v, m=m, fw=fw, loss=loss: (fw.grad(loss)(v), m.tanh(v)))(x)
+            got.append((np.asarray(g), str(jax.typeof(g)), str(jax.typeof(t))))
+        np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-5, atol=1e-6)
+        assert got[0][1:] == got[1][1:] == ("float32[8,16,4]", "float32[8,16,4]")
