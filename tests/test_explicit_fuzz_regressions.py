@@ -3,6 +3,7 @@ each checked against jax side by side (types of intermediate values included).""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import shardc
@@ -203,3 +204,47 @@ def test_reshard_of_a_typed_value_under_grad():
             got.append((np.asarray(g), str(jax.typeof(g)), str(jax.typeof(t))))
         np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-5, atol=1e-6)
         assert got[0][1:] == got[1][1:] == ("float32[8,16,4]", "float32[8,16,4]")
+
+
+AT_UPDATES = {
+    "set_rows": lambda v: v.at[np.array([0, 2])].set(v[0] * 2),
+    "set_slice": lambda v: v.at[0:2].set(1.0),
+    "max_row": lambda v: v.at[1].max(v[0]),
+    "mul_tail": lambda v: v.at[1:].multiply(2.0),
+    "add_repeats": lambda v: v.at[np.array([1, 1])].add(v[0]),
+}
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+@pytest.mark.parametrize("case", sorted(AT_UPDATES))
+def test_index_update_of_a_sharded_minor_dim(case, mixed):
+    """fuzz seed 13001039025: x.at[idx].set(v) flattened x[idx]'s elements, and a
+    flattened dim cannot hold a sharded minor dim's type, so tracing failed where jax
+    gives x's type."""
+    mesh = _mesh(("Auto", "Explicit", "Explicit") if mixed else ("Explicit",) * 3)
+    x = jax.device_put(np.arange(64, dtype=np.float32).reshape(4, 2, 8),
+                       NamedSharding(mesh, P(None, "y", "z")))
+
+    def make(m, fw, rec):
+        def f(v):
+            out = AT_UPDATES[case](v)
+            rec(out)
+            return out
+        return f
+    _both(mesh, make, x)
+
+
+def test_index_update_out_sharding():
+    """jax's .at[idx].set(v, out_sharding=) gives the result that type (it was
+    swallowed)."""
+    mesh = _mesh()
+    x = jax.device_put(np.arange(64, dtype=np.float32).reshape(4, 2, 8),
+                       NamedSharding(mesh, P(None, "y", "z")))
+
+    def make(m, fw, rec):
+        def f(v):
+            out = v.at[np.array([0, 3])].set(v[1], out_sharding=P("x", None, "z"))
+            rec(out)
+            return out * 2
+        return f
+    assert _both(mesh, make, x) == ["float32[4@x,2,8@z]"]

@@ -77,3 +77,29 @@ def test_map_keeps_weak_type(batch_size):
                 for jit, m, L in [(shardc.jit, snp, shardc.lax), (jax.jit, jnp, jax.lax)]]
     assert (got.dtype, got.weak_type) == (ref.dtype, ref.weak_type)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+
+
+FOLDED_USER = {
+    # a transpose pair XLA folds away, right after a while_loop and a scan's carry
+    "while_TT": lambda m, L: lambda x: L.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, m.sin(c[1]) * 2), (0, x))[1].T.T,
+    "scan_carry_TT": lambda m, L: lambda x: L.scan(
+        lambda c, a: (c + a, c * a), x, x)[0].T.T,
+    # vmap moves the residual stack's batch dim out and back (fuzz seed 13001039149)
+    "vmap_grad_scan": lambda m, L: (shardc.vmap if m is snp else jax.vmap)(
+        (shardc.grad if m is snp else jax.grad)(lambda v: L.scan(
+            lambda c, _: (m.tanh(c), ()), v, None, length=2)[0].sum())),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLDED_USER))
+def test_a_folded_user_of_a_while_result_compiles(case):
+    """XLA folds a no-op user of a while result by moving its sharding onto the while (a
+    tuple) and then rejected the module; vmap(grad(scan)) of a sharded input hit it."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = jax.device_put(np.arange(24, dtype=np.float32).reshape(4, 6) / 10 - 1,
+                       NamedSharding(mesh, P(None, "x")))
+    got, ref = _both(FOLDED_USER[case], x)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5)
+    assert same_sharding(got.sharding, ref.sharding, got.ndim)

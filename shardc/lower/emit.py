@@ -202,7 +202,24 @@ class LowerCtx:
         types = low.types
         for r, t in zip(res, out_types):
             types[r] = t
+        if name == "stablehlo.while" and not low.sources_only:
+            res = self._behind_barriers(res, out_types)
         return res
+
+    def _behind_barriers(self, res, out_types):
+        """Each while result through an open sharding constraint, which fixes nothing.
+        XLA folds a no-op user of a while result (a same-shape reshape or convert, a
+        transpose pair) by moving that user's sharding onto the while, a tuple, and
+        then rejects the module ("Number of tile assignment dimensions ... input rank");
+        behind a single-result op the sharding lands there instead."""
+        out = []
+        for r, t in zip(res, out_types):
+            rank = t.count("x")
+            (c,) = self.op("sdy.sharding_constraint", [r], [t], [t],
+                           {"sharding": sharding_attr(Sharding(((),) * rank, [True] * rank))},
+                           sharding=False)
+            out.append(c)
+        return out
 
     def op1(self, name, operands, props=None, sharding=None, out_aval=None, attrs=None):
         """A single-result op on this IR op's operand types (by name lookup)."""

@@ -16,9 +16,11 @@ without repeats).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ...trace import core
+from ...trace import core, types
 from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
@@ -31,6 +33,27 @@ from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
     logical_or, power, remainder, subtract, where)
 from ._util import aval, convert, result_type
+from ..explicit import apply_out_sharding
+from ...transforms.ad import _retype
+
+
+def _typed_update(method):
+    """An update method with jax's `out_sharding=`. In explicit mode its result has x's
+    type (as jax's scatter), or out_sharding's: the update itself runs untyped, since
+    its flat positions (x's elements in a row) have no layout a type could name."""
+    @functools.wraps(method)
+    def run(self, *args, out_sharding=None, **kwargs):
+        b = core.current_builder()
+        if b is None or not types.explicit_axes_of(b):
+            out = method(self, *args, **kwargs)
+            return out if out_sharding is None else apply_out_sharding(out, out_sharding)
+        ts = aval(self.array).ts
+        with types.lenient():
+            out = method(self, *args, **kwargs)
+        if out_sharding is not None:
+            return apply_out_sharding(out, out_sharding)
+        return out if ts is None else _retype(out, ts, b)
+    return run
 
 
 class _IndexUpdateHelper:
@@ -75,6 +98,7 @@ class _IndexUpdateRef:
         return _IndexUpdateRef(self.array,
                                tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index))))
 
+    @_typed_update
     def set(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).set(values)
@@ -99,6 +123,7 @@ class _IndexUpdateRef:
         new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
         return convert(new, xa.dtype, xa.weak)
 
+    @_typed_update
     def add(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).add(values)
@@ -111,6 +136,7 @@ class _IndexUpdateRef:
             return logical_or(x, greater(placed, 0))
         return add(x, placed)
 
+    @_typed_update
     def subtract(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).subtract(values)
@@ -121,6 +147,7 @@ class _IndexUpdateRef:
             raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
         return subtract(self.array, _placed(self.array, self.index, values)[0])
 
+    @_typed_update
     def multiply(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).multiply(values)
@@ -128,6 +155,7 @@ class _IndexUpdateRef:
 
     mul = multiply
 
+    @_typed_update
     def divide(self, values, **_):
         # as jax: x / (ones with the values multiplied in at idx), a true division, so
         # an integer array comes back as floats (and untouched elements divide by 1)
@@ -135,6 +163,7 @@ class _IndexUpdateRef:
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return divide(x, ones._scatter("mul", values))
 
+    @_typed_update
     def power(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).power(values)
@@ -144,16 +173,19 @@ class _IndexUpdateRef:
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return power(x, ones._scatter("mul", values))
 
+    @_typed_update
     def min(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).min(values)
         return self._scatter("min", values)
 
+    @_typed_update
     def max(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).max(values)
         return self._scatter("max", values)
 
+    @_typed_update
     def apply(self, func, **_):
         return self._combine("apply", lambda old, _: func(old), 0)
 
