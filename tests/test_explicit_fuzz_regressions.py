@@ -248,3 +248,18 @@ def test_index_update_out_sharding():
             return out * 2
         return f
     assert _both(mesh, make, x) == ["float32[4@x,2,8@z]"]
+
+
+def test_index_get_out_sharding():
+    """.at[idx].get(out_sharding=) sets the gather's type, as jax's (it was swallowed)."""
+    mesh = _mesh()
+    x = jax.device_put(np.arange(64, dtype=np.float32).reshape(4, 2, 8),
+                       NamedSharding(mesh, P("x", None, "z")))
+
+    def make(m, fw, rec):
+        def f(v):
+            out = v.at[np.array([0, 3, 1])].get(out_sharding=P(None, "y", "z"))
+            rec(out)
+            return out
+        return f
+    assert _both(mesh, make, x) == ["float32[3,2@y,8@z]"]

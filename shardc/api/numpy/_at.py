@@ -37,6 +37,18 @@ from ..explicit import apply_out_sharding
 from ...transforms.ad import _retype
 
 
+def _with_out_sharding(method):
+    """`x.at[idx].get` with jax's `out_sharding=`: the result's type when given."""
+    @functools.wraps(method)
+    def run(self, *args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return method(self, *args, **kwargs)
+        with types.lenient():
+            out = method(self, *args, **kwargs)
+        return apply_out_sharding(out, out_sharding)
+    return run
+
+
 def _typed_update(method):
     """An update method with jax's `out_sharding=`. In explicit mode its result has x's
     type (as jax's scatter), or out_sharding's: the update itself runs untyped, since
@@ -73,6 +85,7 @@ class _IndexUpdateRef:
     def __init__(self, array, index):
         self.array, self.index = array, index
 
+    @_with_out_sharding
     def get(self, *, mode=None, fill_value=None, **_):
         """x[idx] with jax's out-of-bound rules: static indices past either end are
         clamped (mode None, "clip" or "promise_in_bounds") or read `fill_value`

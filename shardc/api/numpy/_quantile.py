@@ -20,6 +20,7 @@ from ._shapes import ravel, reshape
 from ._sorting import asarray_, searchsorted
 from ._ufuncs import isnan, logical_not, where
 from ._util import aval, convert, promote_dtypes_inexact
+from ..explicit import takes_out_sharding
 
 builtins_range = builtins.range
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -148,6 +149,7 @@ def _percent(name, q):
     return L.div(q, 100)
 
 
+@takes_out_sharding
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
     _no_out("percentile", out, overwrite_input, weights)
