@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ..trace import core
+from ..trace import core, types
 from ..ir import dtypes
-from ..errors import ShardcError, api_boundary, wrap_public
+from ..errors import (ArgumentError, ShardcError, ShardingTypeError, api_boundary,
+                      wrap_public)
 from .numpy._util import aval, canonical_dtype, convert
 from ..ops import elementwise as ew
 from ..ops import linalg as _dot_ops
 from ..ops import reduce as red
 from ..ops import shape as shp
 from ..ops.special import sharding_constraint_p
-from .explicit import takes_out_sharding
-from ..ir.sharding import from_spec
+from .explicit import _spec, takes_out_sharding
+from ..ir.sharding import MeshShape, Sharding, from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
@@ -29,7 +31,17 @@ def _constraint_leaf(x, s, reshard=False):
         if isinstance(s, PartitionSpec):
             from ..runtime.meshes import named_in_context
             s = named_in_context(s, "with_sharding_constraint outside jit")
-        return jax.device_put(x, as_jax_sharding(s))
+        s = as_jax_sharding(s)
+        if not reshard and isinstance(s, NamedSharding):
+            explicit = _eager_explicit(s.mesh)
+            if explicit:
+                shape = MeshShape.of(s.mesh)
+                sh = from_spec(s.spec, np.ndim(x), shape, "with_sharding_constraint")
+                if _under_types(x, sh, explicit, shape) is None:
+                    return x
+        if isinstance(s, NamedSharding) and PartitionSpec.UNCONSTRAINED in tuple(s.spec):
+            s = _keep_unconstrained(x, s)
+        return jax.device_put(x, s)
     b = core.current_builder()
     s = as_jax_sharding(s, b.meshes.info.mesh)
     mesh = b.meshes.adopt(s.mesh if isinstance(s, NamedSharding) else None)
@@ -45,9 +57,67 @@ def _constraint_leaf(x, s, reshard=False):
         raise ShardcError(f"with_sharding_constraint needs a NamedSharding or PartitionSpec, "
                           f"got {type(s).__name__}")
     sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
+    if not reshard:
+        explicit = types.explicit_axes_of(b)
+        if explicit:
+            sh = _under_types(x, sh, explicit, mesh.shape)
+            if sh is None:
+                return x
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
+
+
+def _eager_explicit(mesh) -> frozenset:
+    """Outside a trace: the Explicit axes of the context mesh (all of them when every
+    context axis is, as jax asserts then) or else those of the constraint's mesh."""
+    ctx = jax.sharding.get_abstract_mesh()
+    if not ctx.empty and all(t == jax.sharding.AxisType.Explicit for t in ctx.axis_types):
+        return frozenset(ctx.axis_names)
+    return frozenset(n for n, t in zip(mesh.axis_names, mesh.axis_types)
+                     if t == jax.sharding.AxisType.Explicit)
+
+
+def _keep_unconstrained(x, s):
+    """Outside a trace an unconstrained dim keeps the array's own sharding."""
+    have = tuple(getattr(getattr(x, "sharding", None), "spec", None) or ())
+    have += (None,) * (len(s.spec) - len(have))
+    return NamedSharding(s.mesh, PartitionSpec(*[h if e is PartitionSpec.UNCONSTRAINED else e
+                                                 for e, h in zip(s.spec, have)]))
+
+
+def _eager_type(x):
+    spec = getattr(getattr(x, "sharding", None), "spec", None)
+    if spec is None:
+        return None
+    return Sharding([() if e is None else (e,) if isinstance(e, str) else tuple(e)
+                     for e in tuple(spec) + (None,) * (np.ndim(x) - len(spec))])
+
+
+def _under_types(x, sh, explicit, mesh):
+    """jax's with_sharding_constraint where types hold shardings. With every axis
+    Explicit it is an assert that x's type already has that sharding (None: x as is);
+    otherwise it may name Auto axes only, and constrains them after the axes x's type
+    puts on each dim (the type stays)."""
+    ts = aval(x).ts if core.is_tracer(x) else _eager_type(x)
+    dims = ts.dims if ts is not None else ((),) * x.ndim
+    opens = sh.open or (False,) * sh.rank
+    if explicit >= frozenset(mesh.names):
+        if any(not o and tuple(d) != tuple(t) for d, o, t in zip(sh.dims, opens, dims)):
+            raise ShardingTypeError(
+                "with_sharding_constraint acts as an assert when all axes of the mesh are "
+                f"Explicit: the array's sharding {_spec(ts, x.ndim)} is not the one given, "
+                f"{_spec(sh, x.ndim)}. Use shardc.sharding.reshard (jax.sharding.reshard) "
+                "to move the array to the sharding you want")
+        return None
+    named = sorted({a for a in sh.axes() if a in explicit})
+    if named:
+        raise ArgumentError(
+            f"with_sharding_constraint may only name Auto mesh axes; {_spec(sh, x.ndim)} "
+            f"names the Explicit {', '.join(named)}. To change an array's type use "
+            "shardc.sharding.reshard (jax.sharding.reshard)")
+    return Sharding([tuple(t) + tuple(d) for t, d in zip(dims, sh.dims)], sh.open,
+                    sh.unreduced, sh.reduced)
 
 
 @api_boundary

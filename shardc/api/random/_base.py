@@ -118,8 +118,8 @@ def bits(key, shape=(), dtype=None, *, out_sharding=None):
 def _sharded(x, out_sharding):
     if out_sharding is None:
         return x
-    from ..lax import with_sharding_constraint
-    return with_sharding_constraint(x, out_sharding)
+    from ..explicit import apply_out_sharding
+    return apply_out_sharding(x, out_sharding)
 
 
 # ---------------------------------------------------------------- uniform & co
