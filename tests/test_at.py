@@ -34,6 +34,15 @@ UPDATES = {
     "traced_idx_set": lambda m, a: a.at[m.argmax(a[0])].set(9),      # may be out of bounds
     "oob_static": lambda m, a: a.at[np.array([-9, 3, 8, -1])].add(1),
     "traced_idx_add": lambda m, a: a.at[:, (m.argmax(a, axis=1) % 4)].add(1),
+    # boxes (ints, traced scalars, unit-step slices): one slice + dynamic_update_slice
+    "box_traced_oob": lambda m, a: a.at[m.argmax(a[0]) + 20].set(9),
+    "box_traced_neg": lambda m, a: a.at[-1 - m.argmax(a[0]) % 3, 2:5].add(a[0, :3]),
+    "box_traced_2d": lambda m, a: a.at[m.argmax(a[0]) % 8, m.argmin(a[1]) - 40].max(5),
+    "box_clamped": lambda m, a: a.at[-3:100, 14:].multiply(a[:3, :2]),
+    "box_empty": lambda m, a: a.at[5:2].set(1),
+    "box_newaxis": lambda m, a: a.at[None, 2, ..., 1:4].subtract(a[0, :3]),
+    "box_broadcast": lambda m, a: a.at[1:3].set(a[0]),
+    "box_power": lambda m, a: a.at[m.argmin(a[2]) % 8].power(2),
 }
 
 
@@ -81,13 +90,15 @@ def test_set_repeated_traced_index_mean():
 
 
 @pytest.mark.parametrize("name", ["set_slice", "set_array_idx", "add_dups", "multiply",
-                                  "max", "apply", "get"])
+                                  "max", "apply", "get", "box_traced_neg", "box_broadcast",
+                                  "box_clamped"])
 def test_at_grads(mesh2x4, name):
     f = UPDATES[name]
     # jax does not differentiate apply, nor multiply without unique_indices=True: the
     # reference writes the same update as a set
     cols = np.array([0, 15])
     g = {"multiply": lambda m, a: a.at[3:, cols].set(a[3:, cols] * a[3:, :2]),
+         "box_clamped": lambda m, a: a.at[-3:, 14:].set(a[-3:, 14:] * a[:3, :2]),
          "apply": lambda m, a: a.at[::2].set(a[::2] * a[::2])}.get(name, f)
     x = jax.device_put(A, NamedSharding(mesh2x4, P("x", "y")))
     w = RNG.standard_normal(np.shape(f(jnp, jnp.asarray(A)))).astype(np.float32)

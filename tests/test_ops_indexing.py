@@ -1,6 +1,7 @@
 """Indexing on traced arrays vs jax.jit and NumPy: basic indexing (ints, slices with
-negative steps, None, ...) and one integer-array index (embedding lookups, x[:, idx],
-traced index arrays), over layouts and dtypes; errors for what shardc cannot do."""
+negative steps, None, ...) and integer-array indices (embedding lookups, x[:, idx],
+traced index arrays and scalars, several broadcast together), over layouts and dtypes;
+errors for what shardc cannot do."""
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
@@ -117,6 +118,27 @@ def test_integer_array_indexing_3d_and_dtypes(mesh2x4):
         cases.append(Case(f"idx-{np.dtype(idt).name}", lambda m, t, i: t[i],
                           [data((8, 16), np.float32), np.array([1, 7, 0], idt)],
                           [P(None, "y"), P()]))
+    compare_cases(cases, mesh2x4)
+
+
+def test_several_integer_array_indices(mesh2x4):
+    """Several integer arrays or traced scalars in one index broadcast together, as
+    NumPy's advanced indexing (x[i, j] with traced i, j was refused)."""
+    t3 = data((4, 8, 16), np.float32)
+    i = np.array([2, 0, -1], np.int32)
+    j = np.array([[5], [-8]], np.int32)
+    s = np.int32(-3)
+    L3 = [P("x", "y", None), P(), P(), P()]
+    cases = [
+        Case("scalars", lambda m, t, i, j, s: t[s, s + 5], [t3, i, j, s], L3),
+        Case("scalars_apart", lambda m, t, i, j, s: t[s, :, s], [t3, i, j, s], L3),
+        Case("broadcast", lambda m, t, i, j, s: t[i, j], [t3, i, j, s], L3),
+        Case("apart", lambda m, t, i, j, s: t[i, 1:7:2, j], [t3, i, j, s], L3),
+        Case("adjacent_last", lambda m, t, i, j, s: t[:, j, i], [t3, i, j, s],
+             [P(None, "x", "y"), P(), P(), P()]),
+        Case("with_int_none", lambda m, t, i, j, s: t[None, 1, j, i], [t3, i, j, s], L3),
+        Case("with_scalar", lambda m, t, i, j, s: t[s, j, i], [t3, i, j, s], L3),
+    ]
     compare_cases(cases, mesh2x4)
 
 

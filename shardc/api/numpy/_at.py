@@ -1,5 +1,7 @@
 """`x.at[idx].set(v)` and friends on traced arrays: functional index updates, as jax's.
 
+An index that names a box (ints, traced scalars, unit-step slices) is updated with a
+slice and a dynamic_update_slice (_at_box.py). Otherwise:
 An update is written at the flat positions of the elements `x[idx]` reads, by a
 scatter-add into a flat array of -0.0 (floats) or 0. The positions are known on the
 host when the index is static (ints, slices, None, ..., NumPy arrays) and are read
@@ -26,12 +28,13 @@ from ...errors import ShardcError
 from ...ops import indexing as ix
 from ...ops.reduce import identity_of
 from ...ops.scatter import BY_KIND
+from . import _at_box as _box
 from ._creation import full, full_like, iota, zeros
 from ._indexing import _classify_shape
 from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
-    logical_or, power, remainder, subtract, where)
+    logical_or, maximum, minimum, multiply, power, remainder, subtract, where)
 from ._util import aval, convert, result_type
 from ..explicit import apply_out_sharding
 from ...transforms.ad import _retype
@@ -116,6 +119,9 @@ class _IndexUpdateRef:
         if mode == "clip":
             return self._moded(mode).set(values)
         x = self.array
+        boxed = _boxed(x, self.index, values, lambda old, new: new)
+        if boxed is not None:
+            return boxed
         placed, count, unique = _placed(x, self.index, values, last_only=True)
         if aval(x).dtype == dtypes.bool_:
             new = greater(placed, 0)              # a repeated traced index: any True wins
@@ -144,6 +150,9 @@ class _IndexUpdateRef:
         promoted = self._promoted("add", values)
         if promoted is not None:
             return promoted
+        boxed = _boxed(x, self.index, values, add)
+        if boxed is not None:
+            return boxed
         placed = _placed(x, self.index, values)[0]
         if aval(x).dtype == dtypes.bool_:
             return logical_or(x, greater(placed, 0))
@@ -158,6 +167,9 @@ class _IndexUpdateRef:
             return promoted
         if aval(self.array).dtype == dtypes.bool_:
             raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
+        boxed = _boxed(self.array, self.index, values, subtract)
+        if boxed is not None:
+            return boxed
         return subtract(self.array, _placed(self.array, self.index, values)[0])
 
     @_typed_update
@@ -229,11 +241,29 @@ class _IndexUpdateRef:
                                                   else new)
 
 
+_COMBINE = {"mul": multiply, "min": minimum, "max": maximum}
+
+
+def _boxed(x, idx, values, combine):
+    """x updated through the box idx names (_at_box), or None when it names none."""
+    shape = aval(x).shape
+    if not shape:
+        return None
+    entries = _classify_shape(shape, idx)
+    found = _box.box(shape, entries)
+    if found is None:
+        return None
+    return x if found is _box.EMPTY else _box.update(x, entries, found, values, combine)
+
+
 def _scatter_into(x, idx, values, kind):
     """x with the values scattered into the elements idx names by scatter_<kind>. The
     flat positions (as _placed's) become coordinates into x itself, not into x
     flattened, so x's sharding passes to the result as jax's does. A position out of
     bounds is dropped: the combiner's identity at position 0 (left out when static)."""
+    boxed = _boxed(x, idx, values, _COMBINE[kind])
+    if boxed is not None:
+        return boxed
     xa = aval(x)
     if xa.ndim == 0:
         return reshape(_scatter_into(reshape(x, (1,)), (0,) + (

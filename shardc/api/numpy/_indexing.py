@@ -1,7 +1,7 @@
-"""x[...] on traced arrays: ints, slices, None, Ellipsis, and one integer-array index.
+"""x[...] on traced arrays: ints, slices, None, Ellipsis, and integer-array indices.
 
-Basic indexing becomes rev/slice/reshape; an integer array (or traced integer)
-becomes a gather, placed where NumPy places advanced-index dims.
+Basic indexing becomes rev/slice/reshape; integer arrays (or traced integers), several
+broadcast together, become one gather, placed where NumPy places advanced-index dims.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
 from ...ops import shape as shp
-from ._shapes import expand_dims, transpose
+from ._shapes import broadcast_to, concatenate, expand_dims, transpose
 from ._ufuncs import add, less, where
-from ._util import aval
+from ._util import aval, convert
 
 
 def _is_int(x):
@@ -69,9 +69,7 @@ def _classify_shape(shape, idx):
         out = out + [slice(None)] * (n - consumed)
     arrays = [i for i, e in enumerate(out) if e is not None and not isinstance(e, slice)
               and not _is_int(e)]
-    if len(arrays) > 1:
-        raise ShardcError("shardc supports one integer-array index per indexing "
-                          "expression (e.g. x[idx] or x[:, idx]); index in steps instead")
+    del arrays
     return out
 
 
@@ -126,11 +124,16 @@ def getitem(x, idx):
     for k, e in enumerate(entries):
         if isinstance(e, slice) or (k in adv):
             labels.append(k)
-    if adv:
+    if len(adv) == 1:
         k = adv[0]
         axis = labels.index(k)
         y, nidx = _take(y, entries[k], axis)
         labels = labels[:axis] + [k] * nidx + labels[axis + 1:]
+    elif adv:
+        axes = [labels.index(k) for k in adv]
+        y, nidx = _take_many(y, [entries[k] for k in adv], axes)
+        keep = [lab for lab in labels if lab not in adv]
+        labels = keep[:axes[0]] + [adv[0]] * nidx + keep[axes[0]:]
     # 3. NumPy's placement of advanced dims, then new axes for None
     advanced = [k for k, e in enumerate(entries) if k in adv or _is_int(e)]
     contiguous = not advanced or advanced == list(range(advanced[0], advanced[-1] + 1))
@@ -173,3 +176,36 @@ def _take(y, idx, axis):
                            start_index_map=(axis,), index_vector_dim=ia.ndim,
                            slice_sizes=slice_sizes)
     return out, ia.ndim
+
+
+def _take_many(y, idxs, axes):
+    """Gather at several integer-array indices of `y` (on `axes`, in order) broadcast
+    together, as NumPy's advanced indexing: the broadcast dims replace the first
+    indexed axis, the others are dropped."""
+    ys = aval(y).shape
+    norm = []
+    for idx, axis in zip(idxs, axes):
+        n = ys[axis]
+        if isinstance(idx, np.ndarray):
+            norm.append(np.where(idx < 0, idx + n, idx).astype(dtypes.default_int()))
+        else:
+            idx = where(less(idx, 0), add(idx, n), idx)
+            norm.append(idx if aval(idx).dtype == dtypes.default_int()
+                        else convert(idx, dtypes.default_int()))
+    shape = np.broadcast_shapes(*[np.shape(i) if isinstance(i, np.ndarray)
+                                  else aval(i).shape for i in norm])
+    cols = [broadcast_to(i, shape + (1,)) if isinstance(i, np.ndarray) else
+            shp.broadcast_in_dim_p.bind(i, shape=shape + (1,),
+                                        broadcast_dimensions=tuple(
+                                            range(len(shape) - aval(i).ndim, len(shape))))
+            for i in [np.reshape(i, np.shape(i) + (1,)) if isinstance(i, np.ndarray) else i
+                      for i in norm]]
+    idx = concatenate(cols, axis=len(shape))
+    rank = len(ys) - len(axes) + len(shape)
+    first = axes[0]
+    offset_dims = tuple(d for d in range(rank) if not first <= d < first + len(shape))
+    slice_sizes = tuple(1 if d in axes else s for d, s in enumerate(ys))
+    out = ix.gather_p.bind(y, idx, offset_dims=offset_dims, collapsed_slice_dims=tuple(
+        sorted(axes)), start_index_map=tuple(axes), index_vector_dim=len(shape),
+        slice_sizes=slice_sizes)
+    return out, len(shape)
