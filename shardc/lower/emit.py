@@ -214,7 +214,7 @@ class LowerCtx:
         behind a single-result op the sharding lands there instead."""
         out = []
         for r, t in zip(res, out_types):
-            rank = t.count("x")
+            rank = _DIMS.match(t).group(1).count("x")
             (c,) = self.op("sdy.sharding_constraint", [r], [t], [t],
                            {"sharding": sharding_attr(Sharding(((),) * rank, [True] * rank))},
                            sharding=False)
@@ -363,6 +363,7 @@ class Lowering:
 
 
 _NAME = re.compile(r"%(?:arg)?\d+")
+_DIMS = re.compile(r"tensor<((?:\d+x)*)")
 _NO_TEMPLATE = object()
 
 
