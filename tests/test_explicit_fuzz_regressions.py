@@ -1,5 +1,7 @@
 """Explicit sharding mode: regressions the differential fuzzer (FUZZ_EXPLICIT=1) found,
 each checked against jax side by side (types of intermediate values included)."""
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -265,7 +267,7 @@ def test_index_get_out_sharding():
     assert _both(mesh, make, x) == ["float32[3,2@y,8@z]"]
 
 
-@pytest.mark.parametrize("how", ["jit", "vmap", "eager"])
+@pytest.mark.parametrize("how", ["jit", "vmap", "eager", "eager_no_mesh"])
 @pytest.mark.parametrize("spec", [P("y"), P(None), P("x"), P(None, "x"), P("y", "x"),
                                   P(P.UNCONSTRAINED, None)])
 @pytest.mark.parametrize("mixed", [False, True])
@@ -284,8 +286,8 @@ def test_with_sharding_constraint_under_types(mixed, spec, how):
                                      (jax.lax, jax.jit, jax.vmap, jax.set_mesh)]:
         def f(v, lax=lax):
             return lax.with_sharding_constraint(v, NamedSharding(mesh, spec)) * 2
-        g = {"jit": jit(f), "vmap": jit(vmap(f)), "eager": f}[how]
-        with set_mesh(mesh):
+        g = {"jit": jit(f), "vmap": jit(vmap(f)), "eager": f, "eager_no_mesh": f}[how]
+        with set_mesh(mesh) if how != "eager_no_mesh" else contextlib.nullcontext():
             try:
                 out = g(x)
                 results.append((str(jax.typeof(out)), out.sharding.spec, np.asarray(out)))

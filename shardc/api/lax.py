@@ -33,11 +33,11 @@ def _constraint_leaf(x, s, reshard=False):
             s = named_in_context(s, "with_sharding_constraint outside jit")
         s = as_jax_sharding(s)
         if not reshard and isinstance(s, NamedSharding):
-            explicit = _eager_explicit(s.mesh)
+            explicit, asserting = _eager_explicit(s.mesh)
             if explicit:
                 shape = MeshShape.of(s.mesh)
                 sh = from_spec(s.spec, np.ndim(x), shape, "with_sharding_constraint")
-                if _under_types(x, sh, explicit, shape) is None:
+                if _under_types(x, sh, explicit, asserting) is None:
                     return x
         if isinstance(s, NamedSharding) and PartitionSpec.UNCONSTRAINED in tuple(s.spec):
             s = _keep_unconstrained(x, s)
@@ -60,7 +60,7 @@ def _constraint_leaf(x, s, reshard=False):
     if not reshard:
         explicit = types.explicit_axes_of(b)
         if explicit:
-            sh = _under_types(x, sh, explicit, mesh.shape)
+            sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
             if sh is None:
                 return x
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
@@ -68,14 +68,14 @@ def _constraint_leaf(x, s, reshard=False):
     return out
 
 
-def _eager_explicit(mesh) -> frozenset:
-    """Outside a trace: the Explicit axes of the context mesh (all of them when every
-    context axis is, as jax asserts then) or else those of the constraint's mesh."""
+def _eager_explicit(mesh):
+    """Outside a trace: (the constraint mesh's Explicit axes, whether it asserts: as
+    jax's, when every axis of the context mesh is Explicit)."""
     ctx = jax.sharding.get_abstract_mesh()
-    if not ctx.empty and all(t == jax.sharding.AxisType.Explicit for t in ctx.axis_types):
-        return frozenset(ctx.axis_names)
-    return frozenset(n for n, t in zip(mesh.axis_names, mesh.axis_types)
-                     if t == jax.sharding.AxisType.Explicit)
+    explicit = frozenset(n for n, t in zip(mesh.axis_names, mesh.axis_types)
+                         if t == jax.sharding.AxisType.Explicit)
+    return explicit, not ctx.empty and all(t == jax.sharding.AxisType.Explicit
+                                           for t in ctx.axis_types)
 
 
 def _keep_unconstrained(x, s):
@@ -94,15 +94,15 @@ def _eager_type(x):
                      for e in tuple(spec) + (None,) * (np.ndim(x) - len(spec))])
 
 
-def _under_types(x, sh, explicit, mesh):
-    """jax's with_sharding_constraint where types hold shardings. With every axis
-    Explicit it is an assert that x's type already has that sharding (None: x as is);
-    otherwise it may name Auto axes only, and constrains them after the axes x's type
-    puts on each dim (the type stays)."""
+def _under_types(x, sh, explicit, asserting):
+    """jax's with_sharding_constraint where types hold shardings. `asserting` (every
+    axis of the context mesh Explicit): an assert that x's type already has that
+    sharding (None: x as is); otherwise it may name Auto axes only, and constrains
+    them after the axes x's type puts on each dim (the type stays)."""
     ts = aval(x).ts if core.is_tracer(x) else _eager_type(x)
     dims = ts.dims if ts is not None else ((),) * x.ndim
     opens = sh.open or (False,) * sh.rank
-    if explicit >= frozenset(mesh.names):
+    if asserting:
         if any(not o and tuple(d) != tuple(t) for d, o, t in zip(sh.dims, opens, dims)):
             raise ShardingTypeError(
                 "with_sharding_constraint acts as an assert when all axes of the mesh are "
