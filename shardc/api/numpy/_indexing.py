@@ -15,7 +15,7 @@ from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
 from ...ops import shape as shp
-from ._shapes import broadcast_to, concatenate, expand_dims, transpose
+from ._shapes import broadcast_to, expand_dims, stack, transpose
 from ._ufuncs import add, less, where
 from ._util import aval, convert
 
@@ -67,9 +67,6 @@ def _classify_shape(shape, idx):
         out = out[:k] + [slice(None)] * (n - consumed) + out[k + 1:]
     else:
         out = out + [slice(None)] * (n - consumed)
-    arrays = [i for i, e in enumerate(out) if e is not None and not isinstance(e, slice)
-              and not _is_int(e)]
-    del arrays
     return out
 
 
@@ -192,15 +189,8 @@ def _take_many(y, idxs, axes):
             idx = where(less(idx, 0), add(idx, n), idx)
             norm.append(idx if aval(idx).dtype == dtypes.default_int()
                         else convert(idx, dtypes.default_int()))
-    shape = np.broadcast_shapes(*[np.shape(i) if isinstance(i, np.ndarray)
-                                  else aval(i).shape for i in norm])
-    cols = [broadcast_to(i, shape + (1,)) if isinstance(i, np.ndarray) else
-            shp.broadcast_in_dim_p.bind(i, shape=shape + (1,),
-                                        broadcast_dimensions=tuple(
-                                            range(len(shape) - aval(i).ndim, len(shape))))
-            for i in [np.reshape(i, np.shape(i) + (1,)) if isinstance(i, np.ndarray) else i
-                      for i in norm]]
-    idx = concatenate(cols, axis=len(shape))
+    shape = np.broadcast_shapes(*[aval(i).shape for i in norm])
+    idx = stack([broadcast_to(i, shape) for i in norm], axis=len(shape))
     rank = len(ys) - len(axes) + len(shape)
     first = axes[0]
     offset_dims = tuple(d for d in range(rank) if not first <= d < first + len(shape))
