@@ -249,4 +249,6 @@ from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: 
                    conv_transpose_shape_tuple, conv_general_dilated_local)
 from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
 from .lax_gather import *  # noqa: E402,F401,F403
+from .lax_special import *  # noqa: E402,F401,F403
+from .lax_window import reduce_window  # noqa: E402,F401
 wrap_public(globals())

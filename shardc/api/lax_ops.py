@@ -436,29 +436,33 @@ _PRIMS = {"add": red.reduce_sum_p, "mul": red.reduce_prod_p, "max": red.reduce_m
 
 
 def reduce(operands, init_values, computation, dimensions, out_sharding=None):
-    """The monoid reductions jax.lax.reduce recognizes (add, mul, max, min, and, or with
-    their identity as the initial value) as reduce_* ops; other computations need a
-    general reduce, which shardc does not have yet."""
+    """jax.lax.reduce: a monoid (add, mul, max, min, and, or: shardc's, jax.lax's or
+    operator's, with its identity as the init value) is that reduce_* op; any other
+    computation folds halves of the operands (lax_special.reduce_tree)."""
     import jax
+    from .explicit import apply_out_sharding
+    from .lax_special import reduce_tree
     leaves, tree = jax.tree_util.tree_flatten(operands)
-    inits = jax.tree_util.tree_leaves(init_values)
-    kind = _monoid(computation)
-    if len(leaves) != 1 or len(inits) != 1 or kind is None:
-        raise ShardcError("shardc.lax.reduce supports one operand reduced by add, mul, max, "
-                          "min, bitwise_and or bitwise_or (shardc's, jax.lax's or "
-                          "operator's); use the reduce_* functions or shardc.numpy")
-    x = _arr(leaves[0])
-    dt = aval(x).dtype
-    init = inits[0]
-    if core.is_tracer(init):
-        raise ShardcError("shardc.lax.reduce needs a concrete init value")
-    if kind in ("max", "min") and dt == dtypes.bool_:
+    inits, init_tree = jax.tree_util.tree_flatten(init_values)
+    if tree != init_tree:
+        raise ShardcTypeError(f"lax.reduce: operands {tree} and init_values {init_tree} "
+                              "must have the same structure")
+    leaves = [_arr(x) for x in leaves]
+    dims = tuple(operator.index(d) for d in dimensions)
+    kind = _monoid(computation) if len(leaves) == 1 else None
+    if kind in ("max", "min") and aval(leaves[0]).dtype == dtypes.bool_:
         kind = "or" if kind == "max" else "and"
-    if np.asarray(init).item() != _identity(kind, dt):
-        raise ShardcError(f"shardc.lax.reduce: init value {init!r} is not the identity of "
-                          f"{kind} for {dt}; combine it with the result instead")
-    out = _PRIMS[kind].bind(x, axes=tuple(operator.index(d) for d in dimensions))
-    return jax.tree_util.tree_unflatten(tree, [out])
+    init = inits[0]
+    if kind is not None and not core.is_tracer(init) and \
+            np.asarray(init).item() == _identity(kind, aval(leaves[0]).dtype):
+        outs = [_PRIMS[kind].bind(leaves[0], axes=dims)]
+    else:
+        def fn(a, b):
+            return jax.tree_util.tree_leaves(computation(
+                jax.tree_util.tree_unflatten(tree, a), jax.tree_util.tree_unflatten(tree, b)))
+        outs = reduce_tree(leaves, [_arr(v) for v in inits], fn, dims)
+    outs = [apply_out_sharding(o, out_sharding) for o in outs]
+    return jax.tree_util.tree_unflatten(tree, outs)
 
 
 # ---------------------------------------------------------------- dot

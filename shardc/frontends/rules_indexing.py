@@ -2,17 +2,13 @@
 
 jax 0.10's gathers and scatters may carry batching dims (take_along_axis, vmapped
 indexing): they become ordinary index columns (an iota per batching dim), which is what
-XLA does when it expands them. reduce_window over small windows (flax's pooling)
-becomes a sum / max of strided slices of the padded operand.
+XLA does when it expands them. reduce_window and the window selections of a max
+pool's gradient are shardc.api.lax_window's.
 """
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
-
 from ..api import lax_gather as G
-from ..ir import dtypes
+from ..api import lax_window as W
 from ..trace import core
 from .translate import _bind, rule, unsupported
 
@@ -122,44 +118,7 @@ rule("scatter-min", "scatter_min")(_scatter_rule(G.scatter_min))
 rule("scatter-max", "scatter_max")(_scatter_rule(G.scatter_max))
 
 
-# ---------------------------------------------------------------- reduce_window
-
-def _windowed(xs, inits, combine, window_dimensions, window_strides, padding,
-              base_dilation, window_dilation):
-    """XLA's reduce_window over operands `xs` (one window reduction each): each window
-    offset is a strided slice of the padded (and base-dilated) operands, folded in
-    order by `combine(acc, part)` (lists; acc None at first), differentiable as they
-    are."""
-    if int(np.prod(window_dimensions)) > 64:
-        raise unsupported("reduce_window", "windows of more than 64 elements")
-    cfg = tuple((lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation))
-    if any(lo or hi or i for lo, hi, i in cfg):
-        xs = [_bind("pad", x, init, padding_config=cfg) for x, init in zip(xs, inits)]
-    shape = core.aval_of(xs[0]).shape
-    out_shape = [(n - (w - 1) * wd - 1) // s + 1 for n, w, s, wd in
-                 zip(shape, window_dimensions, window_strides, window_dilation)]
-    acc = None
-    for offs in itertools.product(*[range(w) for w in window_dimensions]):
-        start = tuple(o * wd for o, wd in zip(offs, window_dilation))
-        limit = tuple(st + (m - 1) * s + 1 for st, m, s in
-                      zip(start, out_shape, window_strides))
-        part = [_bind("slice", x, start_indices=start, limit_indices=limit,
-                      strides=tuple(window_strides)) for x in xs]
-        acc = combine(acc, part)
-    return acc
-
-
-def _window_rule(name, combine, init_of):
-    def run(x, *, window_dimensions, window_strides, padding, base_dilation,
-            window_dilation):
-        dt = core.aval_of(x).dtype
-        (out,) = _windowed([x], [init_of(dt)],
-                           lambda a, b: b if a is None else [combine(a[0], b[0])],
-                           window_dimensions, window_strides, padding, base_dilation,
-                           window_dilation)
-        return out
-    rule(name)(run)
-
+# ---------------------------------------------------------------- windows
 
 @rule("reduce_window")
 def _reduce_window(*args, jaxpr, consts, window_dimensions, window_strides, padding,
@@ -168,26 +127,31 @@ def _reduce_window(*args, jaxpr, consts, window_dimensions, window_strides, padd
     accumulated and the next window slices."""
     from .translate import eval_jaxpr
     n = len(args) // 2
-    inits = list(args[n:])
+    return W.fold_with_init(list(args[:n]), list(args[n:]),
+                            lambda acc, part: eval_jaxpr(jaxpr, consts, [*acc, *part]),
+                            window_dimensions, window_strides, padding, base_dilation,
+                            window_dilation)
 
-    def fold(acc, part):    # from the init values, as XLA's
-        if acc is None:
-            shape = core.aval_of(part[0]).shape
-            acc = [_bind("broadcast_in_dim", i, shape=shape, broadcast_dimensions=())
-                   for i in inits]
-        return eval_jaxpr(jaxpr, consts, [*acc, *part])
-    return _windowed(list(args[:n]), inits, fold,
-                     window_dimensions, window_strides, padding, base_dilation,
-                     window_dilation)
+
+rule("reduce_window_sum")(W.reduce_window_sum)
+rule("reduce_window_max")(W.reduce_window_max)
+rule("reduce_window_min")(W.reduce_window_min)
+
+
+@rule("select_and_gather_add")
+def _select_and_gather_add(tangents, operand, *, select_prim, window_dimensions,
+                           window_strides, padding, base_dilation, window_dilation):
+    return W.select_and_gather_add(tangents, operand, select_prim, window_dimensions,
+                                   window_strides, padding, base_dilation, window_dilation)
+
+
+@rule("select_and_scatter_add")
+def _select_and_scatter_add(source, operand, *, select_prim, window_dimensions,
+                            window_strides, padding):
+    return W.select_and_scatter_add(source, operand, select_prim, window_dimensions,
+                                    window_strides, padding)
 
 
 def _lit(v, dt):
     from ..ir.program import Aval, Lit
     return Lit(core._scalar(v, dt), Aval((), dt, False))
-
-
-_window_rule("reduce_window_sum", lambda a, b: _bind("add", a, b), lambda dt: _lit(0, dt))
-_window_rule("reduce_window_max", lambda a, b: _bind("max", a, b),
-             lambda dt: _lit(-np.inf if dtypes.is_float(dt) else dtypes.iinfo(dt).min, dt))
-_window_rule("reduce_window_min", lambda a, b: _bind("min", a, b),
-             lambda dt: _lit(np.inf if dtypes.is_float(dt) else dtypes.iinfo(dt).max, dt))

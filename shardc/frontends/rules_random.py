@@ -128,4 +128,25 @@ def _select_keys(which, *cases):
 
 
 _phys("select_n", _select_keys)
+
+
+
+@rule("random_gamma")
+def _gamma(keys, a, *, log_space):
+    """jax's random_gamma: each key split into one key per element of a's dims past the
+    keys' (a key per element of `a` when the key is one), as shardc.random.gamma."""
+    import math
+    from ..api.random._gamma import _random_gamma
+    from ..api.vmap import vmap
+    data = _data(keys)
+    kshape = tuple(core.aval_of(data).shape[:-1])
+    if not kshape:
+        return _random_gamma(data, a, log_space)
+    ashape = tuple(core.aval_of(a).shape)
+    n = math.prod(kshape)
+    from .translate import _bind
+    flat_d = _bind("reshape", data, shape=(n, 2))
+    flat_a = _bind("reshape", a, shape=(n, *ashape[len(kshape):]))
+    out = vmap(lambda d, x: _random_gamma(d, x, log_space))(flat_d, flat_a)
+    return _bind("reshape", out, shape=ashape)
 __all__ = ["keys_of", "as_jax"]

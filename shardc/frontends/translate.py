@@ -109,7 +109,8 @@ def eval_closed(closed, args):
 # ---------------------------------------------------------------- the generic rule
 
 # params shardc's ops do without, when they hold these values
-_DEFAULTS = {"accuracy": None, "out_dtype": None, "sharding": None, "out_sharding": None}
+_DEFAULTS = {"accuracy": None, "out_dtype": None, "sharding": None, "out_sharding": None,
+             "pivoting": False, "use_magma": None}
 _SHARDING_PARAMS = ("sharding", "out_sharding")
 
 
@@ -319,6 +320,7 @@ def _constrain(x, s):
 
 # the control-flow, custom-rule, random, gather/scatter, window and shard_map rules
 # register here
-from . import rules_control, rules_indexing, rules_manual, rules_random  # noqa: E402,F401
+from . import (rules_control, rules_effects, rules_indexing, rules_manual,  # noqa: E402,F401
+               rules_numeric, rules_random)
 
 __all__ = ["apply", "eval_jaxpr", "eval_closed", "RULES"]

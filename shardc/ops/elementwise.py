@@ -161,19 +161,24 @@ def _compare_type(dtype):
     return "SIGNED" if dtypes.is_signed(dtype) else "UNSIGNED"
 
 
-def _lower_compare(direction, ctx, a, b):
+def _lower_compare(direction, total, ctx, a, b):
     out = ctx.out_avals[0]
     a, b = expand_scalars(ctx, (a, b), out.shape)
     t_in = tensor_type(ctx.in_avals[0].update(shape=out.shape))
+    kind = _compare_type(ctx.in_avals[0].dtype)
+    if total and kind == "FLOAT":
+        kind = "TOTALORDER"
     props = {"comparison_direction": f"#stablehlo<comparison_direction {direction}>",
-             "compare_type": f"#stablehlo<comparison_type {_compare_type(ctx.in_avals[0].dtype)}>"}
+             "compare_type": f"#stablehlo<comparison_type {kind}>"}
     return ctx.op("stablehlo.compare", [a, b], [t_in, t_in], [tensor_type(out)], props)
 
 
-def comparison(name, direction):
+def comparison(name, direction, total=False):
+    """`total`: floats compare in IEEE's total order (-0 < +0, NaNs ordered by sign and
+    payload), as jax's eq_to/lt_to/le_to, which its sort comparators use."""
     shape_rule = partial(_shape, name, "any", out_dtype=dtypes.bool_)
     return Primitive(name, shape_rule=lambda a, b: shape_rule(a, b), sharding_rule=pointwise,
-                     lower=partial(_lower_compare, direction),
+                     lower=partial(_lower_compare, direction, total),
                      prop_kind=PropKind.ELEMENTWISE)
 
 
@@ -183,6 +188,9 @@ lt_p = comparison("lt", "LT")
 le_p = comparison("le", "LE")
 gt_p = comparison("gt", "GT")
 ge_p = comparison("ge", "GE")
+eq_to_p = comparison("eq_to", "EQ", total=True)
+lt_to_p = comparison("lt_to", "LT", total=True)
+le_to_p = comparison("le_to", "LE", total=True)
 
 
 # select(pred, on_true, on_false)
@@ -319,7 +327,8 @@ def _vjps():
     from ..ir.primitive import nondiff
     from . import lax as L      # looked up when a rule runs (lax imports this module)
     for p in (sign_p, floor_p, ceil_p, round_p, round_afz_p, not_p, is_finite_p, and_p, or_p,
-              xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, shift_right_logical_p,
+              xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, eq_to_p, lt_to_p, le_to_p,
+              shift_right_logical_p,
               shift_right_arithmetic_p, shift_left_p):
         p.vjp = nondiff
     defvjp(neg_p, lambda c, g, x: (L.neg(g),))

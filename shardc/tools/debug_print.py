@@ -13,8 +13,8 @@ import sys
 import jax
 import numpy as np
 
-from ..errors import ArgumentError, ShardcError
-from ..ops.callback import HostCallback, debug_callback_p
+from ..errors import ArgumentError
+from ..ops.callback import emit_flat
 from ..trace import core
 
 _tree = jax.tree_util
@@ -23,15 +23,6 @@ _tree = jax.tree_util
 def _is_dynamic(x) -> bool:
     return core.is_tracer(x) or isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int,
                                                float, complex))
-
-
-def _manual_ctx(b):
-    """The shard_map body (ManualCtx) the builder `b` traces in, if any."""
-    while b is not None:
-        if getattr(b, "manual", None) is not None:
-            return b.manual
-        b = b.parent
-    return None
 
 
 def _emit(fn, args, kwargs, ordered, partitioned, name):
@@ -46,52 +37,7 @@ def _emit(fn, args, kwargs, ordered, partitioned, name):
         a, k = _tree.tree_unflatten(tree, full)
         fn(*a, **k)
 
-    vals = [leaves[i] for i in dyn]
-    b = core.current_builder()
-    if b is None and not any(core.is_tracer(v) for v in vals):
-        cpu = jax.local_devices(backend="cpu")[0]
-        flat(*jax.device_put(vals, cpu))        # now, with host arrays (jax's impl)
-        return
-    manual = _manual_ctx(b)
-    if manual is not None and set(manual.axes) != {n for n, _ in manual.mesh.axes}:
-        raise ShardcError(f"{name} inside a shard_map over only some mesh axes "
-                          f"({', '.join(manual.axes)}) is not supported yet; make the "
-                          "shard_map manual over every axis")
-    deps = _ordering_deps(b) if ordered else []
-    debug_callback_p.bind(*vals, *deps, callback=HostCallback(flat, name, len(vals),
-                                                             bool(ordered)),
-                          ordered=bool(ordered), partitioned=bool(partitioned),
-                          manual=manual is not None)
-
-
-def _is_ordered_call(op) -> bool:
-    return op.prim is debug_callback_p and op.params["ordered"]
-
-
-def _has_ordered_call(op) -> bool:
-    return any(_is_ordered_call(o) or o.regions and _has_ordered_call(o)
-               for r in op.regions for o in r.ops)
-
-
-def _ordering_deps(b) -> list:
-    """What an ordered call in builder `b` must come after: the last ordered call's
-    token and a result of each region op with ordered calls since (a region op's
-    results are ready when its whole region has run), in `b` or, before `b`'s first
-    ordered call, in the builders around it (captured: the region op then takes them
-    as operands, so its body starts after them)."""
-    while b is not None:
-        deps = []
-        for op in reversed(b.program.ops):
-            if _is_ordered_call(op):
-                deps.append(core.Tracer(b, op.outputs[0]))
-                return deps[::-1]
-            if op.regions and op.outputs and _has_ordered_call(op):
-                v = min(op.outputs, key=lambda v: v.aval.size)
-                deps.append(core.Tracer(b, v))
-        if deps:
-            return deps[::-1]
-        b = b.parent
-    return []
+    emit_flat(flat, [leaves[i] for i in dyn], ordered, partitioned, name)
 
 
 def callback(callback=None, *args, ordered: bool = False, partitioned: bool = False,

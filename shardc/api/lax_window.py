@@ -1,0 +1,237 @@
+"""jax.lax.reduce_window and the window selections its max/min gradients are made of
+(XLA's select_and_gather_add and select_and_scatter_add, which jax's own gradient of a
+max pool binds).
+
+A monoid's window (sum, max, min) is folded one dim at a time, innermost first: the
+window offsets along a dim are strided slices of the padded (base-dilated) operand,
+combined in order. An associative, commutative reducer makes a rectangular window
+separable; a selection too, since the first extreme in row-major order is the first row
+holding the extreme, at that row's first. A reducer of the user's is folded as XLA:CPU
+does: from the init value over the window in row-major order. The slices are ordinary
+shardc ops, so the result propagates shardings and differentiates like any other; a
+max/min window's gradient goes to the one element the selection picks, as jax's does
+(not shared between ties).
+"""
+from __future__ import annotations
+
+import itertools
+
+import jax
+
+from ..errors import ShardcError
+from ..ir import dtypes
+from ..ops import lax as L
+from ..transforms.ad import custom_vjp
+from .numpy._util import aval, convert
+
+
+def _normalize(shape, window_dimensions, window_strides, padding, base_dilation,
+               window_dilation):
+    nd = len(shape)
+    wd = tuple(int(w) for w in window_dimensions)
+    st = tuple(int(s) for s in window_strides)
+    bd = tuple(base_dilation) if base_dilation is not None else (1,) * nd
+    wdl = tuple(window_dilation) if window_dilation is not None else (1,) * nd
+    if not (len(wd) == len(st) == len(bd) == len(wdl) == nd):
+        raise ShardcError(f"reduce_window: window_dimensions {wd}, window_strides {st}, "
+                          f"base_dilation {bd} and window_dilation {wdl} must each have one "
+                          f"entry per operand dim ({nd})")
+    if isinstance(padding, str) or hasattr(padding, "name"):
+        from .lax_ops import padtype_to_pads
+        dilated = tuple((n - 1) * b + 1 if n else 0 for n, b in zip(shape, bd))
+        eff = tuple((w - 1) * d + 1 for w, d in zip(wd, wdl))
+        padding = padtype_to_pads(dilated, eff, st, padding)
+    pads = tuple((int(lo), int(hi)) for lo, hi in padding)
+    return wd, st, pads, bd, wdl
+
+
+def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
+                 base_dilation=None, window_dilation=None):
+    """Operands `xs` (one shape) reduced over windows by `combine(acc, part)` (lists of
+    arrays, one per operand; acc is None at a dim's first offset)."""
+    wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
+                                       padding, base_dilation, window_dilation)
+    cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
+    if any(lo or hi or i for lo, hi, i in cfg):
+        xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
+    for d in reversed(range(len(wd))):
+        if wd[d] == 1 and st[d] == 1:
+            continue
+        shape = aval(xs[0]).shape
+        m = (shape[d] - (wd[d] - 1) * wdl[d] - 1) // st[d] + 1
+        if m <= 0:
+            raise ShardcError(f"reduce_window: a window of {wd[d]} (dilation {wdl[d]}) does "
+                              f"not fit dim {d} of size {shape[d]} after padding")
+        acc = None
+        for o in range(wd[d]):
+            start = [0] * len(shape)
+            limit = list(shape)
+            strides = [1] * len(shape)
+            start[d] = o * wdl[d]
+            limit[d] = start[d] + (m - 1) * st[d] + 1
+            strides[d] = st[d]
+            part = [L.slice(x, start, limit, strides) for x in xs]
+            acc = part if acc is None else combine(acc, part)
+        xs = acc
+    return xs
+
+
+# ---------------------------------------------------------------- selections
+
+def _pick(select):
+    """combine for (operand, tangent) pairs: keep acc where select(acc, part) holds."""
+    def combine(acc, part):
+        keep = select(acc[0], part[0])
+        return [L.select(keep, a, p) for a, p in zip(acc, part)]
+    return combine
+
+
+def _selector(select_prim):
+    name = getattr(select_prim, "name", select_prim)
+    if name in ("ge", "gt"):
+        return L.ge, -1
+    if name in ("le", "lt"):
+        return L.le, 1
+    raise ShardcError(f"select_and_gather_add: select_prim must be ge or le, got {name}")
+
+
+def _lowest(dt, sign):
+    """The init value a max (sign -1) or min (+1) window pads with."""
+    if dtypes.is_float(dt):
+        return sign * float("inf")
+    info = dtypes.iinfo(dt)
+    return info.min if sign < 0 else info.max
+
+
+def select_and_gather_add(tangents, operand, select_prim, window_dimensions,
+                          window_strides, padding, base_dilation=None, window_dilation=None):
+    """Per window, the tangent at the element the window's selection (ge: its first
+    maximum; le: its first minimum) picks."""
+    select, sign = _selector(select_prim)
+    dt = aval(operand).dtype
+    inits = [convert(_lowest(dt, sign), dt), convert(0, aval(tangents).dtype)]
+    return fold_windows([operand, tangents], inits, _pick(select), window_dimensions,
+                        window_strides, padding, base_dilation, window_dilation)[1]
+
+
+def select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides,
+                           padding):
+    """Each window's `source` value added at the element the selection picks (the
+    transpose of select_and_gather_add in its tangents)."""
+    from .grad import vjp
+    like = L.zeros_like(operand)
+    _, back = vjp(lambda t: select_and_gather_add(t, operand, select_prim, window_dimensions,
+                                                  window_strides, padding), like)
+    return back(source)[0]
+
+
+# ---------------------------------------------------------------- max/min windows
+
+def _extreme_window(x, sign, window_dimensions, window_strides, padding, base_dilation,
+                    window_dilation):
+    """max (sign -1) / min (+1) over windows, whose gradient goes to the element the
+    selection picks (jax's select_and_scatter_add)."""
+    dt = aval(x).dtype
+    pick = L.max if sign < 0 else L.min
+    cfg = (tuple(window_dimensions), tuple(window_strides),
+           tuple(map(tuple, padding)) if not isinstance(padding, str) else padding,
+           None if base_dilation is None else tuple(base_dilation),
+           None if window_dilation is None else tuple(window_dilation))
+
+    def values(x):
+        return fold_windows([x], [convert(_lowest(dt, sign), dt)],
+                            lambda a, b: [pick(a[0], b[0])], *cfg)[0]
+    if not dtypes.is_float(dt):
+        return values(x)
+
+    def fwd(x):
+        return values(x), x
+
+    def bwd(x, ct):
+        if cfg[3] is not None and any(b != 1 for b in cfg[3]):
+            from .grad import vjp      # base-dilated: through the selection's transpose
+            _, back = vjp(lambda t: select_and_gather_add(
+                t, x, "ge" if sign < 0 else "le", *cfg), L.zeros_like(x))
+            return back(ct)
+        return (select_and_scatter_add(ct, x, "ge" if sign < 0 else "le", *cfg[:3]),)
+    f = custom_vjp(values)
+    f.defvjp(fwd, bwd)
+    return f(x)
+
+
+def reduce_window_max(x, window_dimensions, window_strides, padding, base_dilation=None,
+                      window_dilation=None):
+    return _extreme_window(x, -1, window_dimensions, window_strides, padding, base_dilation,
+                           window_dilation)
+
+
+def reduce_window_min(x, window_dimensions, window_strides, padding, base_dilation=None,
+                      window_dilation=None):
+    return _extreme_window(x, 1, window_dimensions, window_strides, padding, base_dilation,
+                           window_dilation)
+
+
+def reduce_window_sum(x, window_dimensions, window_strides, padding, base_dilation=None,
+                      window_dilation=None):
+    dt = aval(x).dtype
+    return fold_windows([x], [convert(0, dt)], lambda a, b: [L.add(a[0], b[0])],
+                        window_dimensions, window_strides, padding, base_dilation,
+                        window_dilation)[0]
+
+
+_MONOIDS = {"add": reduce_window_sum, "max": reduce_window_max, "min": reduce_window_min}
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
+                  padding, base_dilation=None, window_dilation=None):
+    """jax.lax.reduce_window: `computation` over windows of `operand` (a pytree, with
+    init_value of the same structure); padding a sequence of (low, high) or 'SAME' /
+    'VALID'."""
+    flat, tree = jax.tree_util.tree_flatten(operand)
+    inits, init_tree = jax.tree_util.tree_flatten(init_value)
+    if tree != init_tree:
+        raise ShardcError(f"reduce_window: operand {tree} and init_value {init_tree} must "
+                          "have the same structure")
+    from .lax_ops import _arr, _identity, _monoid
+    from .lax_special import _static
+    flat = [_arr(x) for x in flat]
+    inits = [convert(v, aval(x).dtype) for v, x in zip(inits, flat)]
+    kind = _monoid(computation) if len(flat) == 1 else None
+    if kind in _MONOIDS and _static(inits[0]) == _identity(kind, aval(flat[0]).dtype):
+        return jax.tree_util.tree_unflatten(tree, [_MONOIDS[kind](
+            flat[0], window_dimensions, window_strides, padding, base_dilation,
+            window_dilation)])
+
+    def combine(acc, part):
+        out = computation(jax.tree_util.tree_unflatten(tree, acc),
+                          jax.tree_util.tree_unflatten(tree, part))
+        return jax.tree_util.tree_leaves(out)
+    return jax.tree_util.tree_unflatten(tree, fold_with_init(
+        flat, inits, combine, window_dimensions, window_strides, padding, base_dilation,
+        window_dilation))
+
+
+def fold_with_init(xs, inits, combine, window_dimensions, window_strides, padding,
+                   base_dilation=None, window_dilation=None):
+    """A reducer that need not be associative, folded as XLA:CPU folds each window: from
+    its init value, element by element in row-major window order (one strided slice
+    per window offset)."""
+    wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
+                                       padding, base_dilation, window_dilation)
+    cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
+    if any(lo or hi or i for lo, hi, i in cfg):
+        xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
+    shape = aval(xs[0]).shape
+    out = tuple((n - (w - 1) * d - 1) // s + 1 for n, w, s, d in zip(shape, wd, st, wdl))
+    if any(m <= 0 for m in out):
+        raise ShardcError(f"reduce_window: the window {wd} (dilation {wdl}) does not fit the "
+                          f"operand's shape {shape} after padding")
+    acc = [L.broadcast_in_dim(v, out, ()) for v in inits]
+    for offs in itertools.product(*[range(w) for w in wd]):
+        start = tuple(o * d for o, d in zip(offs, wdl))
+        limit = tuple(b + (m - 1) * s + 1 for b, m, s in zip(start, out, st))
+        acc = combine(acc, [L.slice(x, start, limit, st) for x in xs])
+    return acc
+
+
+__all__ = ["reduce_window"]

@@ -1,0 +1,55 @@
+"""jax's debug print and callback, device_put and shard_alike inside a shardc trace:
+the host callback op, reshard and sharding group shardc's own functions make."""
+from __future__ import annotations
+
+from functools import partial
+
+from jax._src import debugging
+
+from ..ops.callback import emit_flat
+from .translate import rule
+
+
+@rule("debug_print")
+def _debug_print(*args, fmt, ordered, partitioned, in_tree, static_args, np_printoptions,
+                 has_placeholders, logging_record=None):
+    show = partial(debugging._format_print_callback, fmt, dict(np_printoptions),
+                   has_placeholders, logging_record)
+    emit_flat(debugging._make_flat_callback(in_tree, show, static_args), list(args),
+              ordered, partitioned, "debug.print")
+    return []
+
+
+@rule("debug_callback")
+def _debug_callback(*args, callback, effect, partitioned):
+    ordered = effect is debugging.ordered_debug_effect
+    name = f"debug.callback({getattr(callback, '__name__', type(callback).__name__)})"
+    emit_flat(callback, list(args), ordered, partitioned, name)
+    return []
+
+
+@rule("device_put")
+def _device_put(*xs, devices, srcs, copy_semantics):
+    """Inside jit jax's device_put to a NamedSharding changes the type: a reshard on
+    Explicit axes; on Auto ones jax's CPU lowering drops it (it constrains only to
+    place the value in another memory kind, which CPU does not have), and so does this."""
+    from jax.sharding import AxisType
+
+    from ..api.explicit import apply_out_sharding
+    out = []
+    for x, d in zip(xs, devices):
+        spec, mesh = getattr(d, "spec", None), getattr(d, "mesh", None)
+        if spec is not None and mesh is not None:
+            kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+            named = [a for p in spec if p is not None
+                     for a in (p if isinstance(p, tuple) else (p,))]
+            if any(kinds.get(a) == AxisType.Explicit for a in named):
+                x = apply_out_sharding(x, d, "device_put")
+        out.append(x)
+    return out
+
+
+@rule("shard_alike")
+def _shard_alike(x, y):
+    from ..transforms.ad import shard_alike
+    return list(shard_alike(x, y))

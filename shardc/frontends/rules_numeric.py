@@ -1,0 +1,69 @@
+"""jax primitives shardc has as functions rather than ops: the inverse hyperbolics, the
+Bessel and incomplete gamma / beta functions (with their derivative rules), mulhi,
+stack / unstack, reduce_xor, the general reduce and zeros_like."""
+from __future__ import annotations
+
+from ..api import lax_special as S
+from ..api import lax_ops
+from ..api import numpy as snp
+from ..trace import core
+from .translate import _bind, rule
+
+
+def _unary(fn):
+    def run(x, accuracy=None):
+        return fn(x)
+    return run
+
+
+rule("acosh")(_unary(snp.arccosh))
+rule("asinh")(_unary(snp.arcsinh))
+rule("atanh")(_unary(snp.arctanh))
+# through shardc.scipy.special's, which carry jax's derivative rules
+rule("bessel_i0e")(_unary(S.bessel_i0e))
+rule("bessel_i1e")(_unary(S.bessel_i1e))
+
+
+def _nary(fn):
+    """jaxprs mix rank-0 operands with arrays: broadcast them first."""
+    def run(*xs):
+        shape = max((core.aval_of(x).shape for x in xs), key=len)
+        return fn(*[x if core.aval_of(x).shape == shape else _bind(
+            "broadcast_in_dim", x, shape=shape, broadcast_dimensions=()) for x in xs])
+    return run
+
+
+rule("igamma")(_nary(S.igamma))
+rule("igammac")(_nary(S.igammac))
+rule("igamma_grad_a")(_nary(S.igamma_grad_a))
+rule("random_gamma_grad")(_nary(S.random_gamma_grad))
+rule("regularized_incomplete_beta")(_nary(S.betainc))
+rule("mulhi")(_nary(S.mulhi))
+
+
+@rule("reduce_xor")
+def _reduce_xor(x, *, axes, out_sharding=None):
+    return lax_ops.reduce_xor(x, axes)
+
+
+@rule("stack")
+def _stack(*xs, axis):
+    return lax_ops.stack(xs, axis)
+
+
+@rule("unstack")
+def _unstack(x, *, axis):
+    return list(lax_ops.unstack(x, axis))
+
+
+rule("zeros_like")(snp.zeros_like)
+
+
+@rule("reduce")
+def _reduce(*args, computation, jaxpr, dimensions):
+    """lax.reduce with a reducer jax has no reduce_* for: the reducer's jaxpr folds
+    halves (lax_special.reduce_tree)."""
+    from .translate import eval_closed
+    n = len(args) // 2
+    return S.reduce_tree(list(args[:n]), list(args[n:]),
+                         lambda a, b: eval_closed(jaxpr, [*a, *b]), tuple(dimensions))

@@ -1,0 +1,149 @@
+"""jax library code inside shardc.jit, function by function: each program runs under
+shardc.jit and jax.jit on sharded inputs (values, dtypes, output shardings), and where
+it has a gradient, shardc.grad of it and jax.grad inside shardc.jit against jax.grad.
+Each entry names the jax primitive(s) it reaches that needed a translation."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import shardc
+from helpers import check_outputs
+
+K = jax.random.key(3)
+V = np.linspace(0.15, 0.95, 16, dtype=np.float32)
+M = np.linspace(-1.5, 2.0, 32, dtype=np.float32).reshape(8, 4)
+IMG = (np.sin(np.arange(2 * 6 * 6 * 2, dtype=np.float32)) * 3).round().reshape(2, 6, 6, 2)
+
+
+def _argmax_pair(a, b):
+    """a non-monoid reducer (lax.reduce_p): the larger value with its index."""
+    (va, ia), (vb, ib) = a, b
+    take = (va > vb) | ((va == vb) & (ia < ib))
+    return jnp.where(take, va, vb), jnp.where(take, ia, ib)
+
+
+CASES = {   # name: (fn, args as (array, spec), differentiable in arg 0)
+    "stack": (lambda x: jnp.stack([x, 2 * x], axis=1), [(M, P("x"))], True),
+    "unstack": (lambda x: jnp.unstack(x, axis=1)[2], [(M, P("x", "y"))], True),
+    "acosh": (lambda x: jnp.arccosh(x + 1.5), [(M, P("x"))], True),
+    "asinh_atanh": (lambda x: jnp.arcsinh(x) + jnp.arctanh(x / 3), [(M, P(None, "y"))],
+                    True),
+    "i0e_i1e": (lambda x: jax.scipy.special.i0e(x) * jax.scipy.special.i1e(x),
+                [(M, P("x"))], True),
+    "gammainc": (lambda x: jax.scipy.special.gammainc(2.0, x + 2) +
+                 jax.scipy.special.gammaincc(x + 2, 1.5), [(M, P("x"))], True),
+    "betainc": (lambda x: jax.scipy.special.betainc(2.0, 3.0, x), [(V, P("x"))], False),
+    "searchsorted": (lambda x: jnp.searchsorted(jnp.sort(x), x * 0.9), [(V, P("x"))], False),
+    "histogram": (lambda x: jnp.histogram(x, bins=5)[0], [(V, P("x"))], False),
+    "interp": (lambda x: jnp.interp(x * 0.7, jnp.sort(x), jnp.sort(x) ** 2),
+               [(V, P("x"))], False),
+    "reduce_argmax_pair": (lambda x: jax.lax.reduce(
+        (x, jax.lax.broadcasted_iota(jnp.int32, x.shape, 0)),
+        (np.float32(-np.inf), np.int32(0)), _argmax_pair, (0,)), [(M, P("x"))], False),
+    "max_pool_ties": (lambda x: jax.lax.reduce_window(
+        x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+        [(IMG, P("x"))], True),
+    "min_pool_padded": (lambda x: jax.lax.reduce_window(
+        x, jnp.inf, jax.lax.min, (1, 3, 3, 1), (1, 2, 1, 1), "SAME"),
+        [(IMG, P(None, "x"))], True),
+    "sum_pool_dilated": (lambda x: jax.lax.reduce_window(
+        x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID",
+        window_dilation=(1, 2, 1, 1)), [(IMG, P("x"))], True),
+    "gamma": (lambda x: jax.random.gamma(K, x + 1.0), [(V, P("x"))], True),
+    "beta_dirichlet": (lambda x: jax.random.beta(K, x + 1, 2.0) +
+                       jax.random.dirichlet(K, x[:4] + 1, (4,)).sum(), [(V, P("x"))], False),
+    "device_put": (lambda x: jax.device_put(
+        x * 2, NamedSharding(_MESH[0], P(None, "y"))),
+        [(M, P("x"))], True),
+    "shard_alike": (lambda x: jax.experimental.shard_alike.shard_alike(x, x.T.T * 3)[1],
+                    [(M, P("x", "y"))], True),
+    "qr": (lambda x: jnp.abs(jnp.linalg.qr(x)[1]), [(M, P())], True),
+}
+_MESH = [None]
+
+
+def _args(mesh, spec_args):
+    return [jax.device_put(a, NamedSharding(mesh, s)) for a, s in spec_args]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_jax_code_matches_jax(name, mesh2x4):
+    import jax.experimental.shard_alike  # noqa: F401
+    _MESH[0] = mesh2x4
+    fn, spec_args, diff = CASES[name]
+    args = _args(mesh2x4, spec_args)
+    check_outputs(shardc.jit(fn)(*args), jax.jit(fn)(*args), mesh2x4)
+    if diff:
+        loss = lambda *a: jnp.sum(fn(*a) ** 2)   # noqa: E731
+        ref = jax.jit(jax.grad(loss))(*args)
+        check_outputs(shardc.jit(shardc.grad(loss))(*args), ref, check_sharding=False)
+        check_outputs(shardc.jit(jax.grad(loss))(*args), ref, check_sharding=False)
+
+
+def test_device_put_inside_jit_is_a_reshard_on_explicit_axes():
+    """jax.device_put to a NamedSharding inside jit: on Explicit axes the value's type
+    (and layout) becomes that sharding; on Auto ones jax's CPU lowering drops it (the
+    device_put case above)."""
+    from jax.sharding import AxisType
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    x = jax.device_put(M, NamedSharding(mesh, P("x")))
+
+    def f(x):
+        y = jax.device_put(x * 2, NamedSharding(mesh, P(None, "y")))
+        return y, y.sum(axis=1)
+    with jax.set_mesh(mesh):
+        check_outputs(shardc.jit(f)(x), jax.jit(f)(x), mesh)
+
+
+def test_mulhi_and_reduce_xor_against_numpy(mesh2x4):
+    """jax.jit cannot run these on CPU (XLA:CPU has neither chlo.mulhi nor a xor
+    reduction): NumPy is the reference."""
+    u = np.arange(16, dtype=np.uint32) * np.uint32(0x1234567) + np.uint32(0xF0000000)
+    i = u.view(np.int32)
+    x = jax.device_put(u, NamedSharding(mesh2x4, P("x")))
+
+    def f(x):
+        return (jax.lax.mulhi(x, jnp.uint32(0x9E3779B9)),
+                jax.lax.mulhi(x.view(jnp.int32), jnp.int32(-7919)),
+                jax.lax.mulhi(x.astype(jnp.uint16), jnp.uint16(40000)),
+                jax.lax.mulhi(x.astype(jnp.int8), jnp.int8(-100)),
+                jax.lax.reduce_xor(x.reshape(4, 4).view(jnp.int32), (0,)))
+    hi_u, hi_i, hi_16, hi_8, xr = shardc.jit(f)(x)
+    np.testing.assert_array_equal(hi_u, (u.astype(np.uint64) * 0x9E3779B9) >> 32)
+    np.testing.assert_array_equal(hi_i, (i.astype(np.int64) * -7919) >> 32)
+    np.testing.assert_array_equal(hi_16, (u.astype(np.uint16).astype(np.uint32) * 40000) >> 16)
+    np.testing.assert_array_equal(hi_8, (u.astype(np.int8).astype(np.int32) * -100) >> 8)
+    np.testing.assert_array_equal(xr, np.bitwise_xor.reduce(i.reshape(4, 4), axis=0))
+    assert hi_u.dtype == np.uint32 and hi_i.dtype == np.int32 and hi_8.dtype == np.int8
+
+
+def test_jax_debug_print_and_callback(capfd):
+    seen = []
+
+    def f(x):
+        jax.debug.print("sum {s}", s=x.sum())
+        jax.debug.callback(lambda v: seen.append(np.asarray(v)), x[:2])
+        return x * 2
+    out = shardc.jit(f)(jnp.arange(4.0))
+    out.block_until_ready()
+    np.testing.assert_array_equal(out, np.arange(4.0) * 2)
+    assert "sum 6.0" in capfd.readouterr().out
+    np.testing.assert_array_equal(seen[0], [0.0, 1.0])
+
+
+def test_a_max_pool_gradient_goes_to_the_first_maximum():
+    """jax gives a window's gradient to one element (its first maximum), not shared
+    between ties; ReLU then max pool makes ties common."""
+    x = jnp.zeros((1, 4, 4, 1)).at[0, 1, 1, 0].set(1.0)
+
+    def f(x):
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                     "VALID").sum()
+    ref = jax.grad(f)(x)
+    np.testing.assert_array_equal(shardc.jit(shardc.grad(f))(x), ref)
+    np.testing.assert_array_equal(shardc.grad(lambda x: shardc.lax.reduce_window(
+        x, -np.inf, shardc.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID").sum())(x), ref)
+    assert float(ref.sum()) == 4.0 and float(ref[0, 1, 1, 0]) == float(ref[0, 0, 2, 0]) == 1
