@@ -75,7 +75,7 @@ def _i0e_impl(x):
 
 
 _i0e = custom_jvp(_i0e_impl)
-_i0e.defjvps(lambda g, y, x: g * (sm.bessel_i1e_p.bind(x) - snp.sign(x) * y))
+_i0e.defjvps(lambda g, y, x: g * (_i1e(x) - snp.sign(x) * y))
 
 
 def _i1e_fn(x):

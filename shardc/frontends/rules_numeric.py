@@ -67,3 +67,16 @@ def _reduce(*args, computation, jaxpr, dimensions):
     n = len(args) // 2
     return S.reduce_tree(list(args[:n]), list(args[n:]),
                          lambda a, b: eval_closed(jaxpr, [*a, *b]), tuple(dimensions))
+
+
+@rule("composite")
+def _composite(*args, jaxpr, name=None, attributes=(), version=0):
+    """lax.composite: its decomposition, inlined (as shardc.lax.composite)."""
+    from .translate import eval_closed
+    return eval_closed(jaxpr, list(args))
+
+
+@rule("tridiagonal_solve")
+def _tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
+    from ..api.lax_linalg import tridiagonal_solve
+    return tridiagonal_solve(dl, d, du, b, perturb_singular=perturb_singular)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir.primitive import Trait, nondiff
+from ..ir.primitive import Trait
 from .batching import elementwise_rule
 from .elementwise import defvjp, elementwise
 
@@ -21,6 +21,16 @@ zeta_p = elementwise("zeta", "chlo.zeta", "float", 2)                  # (x, q)
 ALL = (erf_inv_p, lgamma_p, digamma_p, bessel_i1e_p, polygamma_p, zeta_p)
 
 
+def _i1e_vjp(ctx, cts, x):
+    """Its derivative needs i0e, a composite of the api layer: the op is bound only
+    inside shardc.scipy.special.i1e's custom_jvp, which carries jax's rule. Reaching
+    this means a new caller bound it bare, whose gradient must not be silently zero."""
+    from ..errors import ShardcError
+    raise ShardcError("internal: bessel_i1e was differentiated as a bare op; call "
+                      "shardc.scipy.special.i1e (or shardc.lax.bessel_i1e), which carries "
+                      "its derivative")
+
+
 def _vjps():
     from . import lax as L
     half_sqrt_pi = math.sqrt(math.pi) / 2
@@ -32,7 +42,7 @@ def _vjps():
     # d/dq zeta(x, q) = -x * zeta(x + 1, q); x is not differentiable
     defvjp(zeta_p, lambda c, g, x, q: (None, L.mul(g, L.mul(L.neg(x),
                                                             zeta_p.bind(L.add(x, 1), q)))))
-    bessel_i1e_p.vjp = nondiff      # needs i0e; jax's rule: i0e(x) - i1e(x) * (sign(x) + 1/x)
+    bessel_i1e_p.vjp = _i1e_vjp
     for p in ALL:
         p.batch = elementwise_rule(p)
 

@@ -38,7 +38,7 @@ OPCODE = {
     "convert_element_type": "convert", "scatter_add": "scatter", "cumsum": "reduce-window",
     "sharding_constraint": None, "sharding_group": None, "inspect_sharding": None,
     **{f"reduce_{k}": "reduce" for k in ("sum", "max", "min", "prod", "and", "or")},
-    **{k: "compare" for k in ("eq", "ne", "lt", "le", "gt", "ge")},
+    **{k: "compare" for k in ("eq", "ne", "lt", "le", "gt", "ge", "eq_to", "lt_to", "le_to")},
     "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",
     "shift_right_logical": "shift-right-logical", "round": "round-nearest-even",
     "round_afz": "round-nearest-afz", "expm1": "exponential-minus-one",
