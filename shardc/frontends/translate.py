@@ -45,7 +45,9 @@ def apply(prim, args, params):
     list for multiple-result primitives)."""
     fn = RULES.get(prim.name)
     if fn is None:
-        fn = RULES[prim.name] = _generic(prim.name)
+        fn = _generic(prim.name)
+        if not getattr(fn, "untranslatable", False):   # RULES holds translations only
+            RULES[prim.name] = fn
     return fn(*args, **params)
 
 
@@ -128,6 +130,7 @@ def _generic(name):
     if sp is None or sp.has_regions:
         def missing(*args, **params):
             raise unsupported(name)
+        missing.untranslatable = True
         return missing
     accepted = _params_of(sp) or set()
     elementwise = sp.prop_kind.name == "ELEMENTWISE"
