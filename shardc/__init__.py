@@ -30,6 +30,9 @@ from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
 from .api.grad import grad, jvp, value_and_grad, vjp  # noqa: E402
 from .api.vmap import vmap  # noqa: E402
+from .api.callbacks import pure_callback  # noqa: E402
+from .api.closures import closure_convert, custom_gradient  # noqa: E402
+from . import experimental  # noqa: E402
 from .api.xmap import xmap  # noqa: E402
 from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
@@ -45,6 +48,7 @@ from .runtime.distributed import (devices, global_array_to_host_local_array,
     make_array_from_single_device_arrays, process_allgather, process_count, process_index)  # noqa: E402
 
 P = PartitionSpec
+jacobian = jacrev      # jax.jacobian is jacrev
 
 __all__ = ["Mesh", "NamedSharding", "P", "PartitionSpec", "ShardcError", "debug",
            "device_put", "jit", "lax", "make_mesh", "nn", "numpy", "pmap", "set_mesh",
@@ -58,5 +62,6 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian"]
-__all__ += ["AxisType", "reshard", "typeof", "AUTO"]
+__all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimental",
+            "closure_convert", "custom_gradient", "jacobian"]
 __version__ = "0.1.0"

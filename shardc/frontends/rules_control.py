@@ -148,3 +148,28 @@ def _zero_ct(g, p):
     if g is None or isinstance(g, SymbolicZero) or type(g).__name__ == "Zero":
         return _zeros_like(p) if is_inexact(core.aval_of(p).dtype) else None
     return g
+
+
+@rule("custom_linear_solve")
+def _linear_solve(*args, const_lengths, jaxprs):
+    """shardc's custom_linear_solve on the flat right-hand side, each function a
+    translated jaxpr over its consts (the transposed solve's jaxpr has jax's vecmat
+    inside, so the vecmat shardc passes it goes unused)."""
+    from ..api.lax_solve import custom_linear_solve
+    n_mv, n_vm, n_sv, n_tv = const_lengths
+    mvc = list(args[:n_mv])
+    svc = list(args[n_mv + n_vm:n_mv + n_vm + n_sv])
+    tvc = list(args[n_mv + n_vm + n_sv:n_mv + n_vm + n_sv + n_tv])
+    b = list(args[n_mv + n_vm + n_sv + n_tv:])
+    nb = len(b)
+    has_aux = len(jaxprs.solve.out_avals) > nb
+
+    def solver(jaxpr, consts):
+        def run(_, r):
+            outs = eval_closed(jaxpr, consts + list(r))
+            return (outs[:nb], outs[nb:]) if has_aux else outs
+        return run
+    tsolve = None if jaxprs.transpose_solve is None else solver(jaxprs.transpose_solve, tvc)
+    out = custom_linear_solve(lambda x: eval_closed(jaxprs.matvec, mvc + list(x)), b,
+                              solver(jaxprs.solve, svc), tsolve, has_aux=has_aux)
+    return list(out[0]) + list(out[1]) if has_aux else list(out)

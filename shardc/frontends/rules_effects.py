@@ -53,3 +53,30 @@ def _device_put(*xs, devices, srcs, copy_semantics):
 def _shard_alike(x, y):
     from ..transforms.ad import shard_alike
     return list(shard_alike(x, y))
+
+
+def _callback_device(kind, sharding):
+    from ..api.callbacks import _device_index
+    from ..trace import core
+    return None if sharding is None else _device_index(kind, sharding, core.current_builder())
+
+
+@rule("pure_callback")
+def _pure_callback(*args, callback, result_avals, sharding, vmap_method):
+    from ..ops.callback_io import bind_call
+    return bind_call(callback, list(args), [(a.shape, a.dtype) for a in result_avals],
+                     device=_callback_device("pure_callback", sharding),
+                     vmap_method=vmap_method, name=_name("pure_callback", callback))
+
+
+@rule("io_callback")
+def _io_callback(*args, callback, result_avals, sharding, ordered):
+    from ..ops.callback_io import bind_call
+    return bind_call(callback, list(args), [(a.shape, a.dtype) for a in result_avals],
+                     io=True, ordered=ordered, device=_callback_device("io_callback", sharding),
+                     name=_name("io_callback", callback))
+
+
+def _name(kind, callback):
+    fn = getattr(callback, "callback_func", callback)      # jax's _FlatCallback
+    return f"{kind}({getattr(fn, '__name__', type(fn).__name__)})"

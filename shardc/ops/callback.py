@@ -20,7 +20,7 @@ import weakref
 
 import jax
 
-from ..errors import ShardcError
+from ..errors import ShardcError, user_loc
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
 from ..ir.program import Aval
@@ -39,12 +39,14 @@ class HostCallback:
     """The `callback` param: the user's flat function, with the id its lowering names
     (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
     text cannot hold a function)."""
-    __slots__ = ("fn", "id", "name", "ordered", "nargs", "__weakref__")
+    __slots__ = ("fn", "id", "name", "ordered", "nargs", "results", "loc", "__weakref__")
 
-    def __init__(self, fn, name, nargs, ordered=False):
+    def __init__(self, fn, name, nargs, ordered=False, results=None):
         self.fn, self.id, self.name = fn, next(_ids), name
         self.nargs = nargs          # the user's values; operands past them are ordering deps
-        self.ordered = ordered      # returns the token
+        self.ordered = ordered      # returns the token (first)
+        self.results = results      # the Avals fn returns (pure/io_callback; None: debug)
+        self.loc = user_loc()       # where the user made it (its errors are reported there)
         CALLBACKS[self.id] = self
 
     def __call__(self, *args):
@@ -59,15 +61,22 @@ def _shape(*avals, callback, ordered, partitioned, manual):
 
 
 def _lower(ctx, *xs, callback, ordered, partitioned, manual):
+    return lower_call(ctx, xs, callback, ordered, partitioned, manual)
+
+
+def lower_call(ctx, xs, callback, ordered, partitioned, manual, device=0, side_effect=True):
+    """The custom call running `callback` on the host: on logical device `device` of the
+    program's mesh outside shard_map (or per shard if `partitioned`), on every device
+    inside one."""
     op = ctx.ir_op
+    name = op.prim.name
     if not isinstance(callback, HostCallback):
-        raise ShardcError("debug_callback: this op has no Python function (it was parsed "
+        raise ShardcError(f"{name}: this op has no Python function (it was parsed "
                           "from IR text, which cannot hold one); it cannot be compiled",
                           op.loc)
     if ordered != callback.ordered:
-        raise ShardcError("internal: debug_callback's ordered= differs from its callback's",
-                          op.loc)
-    if ordered and ctx.mesh.size > 1:
+        raise ShardcError(f"internal: {name}'s ordered= differs from its callback's", op.loc)
+    if ordered and ctx.mesh.size > 1 and op.prim is debug_callback_p:
         raise ShardcError("debug.print/callback with ordered=True: ordered effects are not "
                           f"supported for more than 1 device (the program runs on "
                           f"{ctx.mesh.size}), as in jax; drop ordered=True", op.loc)
@@ -76,14 +85,17 @@ def _lower(ctx, *xs, callback, ordered, partitioned, manual):
     where = "_partitioned" if partitioned and not manual else ""
     in_types = [low.types.get(x) or tensor_type(a) for x, a in zip(xs, ctx.in_avals)]
     out_types = [tensor_type(a) for a in ctx.out_avals]
-    # jax's: a maximal sharding on device 0 outside shard_map (partitioned ones run
+    # jax's: a maximal sharding on one device outside shard_map (partitioned ones run
     # per shard all the same), replicated over no axes inside one (every device)
-    mesh = "mesh<[]>" if manual else "mesh<[], device_ids=[0]>"
-    n = max(1, len(out_types))
-    sharding = "#sdy.sharding_per_value<[" + ", ".join([f"<{mesh}, []>"] * n) + "]>"
+    if manual:
+        per = [f"<mesh<[]>, [{', '.join(['{}'] * a.ndim)}]>" for a in ctx.out_avals] or \
+            ["<mesh<[]>, []>"]
+    else:
+        per = [f"<mesh<[], device_ids=[{device}]>, []>"] * max(1, len(ctx.out_avals))
+    sharding = "#sdy.sharding_per_value<[" + ", ".join(per) + "]>"
     props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
              "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
-             "has_side_effect": "true",
+             "has_side_effect": "true" if side_effect else "false",
              # XLA's partitioner of these calls requires layouts (row-major, as jax's)
              "operand_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.in_avals) + "]",
              "result_layouts": "[" + ", ".join(_layout(a.ndim) for a in ctx.out_avals) + "]"}
@@ -102,6 +114,7 @@ debug_callback_p = Primitive("debug_callback", shape_rule=_shape, sharding_rule=
                              traits=Trait.EFFECTFUL)
 # an effect: no gradient flows through it (the forward pass still runs it, with primals)
 debug_callback_p.vjp = nondiff
+debug_callback_p.host_call = True      # a HostCallback op (ordered ones thread a token)
 
 
 def _batch(ctx, args, batched, *, callback, **params):
@@ -160,7 +173,7 @@ def emit_flat(flat, vals, ordered, partitioned, name):
 
 
 def _is_ordered_call(op) -> bool:
-    return op.prim is debug_callback_p and op.params["ordered"]
+    return getattr(op.prim, "host_call", False) and op.params["ordered"]
 
 
 def _has_ordered_call(op) -> bool:

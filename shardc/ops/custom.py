@@ -10,8 +10,9 @@ elimination then drops the residuals it did not use. Lowering inlines the region
 from __future__ import annotations
 
 import jax
+import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ArgumentError, ShardcError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..trace import core
@@ -106,6 +107,14 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
         if len(gl) != k:
             raise ShardcError(f"custom_vjp bwd: the cotangent of argument {i} has {len(gl)} "
                               f"leaves, the argument {k}", ctx.op.loc)
+        for a, c in zip(_tree.tree_leaves(args[i]), gl):
+            if c is not None and np.shape(a) != np.shape(c):
+                raise ArgumentError(
+                    "Custom VJP bwd rule must produce an output with the same type as the "
+                    f"args tuple of the primal function, but at output[{diff.index(i)}] the "
+                    f"bwd rule produced an output of shape {np.shape(c)} corresponding to "
+                    f"an input of shape {np.shape(a)}, so the shapes do not match",
+                    ctx.op.loc)
         leaf_ct[starts[i]:starts[i] + k] = gl
     in_cts = [leaf_ct[i] for i in bwd.traced] + [None] * (len(ins) - len(bwd.traced))
     res = [k for k in range(num_out, len(cts)) if cts[k] is not None]

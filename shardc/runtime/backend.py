@@ -275,12 +275,16 @@ class _CallbackExecutable(Executable):
     __slots__ = ()
 
     def __call__(self, arrays):
-        results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
-        token = results.consume_token()
-        for i in self.donated:
-            arrays[i].delete()      # see Executable.__call__
-        outs = results.consume_with_handlers(self.handlers)
-        token.block_until_ready()
+        from .callback import raised
+        try:
+            results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
+            token = results.consume_token()
+            for i in self.donated:
+                arrays[i].delete()      # see Executable.__call__
+            outs = results.consume_with_handlers(self.handlers)
+            token.block_until_ready()
+        except Exception as e:      # a callback's own error, at the user's line
+            raise raised(e) from None
         return outs
 
 

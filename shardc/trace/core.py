@@ -332,6 +332,8 @@ def constant_value(b: Builder, x):
     """A concrete value used inside a trace: a literal if scalar, else a constant op."""
     if isinstance(x, jax.core.Tracer):     # a jax transformation's, around shardc code
         raise foreign_tracer_error(x)
+    if type(x) is Lit:      # (a translated jaxpr's literal; NumPy would read it as truthy)
+        return x
     aval = aval_of(x)
     if aval.shape == ():
         return Lit(_scalar(x, aval.dtype), aval)
