@@ -4,7 +4,8 @@ FUZZ_CONTROL=1 in the environment the programs are mostly control flow (scan, co
 loops, checkpoint) and more of them differentiate; with FUZZ_EXPLICIT=1 most run on
 meshes of Explicit axes (sharding in types, compared with jax.typeof); with FUZZ_AUTO=1
 shardc's side has every in/out sharding shardc.AUTO (the search chooses; values
-compared)."""
+compared); with FUZZ_FRONTEND=1 shardc's side runs the jax program itself (jax.numpy,
+jax.lax, jax.grad) inside shardc.jit, testing the translation of jax code."""
 from __future__ import annotations
 
 import os

@@ -30,6 +30,9 @@ CONTROL_FOCUS = os.environ.get("FUZZ_CONTROL") == "1"
 VMAP_FOCUS = os.environ.get("FUZZ_VMAP") == "1"
 # FUZZ_EXPLICIT=1: most programs on a mesh of AxisType.Explicit axes (sharding in types)
 EXPLICIT_FOCUS = os.environ.get("FUZZ_EXPLICIT") == "1"
+# FUZZ_FRONTEND=1: shardc's side runs the jax program (jax.numpy, jax.lax, jax.grad,
+# jax.vmap) inside shardc.jit, so the frontend's translation is what is compared
+FRONTEND = os.environ.get("FUZZ_FRONTEND") == "1"
 
 
 @dataclasses.dataclass
@@ -406,6 +409,8 @@ def make_mesh(spec, types=None):
 def build(prog: Program, framework: str, record=None):
     """The program's function for `framework`: takes the inputs, returns a tuple.
     `record`, a dict: each line's value K gets record[K] = str(typeof(vK)) as traced."""
+    if framework == "shardc" and FRONTEND:
+        framework = "jax"       # the same jax code; the caller's shardc.jit translates it
     ns = namespace(framework, make_mesh(prog.mesh, prog.explicit))
     if record is not None:
         import shardc

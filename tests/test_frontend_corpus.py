@@ -150,6 +150,17 @@ def test_literal_results_of_loop_and_branch_bodies(name):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_other_prng_impls_are_an_error_not_threefry_numbers(impl):
+    # they once ran as threefry keys: numbers unlike jax's, silently
+    made_inside = lambda: jax.random.normal(jax.random.key(0, impl=impl), (4,))  # noqa: E731
+    with pytest.raises(shardc.ShardcError, match=f"'{impl}' keys inside shardc.jit") as e:
+        shardc.jit(made_inside)()
+    assert "test_frontend_corpus.py" in str(e.value)
+    with pytest.raises(shardc.ShardcError, match=f"of the '{impl}' PRNG was passed"):
+        shardc.jit(lambda k: jax.random.normal(k, (3,)))(jax.random.key(0, impl=impl))
+
+
 def test_jax_debug_print_and_callback(capfd):
     seen = []
 
@@ -226,7 +237,7 @@ UNTRANSLATED = {
     # still to do
     **dict.fromkeys(["after_all", "create_token", "rng_bit_generator", "rng_uniform",
                      "select_and_scatter", "custom_vmap_call",
-                     "linear_call", "ragged_dot_general",
+                     "linear_call",
                      "tridiagonal", "hessenberg", "schur",
                      "householder_product", "ormqr", "geqrf", "geqp3", "cholesky_update",
                      "symmetric_product"], "not yet"),

@@ -7,7 +7,7 @@ from ..api import lax_special as S
 from ..api import lax_ops
 from ..api import numpy as snp
 from ..trace import core
-from .translate import _bind, rule
+from .translate import _bind, apply_sharding, rule
 
 
 def _unary(fn):
@@ -80,3 +80,14 @@ def _composite(*args, jaxpr, name=None, attributes=(), version=0):
 def _tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
     from ..api.lax_linalg import tridiagonal_solve
     return tridiagonal_solve(dl, d, du, b, perturb_singular=perturb_singular)
+
+
+@rule("ragged_dot_general")
+def _ragged_dot_general(lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision,
+                        preferred_element_type, group_offset=None, out_sharding=None):
+    from ..api.lax_ragged import RaggedDotDimensionNumbers, ragged_dot_general
+    dn = ragged_dot_dimension_numbers
+    out = ragged_dot_general(lhs, rhs, group_sizes, RaggedDotDimensionNumbers(
+        dn.dot_dimension_numbers, dn.lhs_ragged_dimensions, dn.rhs_group_dimensions),
+        preferred_element_type=preferred_element_type, group_offset=group_offset)
+    return apply_sharding(out, out_sharding)

@@ -10,15 +10,29 @@ from __future__ import annotations
 import jax
 
 from ..api import random as srandom
+from ..errors import ShardcError
 from ..api.random._keys import KeyArray
 from ..trace import core
 from .translate import RULES, rule, unsupported
+
+
+def check_impl(impl):
+    """jax keys of another PRNG (rbg, unsafe_rbg) would silently give threefry's
+    numbers here: an error instead."""
+    name = getattr(getattr(impl, "_impl", impl), "name", impl)
+    if name != "threefry2x32":
+        raise ShardcError(
+            f"jax.random with {name!r} keys inside shardc.jit: shardc implements jax's "
+            f"threefry2x32 PRNG only (bit for bit), so these keys' numbers would differ "
+            f"from jax's; make keys with the default impl (not impl={name!r}, nor "
+            "jax_default_prng_impl set to it)")
 
 
 def keys_of(x):
     if type(x) is KeyArray:
         return x
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        check_impl(jax.random.key_impl(x))
         return KeyArray(jax.random.key_data(x))
     raise unsupported("a PRNG operation", f"on {type(x).__name__}")
 
@@ -35,11 +49,13 @@ def _data(x):
 
 @rule("random_seed")
 def _seed(seed, *, impl):
+    check_impl(impl)
     return as_jax(srandom.key(seed))
 
 
 @rule("random_wrap")
 def _wrap(data, *, impl):
+    check_impl(impl)
     if type(data) is KeyArray:
         return as_jax(keys_of(data))
     return as_jax(KeyArray(data))

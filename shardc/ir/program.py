@@ -137,6 +137,23 @@ class Lit:
     def __str__(self):
         return f"{_fmt_scalar(self.value)}:{self.aval}".replace("[]", "")
 
+    # Read as a Python or NumPy value, a literal is its scalar (an object's default
+    # truthiness would make every literal True)
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, self.aval.dtype if dtype is None else dtype)
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __int__(self):
+        return int(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
+    def __complex__(self):
+        return complex(self.value)
+
 
 class Op:
     """An operation. `sig` (set by the tracer): an int naming the op's primitive, params

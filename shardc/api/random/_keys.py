@@ -115,6 +115,13 @@ def wrap_jax_keys(tree):
     leaves = jax.tree_util.tree_leaves(tree, is_leaf=_is_jax_key)
     if not any(map(_is_jax_key, leaves)):
         return tree
+    for x in leaves:
+        name = getattr(getattr(x, "_impl", None), "name", "threefry2x32") \
+            if _is_jax_key(x) else "threefry2x32"
+        if name != "threefry2x32":      # its numbers would silently be threefry's
+            raise ShardcError(f"a jax key array of the {name!r} PRNG was passed to shardc; "
+                              "shardc implements jax's threefry2x32 PRNG only (bit for "
+                              "bit): make the keys with the default impl")
     return jax.tree_util.tree_map(
         lambda x: KeyArray(x._base_array) if _is_jax_key(x) else x, tree, is_leaf=_is_jax_key)
 
