@@ -150,6 +150,25 @@ def test_literal_results_of_loop_and_branch_bodies(name):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
+def test_vmapped_while_with_per_example_predicates_and_grad_of_a_switch():
+    # found by the fuzzer's FUZZ_FRONTEND mode: jax's batched while has a predicate per
+    # example (once "cond_fun must return a boolean scalar"), and the gradient of a
+    # switch fills unwritten residuals with jax's `empty2` (once untranslated)
+    def count_up(x):
+        return jax.lax.while_loop(lambda c: c[1].sum() < 10 * c[0],
+                                  lambda c: (c[0], c[1] + 1.0), (x, jnp.zeros(3)))[1]
+    xs = np.array([1.0, 2.0, 4.0], np.float32)
+    f = jax.vmap(count_up)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(xs)), np.asarray(jax.jit(f)(xs)))
+
+    def loss(v, w):
+        branches = [lambda u: jnp.pad(u, (0, 2)), lambda u: jnp.broadcast_to(u.sum(), (6,))]
+        return jax.lax.switch(jnp.sum(w > 0).astype(jnp.int32), branches, v).sum()
+    v, w = np.arange(4, dtype=np.float32), np.array([1.0, -1.0], np.float32)
+    g = jax.grad(loss)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(g)(v, w)), np.asarray(jax.jit(g)(v, w)))
+
+
 @pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
 def test_other_prng_impls_are_an_error_not_threefry_numbers(impl):
     # they once ran as threefry keys: numbers unlike jax's, silently
@@ -208,7 +227,7 @@ UNTRANSLATED = {
                      "empty_ref", "free_ref", "freeze", "get", "swap", "new_ref", "run_state",
                      "log_extend", "log_read", "new_log", "call_hi_primitive",
                      "call_hi_primitive_linearized", "create_linear", "custom_lin",
-                     "dce_sink", "stage", "pin", "unpin", "tie", "empty", "empty2",
+                     "dce_sink", "stage", "pin", "unpin", "tie",
                      "from_edtype", "to_edtype", "reduced_vary_cast_p",
                      "vary_unreduced_cast_p", "dim_as_value", "dimension_size",
                      "shape_assertion", "eval_jaxpr", "call", "unreachable",

@@ -35,9 +35,32 @@ def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cc = list(args[:cond_nconsts])
     bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
     init = list(args[cond_nconsts + body_nconsts:])
+    if cond_jaxpr.out_avals[0].shape:
+        return _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr)
     out = while_loop(lambda c: eval_closed(cond_jaxpr, cc + list(c))[0],
                      lambda c: eval_closed(body_jaxpr, bc + list(c)), init)
     return list(out)
+
+
+def _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr):
+    """jax's while with a predicate per example (vmap of a loop whose predicate
+    depends on the example), as jax's lowering runs it: while any example's predicate
+    holds, a step updates the carries of the examples whose predicate does (the
+    predicate's dims lead every carry's) and leaves the others."""
+    from ..api.control import while_loop
+    from ..api.lax import broadcast_in_dim, select
+    from ..api.numpy import any as any_
+
+    def pred(c):
+        return eval_closed(cond_jaxpr, cc + list(c))[0]
+
+    def body(c):
+        p = pred(c)
+        new = eval_closed(body_jaxpr, bc + list(c))
+        lead = tuple(range(core.aval_of(p).ndim))
+        return [select(broadcast_in_dim(p, core.aval_of(n).shape, lead), n, o)
+                for n, o in zip(new, c)]
+    return list(while_loop(lambda c: any_(pred(c)), body, init))
 
 
 @rule("cond")

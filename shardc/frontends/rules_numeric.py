@@ -1,6 +1,6 @@
 """jax primitives shardc has as functions rather than ops: the inverse hyperbolics, the
 Bessel and incomplete gamma / beta functions (with their derivative rules), mulhi,
-stack / unstack, reduce_xor, the general reduce and zeros_like."""
+stack / unstack, reduce_xor, the general reduce, zeros_like and empty."""
 from __future__ import annotations
 
 from ..api import lax_special as S
@@ -57,6 +57,19 @@ def _unstack(x, *, axis):
 
 
 rule("zeros_like")(snp.zeros_like)
+
+
+@rule("empty")
+def _empty(*, shape, dtype, out_sharding=None):
+    """An array whose contents do not matter (jax's lax.empty): zeros, as jax's CPU
+    lowering gives when it is not a buffer allocation."""
+    return apply_sharding(snp.zeros(shape, dtype), out_sharding)
+
+
+@rule("empty2")
+def _empty2(*, dtype, memory_space=None):
+    """The scalar jax broadcasts into a residual no branch of a cond wrote (its grad)."""
+    return snp.zeros((), dtype)
 
 
 @rule("reduce")
