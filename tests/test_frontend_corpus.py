@@ -169,6 +169,17 @@ def test_vmapped_while_with_per_example_predicates_and_grad_of_a_switch():
     np.testing.assert_array_equal(np.asarray(shardc.jit(g)(v, w)), np.asarray(jax.jit(g)(v, w)))
 
 
+def test_grad_of_a_checkpointed_loop_closing_over_the_differentiated_value():
+    # FUZZ_FRONTEND: jax's remat partial eval binds a closed_call whose body ran under
+    # jax's eval trace, not shardc's (an UnexpectedTracerError)
+    def loss(p, v):
+        body = lambda o: jax.lax.fori_loop(1, 3, lambda i, c: c * p, o)  # noqa: E731
+        return jax.checkpoint(body)(v) + p
+    g = jax.grad(loss)
+    assert float(shardc.jit(g)(np.float32(1.5), np.float32(2))) == \
+        float(jax.jit(g)(np.float32(1.5), np.float32(2))) == 7.0
+
+
 @pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
 def test_other_prng_impls_are_an_error_not_threefry_numbers(impl):
     # they once ran as threefry keys: numbers unlike jax's, silently

@@ -32,7 +32,10 @@ class ShardcTrace(jcore.Trace):
         return translate.apply(primitive, list(tracers), params)
 
     def process_call(self, call_primitive, f, tracers, params, /):
-        return f.call_wrapped(*tracers)     # closed_call, core_call: inline
+        # closed_call, core_call: inline. jax binds with the eval trace current (its
+        # take_current_trace), so the body's primitives come here only with this one
+        with jcore.set_current_trace(self):
+            return f.call_wrapped(*tracers)
 
     def process_custom_jvp_call(self, primitive, fun, jvp, tracers, /, *, symbolic_zeros):
         return _through_jaxpr(lambda *xs: primitive.bind(
