@@ -29,7 +29,7 @@ def closure_convert(fun, *example_args):
     trace: concrete values cannot carry a derivative)."""
     leaves, in_tree = _tree.tree_flatten(example_args)
     if core.current_builder() is None:
-        return _check_tree(fun, in_tree, 0), []
+        return _check_tree(fun, in_tree), []
     avals = [core.aval_of(x) for x in leaves]
 
     def body(*ts):
@@ -52,10 +52,10 @@ def closure_convert(fun, *example_args):
     return converted, list(consts)
 
 
-def _check_tree(fun, in_tree, n):
+def _check_tree(fun, in_tree):
+    """Outside a trace: `fun` itself (no consts), with the structure check."""
     @functools.wraps(fun)
-    def converted(*args_and_consts):
-        args = args_and_consts[:len(args_and_consts) - n]
+    def converted(*args):
         if _tree.tree_structure(tuple(args)) != in_tree:
             raise ArgumentError("The inputs to the closure produced by closure_convert must "
                                 "have the same Pytree structure as the example arguments "
