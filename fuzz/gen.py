@@ -302,9 +302,15 @@ class Gen(ControlSteps):
             return None
         n = avals[k].shape[0]
         s = int(self.rng.integers(0, n))
-        idx = self.choice([f"{s}:{s + 1}", f"{s}", f"{s}::2", f"np.array([{s}, {n - 1}])"])
+        # traced indices too: one repeats, and the clipped one may be out of bounds
+        hot = f"m.argmax(v{k}.reshape(-1))"
+        idx = self.choice([f"{s}:{s + 1}", f"{s}", f"{s}::2", f"np.array([{s}, {n - 1}])",
+                           f"({hot} + np.array([0, 1, 0])) % {n}",
+                           f"{hot} - np.array([0, {n}, {2 * n}, {n - 1}])"])
         meth = self.choice(["set(1)", "add(2)", "multiply(3)", "max(0)", "min(0.5)",
                             "set(v{k}[0] * 2)".format(k=k), "get()"])
+        if hot in idx and meth != "get()":
+            meth = meth[:-1] + ", mode='clip')"
         return f"v{k}.at[{idx}].{meth}"
 
     def cumsum(self, avals, mesh):

@@ -15,7 +15,7 @@ from ..ops import scatter as sc
 from ..ops.reduce import identity_of
 from ..ops import shape as shp
 from ..trace import core
-from .lax_ops import _arr, _shape, full, index_in_dim
+from .lax_ops import _arr, _shape, index_in_dim
 from .numpy._util import aval, convert
 
 
@@ -147,6 +147,10 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     for d in range(xa.ndim):
         if d not in inserted:
             sizes[d] = next(win)
+    params = dict(update_window_dims=tuple(dn.update_window_dims),
+                  inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap)
+    if _mode(mode) == "fill" and prim is sc.scatter_p:
+        return _scatter_dropping(x, idx, upd, smap, sizes, params)
     if _mode(mode) == "fill":
         ok = _in_bounds(idx, xa.shape, smap, sizes)
         batch = tuple(d for d in range(ua.ndim) if d not in dn.update_window_dims)
@@ -157,9 +161,28 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
         upd = ew.select_p.bind(mask, upd, shp.broadcast_in_dim_p.bind(
             ident, shape=ua.shape, broadcast_dimensions=()))
     idx = _clamp_starts(idx, xa.shape, smap, sizes)
-    return prim.bind(x, idx, upd, update_window_dims=tuple(dn.update_window_dims),
-                     inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap,
-                     index_vector_dim=aval(idx).ndim - 1)
+    return prim.bind(x, idx, upd, index_vector_dim=aval(idx).ndim - 1, **params)
+
+
+def _scatter_dropping(x, idx, upd, smap, sizes, params):
+    """A replacing scatter whose windows out of bounds are dropped: the operand gets a
+    window's room past its end on each indexed dim, where those windows are sent, and
+    loses it after (a replaced element has no identity to write instead, and XLA's own
+    dropping differs once partitioned)."""
+    xa, ia = aval(x), aval(idx)
+    ok = _in_bounds(idx, xa.shape, smap, sizes)
+    okb = shp.broadcast_in_dim_p.bind(ok, shape=ia.shape,
+                                      broadcast_dimensions=tuple(range(ia.ndim - 1)))
+    past = shp.broadcast_in_dim_p.bind(_const(np.array([xa.shape[d] for d in smap],
+                                                        ia.dtype)),
+                                       shape=ia.shape, broadcast_dimensions=(ia.ndim - 1,))
+    idx = ew.select_p.bind(okb, idx, past)
+    room = [(0, sizes[d] if d in smap else 0, 0) for d in range(xa.ndim)]
+    zero = Lit(core._scalar(0, xa.dtype), xa.update(shape=(), weak=False))
+    padded = shp.pad_p.bind(x, zero, padding_config=tuple(room))
+    out = sc.scatter_p.bind(padded, idx, upd, index_vector_dim=ia.ndim - 1, **params)
+    return shp.slice_p.bind(out, start_indices=(0,) * xa.ndim, limit_indices=xa.shape,
+                            strides=None)
 
 
 def _batch_columns(idx, dn):
@@ -216,29 +239,10 @@ def index_take(src, idxs, axes):
 
 def scatter(operand, scatter_indices, updates, dimension_numbers, *,
             indices_are_sorted=False, unique_indices=False, mode=None):
-    """XLA's scatter (replace), out-of-bound windows dropped by default. An element
-    written by several updates gets their mean (jax leaves which one wins unspecified;
-    shardc's .at[].set rule)."""
-    x, upd = _arr(operand), _arr(updates)
-    xa, ua = aval(x), aval(upd)
-    if xa.dtype != ua.dtype:
-        raise ShardcTypeError(f"lax.scatter requires arguments to have the same dtypes, "
-                              f"got {xa.dtype}, {ua.dtype}.")
-    # (integers add exactly in their own dtype; booleans count in int32)
-    comp = xa.dtype if xa.dtype != dtypes.bool_ else np.dtype(np.int32)
-
-    def zeros():
-        return full(xa.shape, 0, comp)
-    placed = scatter_add(zeros(), scatter_indices, convert(upd, comp), dimension_numbers,
-                         mode=mode)
-    count = scatter_add(zeros(), scatter_indices, full(ua.shape, 1, comp), dimension_numbers,
-                        mode=mode)
-    zero = Lit(core._scalar(0, comp), xa.update(dtype=comp, shape=(), weak=False))
-    hit = ew.gt_p.bind(count, zero)
-    new = ew.div_p.bind(placed, ew.select_p.bind(hit, count, full(xa.shape, 1, comp)))
-    if comp != xa.dtype:
-        new = ew.gt_p.bind(new, zero)
-    return ew.select_p.bind(hit, new, x)
+    """XLA's scatter (replace), out-of-bound windows dropped by default. Of several
+    updates to one element one wins (jax leaves which unspecified: the last on CPU)."""
+    return _scatter("scatter", sc.scatter_p, operand, scatter_indices, updates,
+                    dimension_numbers, mode)
 
 
 def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,

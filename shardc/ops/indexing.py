@@ -98,8 +98,9 @@ _scatter_shape = partial(scatter_shape, "scatter_add")
 
 
 def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
-                  scatter_dims_to_operand_dims, index_vector_dim):
-    """Shardy's scatter rule (addGatherScatterFactors) for one input and an add region."""
+                  scatter_dims_to_operand_dims, index_vector_dim, batch_kind=REDUCTION):
+    """Shardy's scatter rule (addGatherScatterFactors) for one input and an add region
+    (`batch_kind`: what a sharded update batch dim is; a partial result to combine)."""
     x, idx, upd = ins
     b = RuleBuilder(ins, outs)
     in_dim = 0
@@ -117,7 +118,7 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
             in_dim += 1
         else:
             idim = batch_pos if batch_pos < index_vector_dim else batch_pos + 1
-            b.factor([None, idim, sd], [None], n, REDUCTION)
+            b.factor([None, idim, sd], [None], n, batch_kind)
             batch_pos += 1
     for d in inserted_window_dims:
         b.factor([d, None, None], [d], x.shape[d])
@@ -129,9 +130,14 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
 
 def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims,
                    scatter_dims_to_operand_dims, index_vector_dim, kind="add"):
-    """stablehlo.scatter whose region combines with `kind` (add, mul, min, max)."""
+    """stablehlo.scatter whose region combines with `kind` (add, mul, min, max, or
+    replace)."""
     from .reduce import monoid_region
-    region = monoid_region(ctx, kind, ctx.in_avals[0])
+    if kind == "replace":           # jax's scatter: the update replaces the element
+        scalar = ctx.in_avals[0].update(shape=(), weak=False)
+        region = ctx.region([scalar, scalar], lambda c, a, b: [b])
+    else:
+        region = monoid_region(ctx, kind, ctx.in_avals[0])
     dn = (f"#stablehlo.scatter<update_window_dims = [{', '.join(map(str, update_window_dims))}], "
           f"inserted_window_dims = [{', '.join(map(str, inserted_window_dims))}], "
           f"scatter_dims_to_operand_dims = [{', '.join(map(str, scatter_dims_to_operand_dims))}], "

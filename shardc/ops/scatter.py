@@ -1,10 +1,13 @@
-"""scatter_mul, scatter_min, scatter_max: XLA's scatter whose region multiplies, or
-takes the min / max of, the operand and every update (repeated indices included, each
-update combined in), as jax's scatter-mul / -min / -max.
+"""scatter, scatter_mul, scatter_min, scatter_max: XLA's scatter whose region replaces
+the element with the update (jax's scatter: of repeated indices one update wins, the
+last on CPU), or multiplies, or takes the min / max of, the operand and every update
+(repeated indices included, each update combined in), as jax's scatter-mul / -min / -max.
 
 Dimension numbers, factor rule, lowering and batching are scatter_add's (shardc.ops.
 indexing) with another combiner in the region: a sharded update batch dim is a partial
-result that XLA's partitioner combines with the same op. Gradients are jax's
+result that XLA's partitioner combines with the same op (a replacing scatter has no
+such combination: its update batch dims are gathered first, as XLA's partitioner
+does for that region). Gradients are jax's
 (jax/_src/lax/slicing.py): the transpose of its scatter-mul JVP for the operand, and
 the exact product of the other factors for the updates (which jax defines only for
 unique indices, where the two agree); for min / max the transpose of
@@ -17,20 +20,26 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from ..ir.primitive import PropKind
+from ..ir.rules import NEED_REPLICATION
 from ..trace.core import Primitive
 from . import indexing as ix
 
-KINDS = {"scatter_mul": "mul", "scatter_min": "min", "scatter_max": "max"}
+KINDS = {"scatter": "replace", "scatter_mul": "mul", "scatter_min": "min",
+         "scatter_max": "max"}
 
 
 def _combiner(name):
-    return Primitive(name, shape_rule=partial(ix.scatter_shape, name),
-                     sharding_rule=ix._scatter_rule,
+    rule = ix._scatter_rule if name != "scatter" else partial(
+        ix._scatter_rule, batch_kind=NEED_REPLICATION)
+    return Primitive(name, shape_rule=partial(ix.scatter_shape, name), sharding_rule=rule,
                      lower=partial(ix._lower_scatter, kind=KINDS[name]),
                      prop_kind=PropKind.NONE)
 
 
+scatter_p = _combiner("scatter")
 scatter_mul_p = _combiner("scatter_mul")
 scatter_min_p = _combiner("scatter_min")
 scatter_max_p = _combiner("scatter_max")
@@ -89,7 +98,25 @@ def _rules():
         return [gx, None, gu]
     scatter_min_p.vjp = scatter_max_p.vjp = extremal_vjp
 
-    for p in BY_KIND.values():
+    def replace_vjp(ctx, cts, x, idx, u, **dn):
+        # jax's _scatter_jvp: which update won each element is found by scattering
+        # the updates' ids the same way (the same order, so the same winner)
+        t = cts[0]
+        ua = ctx.in_avals[2]
+        back = partial(ix.window_gather, idx=idx, upd_shape=ua.shape, **dn)
+        ids = L.reshape(L.iota(np.dtype(np.int32), (ua.size,), 0), ua.shape)
+        won = scatter_p.bind(L.full(ctx.in_avals[0].shape, -1, np.dtype(np.int32)), idx,
+                             ids, **dn)
+        gx = gu = None
+        if wants(ctx, 0):
+            gx = L.select(L.ge(won, 0), L.zeros_like(t), t)
+        if wants(ctx, 2):
+            gu = drop(ctx, L.select(L.eq(back(won), ids), back(t), L.zeros_like(u)), idx,
+                      dn)
+        return [gx, None, gu]
+    scatter_p.vjp = replace_vjp
+
+    for p in (scatter_p, *BY_KIND.values()):
         p.batch = ix.scatter_batch(p)
 
 

@@ -104,7 +104,8 @@ OPS.update({
          "inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
     ],})
 # the combiners share scatter_add's rule; XLA's factors for them are checked the same way
-OPS.update({k: OPS["scatter_add"] for k in ("scatter_mul", "scatter_min", "scatter_max")})
+OPS.update({k: OPS["scatter_add"] for k in ("scatter", "scatter_mul", "scatter_min",
+                                            "scatter_max")})
 # sorting, dynamic slices, cumulative ops, take_along_axis (shardc.ops.sort/dynamic/
 # cumulative/take)
 _S = "i32[]"

@@ -8,8 +8,8 @@ host when the index is static (ints, slices, None, ..., NumPy arrays) and are re
 from an iota over x's elements otherwise. An integer-array index out of bounds
 names no element (jax drops such updates). `add` is exact with repeated indices
 (they add up, as in jax). `set` keeps each element's last write when the index is
-static (as jax does on CPU); with a traced index that repeats it writes the mean of
-the values (jax leaves the winner unspecified). `multiply`, `divide`, `power`, `min`
+static (as jax does on CPU); a traced index is one replacing scatter, as jax's (of
+repeated indices one write wins: the last on CPU). `multiply`, `divide`, `power`, `min`
 and `max` are one scatter whose region multiplies or takes the min / max, so every
 update is combined in, repeated indices included (as jax's). `apply` reads the values
 x holds at idx, which for a repeated index would need the function applied once per
@@ -27,7 +27,7 @@ from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
 from ...ops.reduce import identity_of
-from ...ops.scatter import BY_KIND
+from ...ops.scatter import BY_KIND, scatter_p
 from . import _at_box as _box
 from ._creation import full, full_like, iota, zeros
 from ._indexing import _classify_shape
@@ -112,7 +112,8 @@ class _IndexUpdateRef:
             return self
         xa = aval(self.array)
         return _IndexUpdateRef(self.array,
-                               tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index))))
+                               tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index),
+                                            traced=True)))
 
     @_typed_update
     def set(self, values, *, mode=None, **_):
@@ -122,13 +123,12 @@ class _IndexUpdateRef:
         boxed = _boxed(x, self.index, values, lambda old, new: new)
         if boxed is not None:
             return boxed
-        placed, count, unique = _placed(x, self.index, values, last_only=True)
-        if aval(x).dtype == dtypes.bool_:
-            new = greater(placed, 0)              # a repeated traced index: any True wins
-        elif unique:
-            new = placed
-        else:
-            new = _mean(placed, count, aval(x).dtype)
+        xa = aval(x)
+        entries = _classify_shape(xa.shape, self.index)
+        if any(core.is_tracer(e) for e in entries):
+            return _replaced(x, entries, values)
+        placed, count, _ = _placed(x, self.index, values, last_only=True)
+        new = greater(placed, 0) if xa.dtype == dtypes.bool_ else placed
         return where(greater(count, 0), new, x)
 
     def _promoted(self, name, values):
@@ -310,15 +310,24 @@ def _static_int_entries(shape, entries):
         dim += 1
 
 
-def _clamp(shape, entries):
+def _clamp(shape, entries, traced=False):
     """Static int and int-array entries moved into bounds (negative ones counted from
-    the end first), as XLA's gather clamps."""
+    the end first), as XLA's gather clamps; traced ones too when asked (mode="clip"
+    of an update, which no gather clamps for it)."""
     out = list(entries)
     for k, d, e in _static_int_entries(shape, entries):
         m = shape[d]
         a = np.asarray(e)
         a = np.clip(np.where(a < 0, a + m, a), 0, max(m - 1, 0))
         out[k] = int(a) if a.ndim == 0 else a
+    dim = 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        if traced and core.is_tracer(e):
+            m = shape[dim]
+            out[k] = minimum(maximum(where(less(e, 0), add(e, m), e), 0), max(m - 1, 0))
+        dim += 1
     return out
 
 
@@ -423,7 +432,8 @@ def _positions(shape, n, it, entries, static):
         if static and isinstance(e, (int, np.integer)) and not -m <= e < m:
             e = np.asarray(m)               # an int out of bounds names no element either
         if _is_array(e):
-            extra_shape = shape[:dim] + (1,) + shape[dim + 1:]
+            cur = np.shape(pos) if static else aval(pos).shape    # earlier dims grown
+            extra_shape = cur[:dim] + (1,) + cur[dim + 1:]
             if static:
                 e = np.asarray(e)
                 e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m)
@@ -438,9 +448,26 @@ def _positions(shape, n, it, entries, static):
     return pos[tuple(entries)] if static else getitem(pos, tuple(entries))
 
 
-def _mean(placed, count, dt):
-    """placed / count where count > 0 (the mean of repeated writes), in x's dtype."""
-    c = where(greater(count, 0), count, 1)
-    if dtypes.is_float(dt):
-        return convert(divide(placed, convert(c, dt)), dt)
-    return floor_divide(placed, convert(c, dt))
+def _replaced(x, entries, values):
+    """x with `values` written at the elements a traced index names, by one replacing
+    scatter (jax's: of repeated indices one write wins, the last on CPU) at coordinates
+    into x itself (so x's sharding passes on, as _scatter_into's). A position out of
+    bounds gets a first coordinate far past every shard's end, which XLA drops."""
+    xa = aval(x)
+    if xa.ndim == 0:
+        return reshape(_replaced(reshape(x, (1,)), [0, *entries], values), ())
+    n = int(np.prod(xa.shape, dtype=np.int64))
+    it = dtypes.default_int()
+    pos = _positions(xa.shape, n, it, entries, False)
+    k = int(np.prod(aval(pos).shape, dtype=np.int64))
+    v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
+    v = reshape(broadcast_to(v, aval(pos).shape), (k,))
+    flat = reshape(pos, (k,))
+    inb = less(flat, n)
+    strides = np.cumprod((1,) + xa.shape[:0:-1])[::-1]
+    cols = [remainder(floor_divide(flat, int(s)), m) for s, m in zip(strides, xa.shape)]
+    cols[0] = where(inb, cols[0], np.iinfo(it).max // 2)
+    dims = tuple(range(xa.ndim))
+    return scatter_p.bind(x, stack(cols, axis=1), v, update_window_dims=(),
+                          inserted_window_dims=dims, scatter_dims_to_operand_dims=dims,
+                          index_vector_dim=1)
