@@ -374,7 +374,7 @@ def test_custom_vjp_call_is_one_op_with_its_forward_region():
 def test_grad_errors():
     with pytest.raises(shardc.ShardcError, match="scalar output"):
         shardc.grad(lambda a: a * 2)(X)
-    with pytest.raises(shardc.ShardcError, match="floating-point inputs"):
+    with pytest.raises(shardc.ShardcError, match="sub-dtype of np.inexact"):
         shardc.grad(lambda a: snp.sum(a * 1.0))(np.ones(3, np.int32))
 
 

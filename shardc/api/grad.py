@@ -23,6 +23,10 @@ from ..transforms.forward import jvp_region, needs_forward
 _tree = jax.tree_util
 
 
+class ShardcNotImplemented(ShardcError, NotImplementedError):
+    pass
+
+
 def _is_arraylike(x):
     return isinstance(x, (bool, int, float, np.generic, np.ndarray, jax.Array))
 
@@ -59,55 +63,91 @@ def _argnums(argnums, n):
 
 
 @api_boundary
-def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False):
-    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad. Complex inputs and
-    outputs need holomorphic=True (then both must be complex), as jax's."""
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
+    """(f(x), df/dx) for a scalar-valued f, as jax.value_and_grad: real or complex inputs
+    (a real output; holomorphic=True: complex inputs and output), and integer or bool
+    inputs with allow_int=True, whose gradients are float0 zeros."""
     if not callable(fun):
         raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
+    if reduce_axes:
+        raise ShardcNotImplemented("reduce_axes argument to grad is deprecated")
+
     @_eager
     @api_boundary
     def vg(*args, **kwargs):
         single, nums = _argnums(argnums, len(args))
-        wrt = tuple(args[i] for i in nums)
-        _check_complex(wrt, holomorphic, "inputs")
+        leaves, tree = _tree.tree_flatten(tuple(args[i] for i in nums))
+        for x in leaves:
+            _check_input("grad", x, holomorphic, allow_int)
+        diff = [k for k, x in enumerate(leaves)
+                if dtypes.is_inexact(core.aval_of(x).dtype)]
 
         def f_of(*ws):
+            ls = list(leaves)
+            for k, w in zip(diff, ws):
+                ls[k] = w
             full = list(args)
-            for i, w in zip(nums, ws):
+            for i, w in zip(nums, _tree.tree_unflatten(tree, ls)):
                 full[i] = w
             return fun(*full, **kwargs)
-        out, aux, vjp_fn = _traced_vjp(f_of, wrt, has_aux)
+        out, aux, vjp_fn = _traced_vjp(f_of, tuple(leaves[k] for k in diff), has_aux)
         oa = core.aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
         if oa is None or oa.shape != ():
             raise ShardcError("grad requires a function with a scalar output, got "
                               f"{oa if oa is not None else type(out).__name__}")
-        if not _is_float(oa):
-            raise ShardcError(f"grad requires a floating-point output, got {oa}")
-        _check_complex([out], holomorphic, "outputs")
+        _check_output("grad", oa.dtype, holomorphic)
         from . import numpy as snp
-        g = vjp_fn(snp.ones((), oa.dtype))
+        gl = [np.zeros(core.aval_of(x).shape, jax.dtypes.float0) for x in leaves]
+        for k, g in zip(diff, vjp_fn(snp.ones((), oa.dtype))):
+            gl[k] = g
+        g = _tree.tree_unflatten(tree, gl)
         g = g[0] if single else g
         return ((out, aux), g) if has_aux else (out, g)
     return vg
 
 
-def _check_complex(xs, holomorphic, what):
-    for x in jax.tree_util.tree_leaves(xs):
-        dt = core.aval_of(x).dtype
-        if holomorphic and not dtypes.is_complex(dt):
-            raise ShardcTypeError(f"grad with holomorphic=True requires complex-valued {what}"
-                                  f", but got {dt}")
-        if not holomorphic and dtypes.is_complex(dt):
+def _check_input(name, x, holomorphic, allow_int):
+    """jax's checks of a differentiated input's dtype."""
+    dt = np.dtype(core.aval_of(x).dtype)
+    if holomorphic and not dtypes.is_complex(dt):
+        raise ShardcTypeError(f"{name} with holomorphic=True requires inputs with complex "
+                              f"dtype, but got {dt.name}.")
+    if dtypes.is_int(dt) or dt == dtypes.bool_:
+        if not allow_int:
             raise ShardcTypeError(
-                f"grad requires real-valued {what}, but got {dt}. For holomorphic "
-                "differentiation, pass holomorphic=True. For differentiation of "
-                "non-holomorphic functions involving complex inputs, use shardc.vjp.")
+                f"{name} requires real- or complex-valued inputs (input dtype that is a "
+                f"sub-dtype of np.inexact), but got {dt.name}. If you want to use Boolean- "
+                "or integer-valued inputs, use vjp or set allow_int to True.")
+    elif not dtypes.is_inexact(dt):
+        raise ShardcTypeError(f"{name} requires numerical-valued inputs (input dtype that is "
+                              f"a sub-dtype of np.bool_ or np.number), but got {dt.name}.")
+
+
+def _check_output(name, dt, holomorphic):
+    """jax's checks of the differentiated output's dtype."""
+    dt = np.dtype(dt)
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise ShardcTypeError(f"{name} with holomorphic=True requires outputs with "
+                                  f"complex dtype, but got {dt.name}.")
+    elif dtypes.is_complex(dt):
+        raise ShardcTypeError(
+            f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
+            f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
+            "holomorphic=True. For differentiation of non-holomorphic functions involving "
+            "complex outputs, use shardc.vjp directly.")
+    elif not dtypes.is_float(dt):
+        raise ShardcTypeError(
+            f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
+            f"np.floating), but got {dt.name}. For differentiation of functions with integer "
+            "outputs, use shardc.vjp directly.")
 
 
 @api_boundary
-def grad(fun, argnums=0, has_aux=False, holomorphic=False):
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
     """The gradient of a scalar-valued f, as jax.grad."""
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
 
     @functools.wraps(fun)
     @api_boundary

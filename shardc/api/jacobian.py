@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
-from .grad import _argnums, _eager, jvp, vjp
+from .grad import _argnums, _check_input, _check_output, _eager, jvp, vjp
 
 _tree = jax.tree_util
 _USE_VMAP = True
@@ -33,38 +33,25 @@ def _dtype_name(x):
     return np.dtype(core.aval_of(x).dtype).name
 
 
-def _check_float_inputs(name, leaves, holomorphic, allow_int=False):
+def _check_jacfwd_inputs(leaves, holomorphic):
     for x in leaves:
         dt = core.aval_of(x).dtype
-        if holomorphic:
-            if not np.issubdtype(dt, np.complexfloating):
-                raise ShardcTypeError(f"{name} with holomorphic=True requires inputs with "
-                                      f"complex dtype, but got {_dtype_name(x)}.")
-            raise ShardcError(f"{name}: shardc does not differentiate holomorphic "
-                              "functions (holomorphic=True) yet")
-        if not dtypes.is_float(dt):
-            if name == "jacrev" and allow_int:
-                raise ShardcError("jacrev(allow_int=True) with integer inputs is not supported "
-                                  "by shardc (jax gives float0 blocks); pass float inputs")
+        if holomorphic and not np.issubdtype(dt, np.complexfloating):
+            raise ShardcTypeError(f"jacfwd with holomorphic=True requires inputs with "
+                                  f"complex dtype, but got {_dtype_name(x)}.")
+        if not holomorphic and not dtypes.is_float(dt):
             raise ShardcTypeError(
-                f"{name} requires real-valued inputs (input dtype that is a sub-dtype of "
+                f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
                 f"np.floating), but got {_dtype_name(x)}. For holomorphic differentiation, "
                 f"pass holomorphic=True. For differentiation of non-holomorphic functions "
-                f"involving complex inputs or integer inputs, use {name[:3]}.jvp directly."
-                if name == "jacfwd" else
-                f"{name} requires real- or complex-valued inputs (input dtype that is a "
-                f"sub-dtype of np.inexact), but got {_dtype_name(x)}. If you want to use "
-                "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+                f"involving complex inputs or integer inputs, use shardc.jvp directly.")
 
 
-def _check_float_outputs(name, leaves):
+def _check_jacfwd_outputs(leaves, holomorphic):
     for y in leaves:
-        if not dtypes.is_float(core.aval_of(y).dtype):
-            raise ShardcTypeError(
-                f"{name} requires real-valued outputs (output dtype that is a sub-dtype of "
-                f"np.floating), but got {_dtype_name(y)}. For holomorphic differentiation, "
-                "pass holomorphic=True. For differentiation of non-holomorphic functions "
-                "involving complex outputs, use jax.vjp directly.")
+        if holomorphic and not dtypes.is_complex(core.aval_of(y).dtype):
+            raise ShardcTypeError(f"jacfwd with holomorphic=True requires outputs with "
+                                  f"complex dtype, but got {_dtype_name(y)}.")
 
 
 def _std_basis(leaves):
@@ -127,9 +114,10 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         dyn = tuple(args[i] for i in nums)
         f = _partial(fun, args, kwargs, nums)
         leaves, tree = _tree.tree_flatten(dyn)
-        _check_float_inputs("jacfwd", leaves, holomorphic)
+        _check_jacfwd_inputs(leaves, holomorphic)
         y, aux = _split_aux(has_aux, f(*dyn))
         y_leaves, y_tree = _tree.tree_flatten(y)
+        _check_jacfwd_outputs(y_leaves, holomorphic)
         n, basis = _std_basis(leaves)
 
         def push(*row):
@@ -173,21 +161,31 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         dyn = tuple(args[i] for i in nums)
         f = _partial(fun, args, kwargs, nums)
         leaves, tree = _tree.tree_flatten(dyn)
-        _check_float_inputs("jacrev", leaves, holomorphic, allow_int)
-        got = vjp(f, *dyn, has_aux=has_aux)
+        for x in leaves:
+            _check_input("jacrev", x, holomorphic, allow_int)
+        # (allow_int: integer inputs are not differentiated; their blocks are zeros)
+        diff = [k for k, x in enumerate(leaves) if dtypes.is_inexact(core.aval_of(x).dtype)]
+
+        def f_diff(*ws):
+            ls = list(leaves)
+            for k, w in zip(diff, ws):
+                ls[k] = w
+            return f(*_tree.tree_unflatten(tree, ls))
+        wrt = [leaves[k] for k in diff]
+        got = vjp(f_diff, *wrt, has_aux=has_aux)
         y, aux = got[0], (got[2] if has_aux else None)
         y_leaves, y_tree = _tree.tree_flatten(y)
-        _check_float_outputs("jacrev", y_leaves)
+        for yl in y_leaves:
+            _check_output("jacrev", core.aval_of(yl).dtype, holomorphic)
         m, basis = _std_basis(y_leaves)
 
         def pull(*row):
             # (the VJP taken inside the mapped function: its forward ops read nothing
             # mapped, so vmap emits them once; its backward ops are batched)
-            pb = vjp(f, *dyn, has_aux=has_aux)[1] if _vmap() is not None else got[1]
+            pb = vjp(f_diff, *wrt, has_aux=has_aux)[1] if _vmap() is not None else got[1]
             return _tree.tree_leaves(pb(_tree.tree_unflatten(y_tree, list(row))))
-        rows = _map_basis(pull, basis, m)      # per input leaf: (m, *x.shape)
+        rows = dict(zip(diff, _map_basis(pull, basis, m) if diff else []))
         from . import numpy as snp
-        ex_leaves = _tree.tree_leaves(dyn[0] if single else dyn)
         ex_tree = _tree.tree_structure(dyn[0] if single else dyn)
         blocks = []
         off = 0
@@ -195,9 +193,12 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         for yl, k in zip(y_leaves, sizes):
             ys = tuple(aval(yl).shape)
             parts = []
-            for x, r in zip(ex_leaves, rows):
+            for j, x in enumerate(leaves):
                 xa = aval(x)
-                parts.append(convert(snp.reshape(r[off:off + k], ys + tuple(xa.shape)),
+                if j not in rows:
+                    parts.append(snp.zeros(ys + tuple(xa.shape), xa.dtype))
+                    continue
+                parts.append(convert(snp.reshape(rows[j][off:off + k], ys + tuple(xa.shape)),
                                      xa.dtype, xa.weak))
             blocks.append(_tree.tree_unflatten(ex_tree, parts))
             off += k

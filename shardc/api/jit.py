@@ -348,7 +348,7 @@ class Jitted:
             for i in range(n_args):
                 full.append(static_map[i] if i in static_map else next(it))
             out = fun(*full, **dkw, **{k: v.v for k, v in skw})
-            leaves, tree = _tree.tree_flatten(out)
+            leaves, tree = _tree.tree_flatten(_tree.tree_map(_float0_node, out))
             out_tree["tree"] = tree
             return leaves
 
@@ -489,6 +489,22 @@ def _path_name(path, pos_names):
         parts.append(str(key))
     name = "_".join(parts) or "x"
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+class _Float0:
+    """A float0 result (a gradient of an integer input): no data, so no output of the
+    program; part of the output tree, which rebuilds it as float0 zeros (as jax's)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+_tree.register_pytree_node(_Float0, lambda z: ((), z.shape),
+                           lambda shape, _: np.zeros(shape, jax.dtypes.float0))
+
+
+def _float0_node(x):
+    return _Float0(x.shape) if getattr(x, "dtype", None) == jax.dtypes.float0 else x
 
 
 def _as_value(b, x):

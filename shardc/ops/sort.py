@@ -31,9 +31,6 @@ def _sort_shape(*xs, dimension, is_stable, num_keys):
     if not 1 <= num_keys <= len(xs):
         raise ShardcError(f"sort: num_keys={num_keys} must be in [1, {len(xs)}] (the number "
                           "of operands)")
-    for x in xs[:num_keys]:
-        if np.dtype(x.dtype).kind == "c":
-            raise ShardcError("sort of complex keys is not supported yet")
     return tuple(xs)
 
 
@@ -81,14 +78,26 @@ def _key(c, x, aval):
     return x, "SIGNED"
 
 
+def _parts(c, x, aval):
+    """A complex key compares as (real, imag), as jax's _operands_to_keys."""
+    if not dtypes.is_complex(aval.dtype):
+        return [(x, aval)]
+    part = aval.update(dtype=dtypes.real_dtype(aval.dtype))
+    t, pt = tensor_type(aval), tensor_type(part)
+    return [(c.op(f"stablehlo.{f}", [x], [t], [pt], sharding=False)[0], part)
+            for f in ("real", "imag")]
+
+
 def lt_comparator(c, avals, num_keys, args):
     """jax's _sort_lt_comparator: lexicographic `<` over the keys."""
     keys = []
     for i in range(num_keys):
         a = avals[i].update(shape=(), weak=False)
-        xa, ct = _key(c, args[2 * i], a)
-        xb, _ = _key(c, args[2 * i + 1], a)
-        keys.append((xa, xb, ct, tensor_type(a)))
+        for (pa, part), (pb, _) in zip(_parts(c, args[2 * i], a),
+                                       _parts(c, args[2 * i + 1], a)):
+            xa, ct = _key(c, pa, part)
+            xb, _ = _key(c, pb, part)
+            keys.append((xa, xb, ct, tensor_type(part)))
     p = None
     for xa, xb, ct, t in reversed(keys):
         lt = _cmp(c, xa, xb, "LT", ct, t)

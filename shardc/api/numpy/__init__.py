@@ -91,6 +91,7 @@ from ..conv import convolve, correlate  # noqa: E402
 from ._names import *  # noqa: E402,F403  (issue 16: the rest of jax.numpy's names)
 
 from ._vectorize import vectorize  # noqa: E402
+from ._more3 import bitwise_count, i0, kaiser, put_along_axis, sort_complex  # noqa: E402
 
 _attach()
 _wrap_public(globals())

@@ -12,6 +12,7 @@ from ...errors import ShardcError
 from ...ir import dtypes
 from ...ops import elementwise as ew
 from ...ops.common import check_axis
+from ...ops.sort import sort_p
 from ...trace import core
 from . import _reductions as R
 from ._composite import tile
@@ -147,8 +148,16 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         if isinstance(v, str) and v != "extrapolate":
             raise ShardcError(f"the only valid string value of `{name}` is 'extrapolate', "
                               f"but got: {v!r}")
-    if period is not None:
-        raise ShardcError("interp(period=...) needs a sort; it is not supported yet")
+    if period is not None:      # as jax: both wrapped into [0, period), xp sorted, padded
+        if np.ndim(period) != 0:
+            raise ShardcError(f"period must be a scalar; got {period}")
+        period = abs(period)
+        x, xp = remainder(x, period), remainder(xp, period)
+        xp, fp = sort_p.bind(xp, fp, dimension=0, is_stable=True, num_keys=1)
+        xp = concatenate([subtract(getitem(xp, slice(-1, None)), period), xp,
+                          add(getitem(xp, slice(None, 1)), period)])
+        fp = concatenate([getitem(fp, slice(-1, None)), fp, getitem(fp, slice(None, 1))])
+        left = right = "extrapolate"     # no clamping with a period
     n = aval(xp).shape[0]
     xs = expand_dims(x, -1)
     count = R.sum(convert(less_equal_(xp, xs), dtypes.default_int()), axis=-1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from ...errors import ShardcError, wrap_public
+from ...errors import ArgumentError, ShardcError, wrap_public
 from ...ir import dtypes as _dtypes
 from ...trace import core as _core
 from ._construct import (bartlett, blackman, copy, diag, diag_indices, diag_indices_from,
@@ -292,35 +292,56 @@ s_, index_exp = _np.s_, _np.index_exp
 
 class _Concat:
     """r_ and c_: concatenation along the first (r_) or last (c_) axis of slices, scalars
-    and arrays (strings directives are NumPy's and not supported)."""
+    and arrays, with NumPy's (and jax's) leading string directive: "axis[,ndmin[,trans1d]]",
+    or "r" / "c" for a 1-d result made a row / column."""
 
     def __init__(self, axis, ndmin, trans1d):
         self.axis, self.ndmin, self.trans1d = axis, ndmin, trans1d
 
+    def _params(self, directive):
+        params = [self.axis, self.ndmin, self.trans1d, -1]
+        if directive in ("r", "c"):
+            params[-1] = 0 if directive == "r" else 1
+            return params
+        vec = directive.split(",")
+        vec = vec + params[len(vec):] if len(vec) < 4 else vec[:3] + [params[-1]]
+        try:
+            return [int(v) for v in vec]
+        except ValueError:
+            raise ArgumentError(f"could not understand directive {directive!r}") from None
+
     def __getitem__(self, key):
         from ._composite import linspace
         from ._creation import arange, asarray
-        from ._shapes import concatenate
-        if not isinstance(key, tuple):
-            key = (key,)
+        from ._shapes import concatenate, expand_dims, reshape, transpose
+        key = key if isinstance(key, tuple) else (key,)
+        params = [self.axis, self.ndmin, self.trans1d, -1]
+        if key and isinstance(key[0], str):
+            params, key = self._params(key[0]), key[1:]
+        axis, ndmin, trans1d, matrix = params
         parts = []
         for k in key:
             if isinstance(k, str):
-                raise ShardcError("r_/c_ string directives are not supported")
+                raise ArgumentError("string directive must be placed at the beginning")
             if isinstance(k, slice):
                 step = 1 if k.step is None else k.step
                 start = 0 if k.start is None else k.start
                 a = linspace(start, k.stop, int(abs(step))) if isinstance(step, complex) \
                     else arange(start, k.stop, step)
+                nd = 0
             else:
                 a = asarray(k)
+                nd = _aval(a).ndim
             s = _aval(a).shape
-            if len(s) < self.ndmin:     # NumPy's trans1d: where the original axes go
-                from ._shapes import reshape
-                pad = (1,) * (self.ndmin - len(s))
-                a = reshape(a, pad + s if self.trans1d == -1 else s + pad)
+            if len(s) < ndmin:          # as np.array(ndmin=): leading 1s
+                a = reshape(a, (1,) * (ndmin - len(s)) + s)
+            if trans1d != -1 and ndmin - nd > 0:    # NumPy's: where the item's axes go
+                shifts = ndmin - abs(ndmin + trans1d + 1) % ndmin
+                order = tuple(range(ndmin))
+                a = transpose(a, order[shifts:] + order[:shifts])
             parts.append(a)
-        return concatenate(parts, axis=self.axis)
+        out = concatenate(parts, axis=axis)
+        return expand_dims(out, matrix) if matrix != -1 and _aval(out).ndim == 1 else out
 
 
 r_ = _Concat(0, 1, -1)
@@ -331,4 +352,4 @@ ndarray = __import__("jax").Array
 wrap_public(globals())
 
 __all__ = [n for n in list(globals()) if not n.startswith("_") and n not in (
-    "annotations", "ShardcError", "wrap_public")]
+    "annotations", "ArgumentError", "ShardcError", "wrap_public")]

@@ -16,10 +16,11 @@ from ...ir import dtypes
 from ...ops import dynamic as dyn
 from ...ops import lax as L
 from ...ops import sort as srt
+from ...ops.common import check_axis
 from ...ops.indexing import gather_p, scatter_add_p
 from ...trace import core
 from ._reductions import any as _any, cumsum, sum as _sum
-from ._shapes import concatenate, ravel, reshape, transpose
+from ._shapes import concatenate, moveaxis, ravel, reshape, transpose
 from ._sorting import asarray_, lexsort
 from ._ufuncs import bitwise_and, isnan, logical_not, where
 from ._util import aval, convert, promote_dtypes
@@ -162,55 +163,86 @@ def argwhere(a, *, size=None, fill_value=None):
 
 # ---------------------------------------------------------------- unique
 
+def _rows(a, idx):
+    """a[idx] along dim 0 of an array of any rank (idx clamped into range)."""
+    ia, shape = aval(idx), aval(a).shape
+    if not shape[0]:        # (only an empty idx can index no rows)
+        return L.full((*ia.shape, *shape[1:]), 0, aval(a).dtype)
+    if aval(a).ndim == 1:
+        return _take1d(a, idx)
+    return gather_p.bind(a, L.reshape(idx, (*ia.shape, 1)),
+                         offset_dims=tuple(range(ia.ndim, ia.ndim + len(shape) - 1)),
+                         collapsed_slice_dims=(0,), start_index_map=(0,),
+                         index_vector_dim=ia.ndim, slice_sizes=(1, *shape[1:]))
+
+
 def _unique_sorted_mask(ar, equal_nan):
-    """(sorted values, mask of each first occurrence, the sorting permutation)."""
-    n = aval(ar).shape[0]
-    perm = lexsort([ar])
-    aux = _take1d(ar, perm)
-    if n == 0:
-        return aux, L.full((0,), False, dtypes.bool_), perm
-    a, b = _sl(aux, 1, n), _sl(aux, 0, n - 1)
+    """(the rows of `ar` (its slices along dim 0) sorted lexicographically, mask of each
+    first occurrence, the sorting permutation), as jax's."""
+    n, *rest = aval(ar).shape
+    if dtypes.is_complex(aval(ar).dtype):      # jax's: NaN anywhere is one NaN
+        ar = where(isnan(ar), L.full((), np.nan, aval(ar).dtype), ar)
+    width = int(np.prod(rest, dtype=np.int64))
+    if rest and width == 0:
+        n, perm = 1, L.full((1,), 0, _int())
+    elif rest:
+        cols = reshape(ar, (n, width))
+        perm = lexsort([L.reshape(L.slice(cols, (0, j), (n, j + 1)), (n,))
+                        for j in reversed(range(width))])
+    else:
+        perm = lexsort([ar])
+    aux = _rows(ar, perm)
+    if not aval(aux).size:
+        return aux, L.full((n,), False, dtypes.bool_), perm
+    lo = (0,) * len(rest)
+    a = L.slice(aux, (1, *lo), (n, *rest))
+    b = L.slice(aux, (0, *lo), (n - 1, *rest))
     neq = L.ne(a, b)
-    if dtypes.is_float(aval(ar).dtype) and equal_nan:
+    if dtypes.is_inexact(aval(ar).dtype) and equal_nan:
         neq = bitwise_and(neq, logical_not(bitwise_and(isnan(a), isnan(b))))
+    if rest:
+        neq = _any(neq, axis=tuple(range(1, 1 + len(rest))))
     mask = L.concatenate([L.full((1,), True, dtypes.bool_), neq], 0)
     return aux, mask, perm
 
 
 def _unique(ar, return_index=False, return_inverse=False, return_counts=False,
             equal_nan=True, size=None, fill_value=None, return_true_size=False):
-    n = aval(ar).shape[0]
-    if n == 0 and size and fill_value is None:
+    n0 = aval(ar).shape[0]
+    if n0 == 0 and size and fill_value is None:
         raise ShardcError("unique: for zero-sized input with nonzero size argument, "
                           "fill_value must be specified")
     aux, mask, perm = _unique_sorted_mask(ar, equal_nan)
+    has = bool(aval(aux).size)
+    n = aval(mask).shape[0]
     count = _sum(mask)
     if size is None:
         size_ = _concrete_int(count, "unique")
         ind = nonzero(mask, size=size_)[0]
     else:
         ind = nonzero(mask, size=size)[0]
-    result = _take1d(aux, ind) if n else aux
+    result = _rows(aux, ind) if has else aux
     if size is not None and fill_value is not None:
-        fv = L.full((), np.asarray(fill_value).astype(aval(result).dtype),
-                    aval(result).dtype)
-        if n:
-            result = where(L.lt(_arange(size), convert(count, _int())), result, fv)
+        ra = aval(result)
+        fv = L.full((), np.asarray(fill_value).astype(ra.dtype), ra.dtype)
+        if ra.shape[0]:
+            valid = L.broadcast_in_dim(L.lt(_arange(size), convert(count, _int())),
+                                       ra.shape, (0,))
+            result = where(valid, result, fv)
         else:
-            result = L.broadcast_in_dim(fv, (size,), ())
+            result = L.broadcast_in_dim(fv, (size, *ra.shape[1:]), ())
     ret = (result,)
     if return_index:
-        ret += (_take1d(perm, ind) if n else perm,)
+        ret += (_take1d(perm, ind) if has else perm,)
     if return_inverse:
-        if n:
+        if not has:
+            ret += (L.full((n0,), 0, _int()),)
+        elif n:
             imask = L.sub(cumsum(mask), 1)
-            inv = srt.sort_p.bind(perm, convert(imask, _int()), dimension=0, is_stable=False,
-                                  num_keys=1)[1]
-        else:
-            inv = L.full((0,), 0, _int())
-        ret += (inv,)
+            ret += (srt.sort_p.bind(perm, convert(imask, _int()), dimension=0,
+                                    is_stable=False, num_keys=1)[1],)
     if return_counts:
-        if n:
+        if has:
             if size is None:
                 idx = L.concatenate([nonzero(mask, size=size_)[0],
                                      L.full((1,), n, _int())], 0)
@@ -221,8 +253,8 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False,
                                      where(L.ne(tail, 0), tail, L.full((), n, _int()))], 0)
             m = aval(idx).shape[0]
             ret += (L.sub(_sl(idx, 1, m), _sl(idx, 0, m - 1)),)
-        else:
-            ret += (L.full((0,), 0, _int()),)
+        else:       # jax's: one count of every row when the rows are empty
+            ret += (L.full((1,) if n0 else (0,), n0, _int()),)
     if return_true_size:
         ret += (count,)
     return ret[0] if len(ret) == 1 else ret
@@ -235,13 +267,18 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     arr = asarray_("unique", ar)
     size = _size("unique", size)
     shape = aval(arr).shape
-    if axis is not None and len(shape) > 1:
-        raise ShardcError("unique with axis= over an array of rank > 1 is not supported "
-                          "by shardc yet; ravel it or use axis=None")
-    arr = ravel(arr) if len(shape) != 1 else arr
+    flat = axis is None
+    if flat:
+        arr, axis = (ravel(arr) if len(shape) != 1 else arr), 0
+    else:           # the unique slices along `axis`
+        axis = check_axis("unique", operator.index(axis), len(shape))
+        arr = moveaxis(arr, axis, 0)
     out = _unique(arr, return_index, return_inverse, return_counts, equal_nan=equal_nan,
                   size=size, fill_value=fill_value)
-    if return_inverse and axis is None:
+    if axis:
+        first = moveaxis(out[0] if isinstance(out, tuple) else out, 0, axis)
+        out = (first, *out[1:]) if isinstance(out, tuple) else first
+    if return_inverse and flat:
         i = 2 if return_index else 1
         out = (*out[:i], reshape(out[i], shape), *out[i + 1:])
     return out

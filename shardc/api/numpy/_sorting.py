@@ -80,10 +80,6 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
     return L.rev(idx, (axis,)) if descending else idx
 
 
-def sort_complex(a):
-    raise ShardcError("sort_complex: complex dtypes are not supported by shardc yet")
-
-
 def lexsort(keys, axis=-1):
     """Indices sorting by the last key, then the one before, ... (stable)."""
     if core.is_tracer(keys) or hasattr(keys, "shape") and not isinstance(keys, (list, tuple)):
@@ -175,10 +171,6 @@ def _filled(xa, out, ok, fill_value):
             np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
     fill = L.full((), np.asarray(fill_value).astype(dt), dt)
     return L.select(ok, out, fill)
-
-
-def put_along_axis(*args, **kwargs):
-    raise ShardcError("put_along_axis: JAX arrays are immutable; use .at[...].set()")
 
 
 # ---------------------------------------------------------------- partition
@@ -365,7 +357,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 cumproduct = cumprod
 _ = (add, equal, less, reshape)
 
-__all__ = ["sort", "argsort", "sort_complex", "lexsort", "take_along_axis", "put_along_axis",
+__all__ = ["sort", "argsort", "lexsort", "take_along_axis",
            "partition", "argpartition", "searchsorted", "digitize", "cumprod", "nancumsum",
            "nancumprod", "cumulative_sum", "cumulative_prod", "cumproduct"]
 
