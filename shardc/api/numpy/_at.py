@@ -290,10 +290,7 @@ def _scatter_into(x, idx, values, kind):
         flat = reshape(pos, (k,))
         inb = less(flat, n)
         v = where(inb, v, full((k,), identity_of(kind, xa.dtype), xa.dtype))
-        flat = where(inb, flat, 0)
-        strides = np.cumprod((1,) + xa.shape[:0:-1])[::-1]
-        coords = stack([remainder(floor_divide(flat, int(s)), m)
-                        for s, m in zip(strides, xa.shape)], axis=1)
+        coords = stack(_unravel(where(inb, flat, 0), xa.shape), axis=1)
     dims = tuple(range(xa.ndim))
     return BY_KIND[kind].bind(x, coords, v, update_window_dims=(), inserted_window_dims=dims,
                               scatter_dims_to_operand_dims=dims, index_vector_dim=1)
@@ -463,11 +460,15 @@ def _replaced(x, entries, values):
     v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
     v = reshape(broadcast_to(v, aval(pos).shape), (k,))
     flat = reshape(pos, (k,))
-    inb = less(flat, n)
-    strides = np.cumprod((1,) + xa.shape[:0:-1])[::-1]
-    cols = [remainder(floor_divide(flat, int(s)), m) for s, m in zip(strides, xa.shape)]
-    cols[0] = where(inb, cols[0], np.iinfo(it).max // 2)
+    cols = _unravel(flat, xa.shape)
+    cols[0] = where(less(flat, n), cols[0], np.iinfo(it).max // 2)
     dims = tuple(range(xa.ndim))
     return scatter_p.bind(x, stack(cols, axis=1), v, update_window_dims=(),
                           inserted_window_dims=dims, scatter_dims_to_operand_dims=dims,
                           index_vector_dim=1)
+
+
+def _unravel(flat, shape):
+    """The coordinates in `shape` of traced row-major flat positions, one array per dim."""
+    strides = np.cumprod((1,) + shape[:0:-1])[::-1]
+    return [remainder(floor_divide(flat, int(st)), m) for st, m in zip(strides, shape)]

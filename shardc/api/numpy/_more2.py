@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from ...errors import ShardcError
+from ...errors import ArgumentError, ShardcError
 from ...ir import dtypes
 from ...ops import elementwise as ew
 from ...ops.common import check_axis
@@ -150,7 +150,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
                               f"but got: {v!r}")
     if period is not None:      # as jax: both wrapped into [0, period), xp sorted, padded
         if np.ndim(period) != 0:
-            raise ShardcError(f"period must be a scalar; got {period}")
+            raise ArgumentError(f"period must be a scalar; got {period}")
         period = abs(period)
         x, xp = remainder(x, period), remainder(xp, period)
         xp, fp = sort_p.bind(xp, fp, dimension=0, is_stable=True, num_keys=1)
