@@ -212,6 +212,10 @@ class ShardingTypeError(ShardcError, TypeError):
     (where jax raises core.ShardingTypeError)."""
 
 
+class ShardcNotImplementedError(ShardcError, NotImplementedError):
+    """What jax does not implement either (where jax raises NotImplementedError)."""
+
+
 class TracerError(ShardcError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -175,16 +175,6 @@ def test_jax_scatter_primitives_inside_shardc_jit(mesh2x4, name):
     check_outputs(shardc.jit(v)(*args), jax.jit(v)(*args))
 
 
-def test_jax_scatter_apply_is_a_clear_error():
-    # scatter_apply binds jax's `scatter` with a function in update_jaxpr: it used to be
-    # translated as a plain scatter of its unused zeros (a silently wrong value)
-    f = shardc.jit(lambda x: jax.lax.scatter_apply(x, jnp.array([[0], [2]]), jnp.sin, DN1,
-                                                   update_shape=(2,)))
-    with pytest.raises(shardc.ShardcError, match="scatter_apply") as e:
-        f(jnp.arange(1.0, 5.0))
-    assert "test_scatter_combine.py" in str(e.value)
-
-
 # ---------------------------------------------------------------- gradients
 
 X = np.array([1.0, 2.0, 3.0, 4.0, 0.5, -1.0], np.float32)

@@ -11,7 +11,7 @@ import functools
 import jax
 import numpy as np
 
-from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..errors import ShardcError, ShardcNotImplementedError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
 from ..ir.program import Lit
@@ -21,10 +21,6 @@ from ..transforms.ad import _is_float, _traced_vjp, eval_ops
 from ..transforms.forward import jvp_region, needs_forward
 
 _tree = jax.tree_util
-
-
-class ShardcNotImplemented(ShardcError, NotImplementedError):
-    pass
 
 
 def _is_arraylike(x):
@@ -71,7 +67,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     if not callable(fun):
         raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
     if reduce_axes:
-        raise ShardcNotImplemented("reduce_axes argument to grad is deprecated")
+        raise ShardcNotImplementedError("reduce_axes argument to grad is deprecated")
 
     @_eager
     @api_boundary

@@ -54,16 +54,14 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     mode fill gives fill_value (NaN, the dtype's extreme, True); clip and
     promise_in_bounds (the default, as jax's) clamp."""
     dn = dimension_numbers
-    if tuple(getattr(dn, "operand_batching_dims", ())) or \
-            tuple(getattr(dn, "start_indices_batching_dims", ())):
-        raise ShardcError("lax.gather: batching dims are not supported")
     x, idx = _arr(operand), _arr(start_indices)
     xa, ia = aval(x), aval(idx)
     slice_sizes = _shape(slice_sizes)
     params = dict(offset_dims=tuple(dn.offset_dims),
                   collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
-                  start_index_map=tuple(dn.start_index_map),
-                  index_vector_dim=ia.ndim - 1, slice_sizes=slice_sizes)
+                  start_index_map=tuple(dn.start_index_map), index_vector_dim=ia.ndim - 1,
+                  slice_sizes=slice_sizes,
+                  **_batching(dn, "start_indices_batching_dims", "gather"))
     m = _mode(mode) if mode is not None else "promise"
     if m == "clip":
         idx = _clamp_starts(idx, xa.shape, params["start_index_map"], slice_sizes)
@@ -135,20 +133,23 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     """A scatter primitive with jax's modes: a window out of bounds is dropped (fill,
     the default: its update becomes the combiner's identity at a clamped position; XLA's
     own dropping of such indices differs once partitioned) or clamped (clip,
-    promise_in_bounds). Batching dims become index columns (an iota each)."""
+    promise_in_bounds)."""
     x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
     xa, ua = aval(x), aval(upd)
     if xa.dtype != ua.dtype:
         raise ShardcTypeError(f"lax.{name} requires arguments to have the same dtypes, "
                               f"got {xa.dtype}, {ua.dtype}.")
-    idx, inserted, smap = _batch_columns(idx, dn)
+    inserted, smap = tuple(dn.inserted_window_dims), tuple(dn.scatter_dims_to_operand_dims)
+    batching = _batching(dn, "scatter_indices_batching_dims", name)
+    obd = batching.get("operand_batching_dims", ())
     sizes = [1] * xa.ndim
     win = iter(ua.shape[d] for d in dn.update_window_dims)
     for d in range(xa.ndim):
-        if d not in inserted:
+        if d not in inserted and d not in obd:
             sizes[d] = next(win)
     params = dict(update_window_dims=tuple(dn.update_window_dims),
-                  inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap)
+                  inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap,
+                  **batching)
     if _mode(mode) == "fill" and prim is sc.scatter_p:
         return _scatter_dropping(x, idx, upd, smap, sizes, params)
     if _mode(mode) == "fill":
@@ -185,24 +186,14 @@ def _scatter_dropping(x, idx, upd, smap, sizes, params):
                             strides=None)
 
 
-def _batch_columns(idx, dn):
-    """(indices, inserted_window_dims, scatter_dims_to_operand_dims) with jax's batching
-    dims as ordinary index columns: idx[..., k] = the position along the k-th batching
-    dim of the indices (what XLA does when it expands them)."""
-    inserted = tuple(dn.inserted_window_dims)
-    smap = tuple(dn.scatter_dims_to_operand_dims)
+def _batching(dn, indices_field, name):
+    """The batching-dim params of jax's dimension numbers `dn` (none when it has none)."""
     obd = tuple(getattr(dn, "operand_batching_dims", ()))
-    ibd = tuple(getattr(dn, "scatter_indices_batching_dims", ()))
+    ibd = tuple(getattr(dn, indices_field, ()))
     if len(obd) != len(ibd):
-        raise ShardcError("scatter: operand_batching_dims and scatter_indices_batching_dims "
-                          "must have the same length")
-    if not obd:
-        return idx, inserted, smap
-    ia = aval(idx)
-    cols = [idx] + [shp.iota_p.bind(dtype=ia.dtype, shape=ia.shape[:-1] + (1,), dimension=d)
-                    for d in ibd]
-    idx = shp.concatenate_p.bind(*cols, dimension=ia.ndim - 1)
-    return idx, tuple(sorted(inserted + obd)), smap + obd
+        raise ShardcError(f"{name}: operand_batching_dims and {indices_field} must have "
+                          "the same length")
+    return ix.batching(obd, ibd, scatter=indices_field.startswith("scatter"))
 
 
 def _in_bounds(idx, shape, start_index_map, slice_sizes):
@@ -243,6 +234,19 @@ def scatter(operand, scatter_indices, updates, dimension_numbers, *,
     updates to one element one wins (jax leaves which unspecified: the last on CPU)."""
     return _scatter("scatter", sc.scatter_p, operand, scatter_indices, updates,
                     dimension_numbers, mode)
+
+
+def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
+                  indices_are_sorted=False, unique_indices=False, mode=None):
+    """`func` (of a scalar) applied at the elements the scatter names, once for each
+    index that names them (jax's scatter_apply: a repeated index applies it again)."""
+    from .lax_apply import apply_counted
+    from .numpy._creation import full
+    x = _arr(operand)
+    counts = scatter_add(full(aval(x).shape, 0, np.int32), scatter_indices,
+                         full(_shape(update_shape), 1, np.int32), dimension_numbers,
+                         mode=mode)
+    return apply_counted(x, counts, func, unique_indices)
 
 
 def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,

@@ -206,22 +206,30 @@ def _shape(s):
     return tuple(operator.index(d) for d in s)
 
 
+def _full_sharding(sharding):
+    """lax.full's `sharding`: it places the result outside a trace; inside one jax
+    ignores a concrete sharding ("ignored in jitted mode") and pins an abstract one."""
+    if sharding is not None and core.current_builder() is not None and \
+            getattr(sharding, "_is_concrete", False):
+        return None
+    return sharding
+
+
 def full(shape, fill_value, dtype=None, *, sharding=None):
-    if sharding is not None:
-        raise ShardcError("lax.full: sharding= is not supported; constrain the result")
     from .numpy._creation import full as _full
-    return _full(_shape(shape), fill_value, dtype)
+    return _full(_shape(shape), fill_value, dtype, out_sharding=_full_sharding(sharding))
 
 
 def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
-    if sharding is not None:
-        raise ShardcError("lax.full_like: sharding= is not supported; constrain the result")
     from .numpy._creation import full_like as _fl
-    return _fl(x, fill_value, dtype, shape)
+    return _fl(x, fill_value, dtype, shape, out_sharding=_full_sharding(sharding))
 
 
 def empty(shape, dtype, *, out_sharding=None):
-    return full(shape, 0, dtype)
+    """Zeros (XLA's CPU gives them to jax's empty_p too)."""
+    from .numpy._creation import full as _full
+    return _full((shape,) if isinstance(shape, int) else _shape(shape), 0, dtype,
+                 out_sharding=out_sharding)
 
 
 def broadcast(operand, sizes, *, out_sharding=None):

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcNotImplementedError
 from ..ir import dtypes
 from . import numpy as snp
 from .numpy._util import canonical_dtype
@@ -29,52 +29,50 @@ def _shape(shape):
     return (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
 
 
-def _no_sharding(out_sharding):
-    if out_sharding is not None:
-        raise ShardcError("initializers: out_sharding= is not supported; constrain the "
-                          "result (shardc.lax.with_sharding_constraint)")
+def _no_sharding(out_sharding, name):
+    if out_sharding is not None:     # as jax's (its random.orthogonal has no out_sharding)
+        raise ShardcNotImplementedError(f"initializers.{name}: out_sharding= is not "
+                                   "implemented, as in jax; constrain the result "
+                                   "(shardc.lax.with_sharding_constraint)")
 
 
 def zeros(key, shape, dtype=None, out_sharding=None):
-    _no_sharding(out_sharding)
-    return snp.zeros(_shape(shape), _dtype(dtype))
+    return snp.zeros(_shape(shape), _dtype(dtype), out_sharding=out_sharding)
 
 
 def ones(key, shape, dtype=None, out_sharding=None):
-    _no_sharding(out_sharding)
-    return snp.ones(_shape(shape), _dtype(dtype))
+    return snp.ones(_shape(shape), _dtype(dtype), out_sharding=out_sharding)
 
 
 def constant(value, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
-        return snp.full(_shape(shape), value, dtype=_dtype(dtype))
+        return snp.full(_shape(shape), value, dtype=_dtype(dtype), out_sharding=out_sharding)
     return init
 
 
 def uniform(scale=1e-2, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
         dt = _dtype(dtype)
-        return snp.multiply(_random().uniform(key, _shape(shape), dt),
+        return snp.multiply(_random().uniform(key, _shape(shape), dt,
+                                              out_sharding=out_sharding),
                             snp.asarray(np.array(scale, dt)))
     return init
 
 
 def normal(stddev=1e-2, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
         dt = _dtype(dtype)
-        return snp.multiply(_random().normal(key, _shape(shape), dt),
+        return snp.multiply(_random().normal(key, _shape(shape), dt,
+                                             out_sharding=out_sharding),
                             snp.asarray(np.array(stddev, dt)))
     return init
 
 
 def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
         dt = _dtype(dtype)
-        return snp.multiply(_random().truncated_normal(key, lower, upper, _shape(shape), dt),
+        return snp.multiply(_random().truncated_normal(key, lower, upper, _shape(shape), dt,
+                                                       out_sharding=out_sharding),
                             snp.asarray(np.array(stddev, dt)))
     return init
 
@@ -95,7 +93,6 @@ def _compute_fans(shape, in_axis=-2, out_axis=-1, batch_axis=()):
 def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_axis=(),
                      dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
         shape = _shape(shape)
         dt = _dtype(dtype)
         fan_in, fan_out = _compute_fans(shape, in_axis, out_axis, batch_axis)
@@ -109,11 +106,13 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
         if distribution == "truncated_normal":
             stddev = snp.divide(snp.sqrt(variance), snp.asarray(np.array(0.8796256610342398,
                                                                           dt)))
-            return snp.multiply(r.truncated_normal(key, -2, 2, shape, dt), stddev)
+            return snp.multiply(r.truncated_normal(key, -2, 2, shape, dt,
+                                                   out_sharding=out_sharding), stddev)
         if distribution == "normal":
-            return snp.multiply(r.normal(key, shape, dt), snp.sqrt(variance))
+            return snp.multiply(r.normal(key, shape, dt, out_sharding=out_sharding),
+                                snp.sqrt(variance))
         if distribution == "uniform":
-            return snp.multiply(r.uniform(key, shape, dt, -1),
+            return snp.multiply(r.uniform(key, shape, dt, -1, out_sharding=out_sharding),
                                 snp.sqrt(snp.multiply(3, variance)))
         raise ShardcError(f"invalid distribution for variance scaling initializer: "
                           f"{distribution}")
@@ -137,7 +136,7 @@ he_normal = kaiming_normal = _named(2.0, "fan_in", "truncated_normal")
 
 def orthogonal(scale=1.0, column_axis=-1, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
+        _no_sharding(out_sharding, "orthogonal")
         shape = _shape(shape)
         dt = _dtype(dtype)
         if len(shape) < 2:
@@ -154,7 +153,7 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
 
 def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
-        _no_sharding(out_sharding)
+        _no_sharding(out_sharding, "delta_orthogonal")
         shape = _shape(shape)
         dt = _dtype(dtype)
         if len(shape) not in (3, 4, 5):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShardcNotImplementedError
 from ..ir import dtypes
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
 from .numpy._util import aval
-from .scipy_special import ShardcNotImplementedError, promote
+from .scipy_special import promote
 
 __all__ = ["fresnel"]
 

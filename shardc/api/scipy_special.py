@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, ShardcError, ShardcTypeError
+from ..errors import ArgumentError, ShardcNotImplementedError, ShardcTypeError
 from ..ir import dtypes
 from ..ops import elementwise as ew
 from ..ops import special_math as sm
@@ -25,9 +25,6 @@ __all__ = ["gammaln", "gammasgn", "loggamma", "gamma", "betaln", "beta", "factor
            "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr",
            "kl_div", "boxcox", "boxcox1p", "multigammaln"]
 
-
-class ShardcNotImplementedError(ShardcError, NotImplementedError):
-    """What jax does not implement either (factorial(exact=True), zeta without q)."""
 
 
 def _c(x, v):

@@ -7,12 +7,12 @@ import operator
 
 import numpy as np
 
-from ..errors import ArgumentError, ShardcTypeError
+from ..errors import ArgumentError, ShardcNotImplementedError, ShardcTypeError
 from ..ir import dtypes
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
 from .numpy._util import aval
-from .scipy_special import ShardcNotImplementedError, digamma, gamma, promote
+from .scipy_special import digamma, gamma, promote
 
 __all__ = ["hyp1f1", "hyp2f1", "bessel_jn", "sph_harm_y"]
 

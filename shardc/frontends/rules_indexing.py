@@ -1,9 +1,8 @@
 """jax's gather, scatter and reduce_window primitives.
 
 jax 0.10's gathers and scatters may carry batching dims (take_along_axis, vmapped
-indexing): they become ordinary index columns (an iota per batching dim), which is what
-XLA does when it expands them. reduce_window and the window selections of a max
-pool's gradient are shardc.api.lax_window's.
+indexing), which shardc.lax's gather and scatters take. reduce_window and the window
+selections of a max pool's gradient are shardc.api.lax_window's.
 """
 from __future__ import annotations
 
@@ -11,19 +10,6 @@ from ..api import lax_gather as G
 from ..api import lax_window as W
 from ..trace import core
 from .translate import _bind, rule, unsupported
-
-
-def _with_batch_columns(idx, operand_batching_dims, index_batching_dims):
-    """Index columns for the batching dims: idx[..., k] = position along dim k."""
-    ia = core.aval_of(idx)
-    batch_shape = ia.shape[:-1]
-    cols = [idx]
-    for d in index_batching_dims:
-        iota = _bind("iota", dtype=ia.dtype, shape=batch_shape + (1,), dimension=d)
-        cols.append(iota)
-    if len(cols) == 1:
-        return idx
-    return _bind("concatenate", *cols, dimension=ia.ndim - 1)
 
 
 def _along_axis(x, idx, window, collapsed, smap, obd, ibd):
@@ -57,14 +43,7 @@ def _gather(x, idx, *, dimension_numbers, slice_sizes, indices_are_sorted=False,
         i = _bind("reshape", idx, shape=core.aval_of(idx).shape[:-1])
         return take_along_axis(x, i, axis, mode=_MODES[_mode_name(mode)],
                                fill_value=fill_value, wrap_negative_indices=False)
-    obd, sbd = tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims)
-    collapsed, smap = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
-    if obd:
-        idx = _with_batch_columns(idx, obd, sbd)
-        collapsed, smap = tuple(sorted(collapsed + obd)), smap + obd
-    dn2 = G.GatherDimensionNumbers(offset_dims=tuple(dn.offset_dims),
-                                   collapsed_slice_dims=collapsed, start_index_map=smap)
-    return G.gather(x, idx, dn2, tuple(slice_sizes), unique_indices=unique_indices,
+    return G.gather(x, idx, dn, tuple(slice_sizes), unique_indices=unique_indices,
                     indices_are_sorted=indices_are_sorted, mode=_mode_name(mode),
                     fill_value=fill_value)
 
@@ -73,23 +52,12 @@ def _mode_name(mode):
     return None if mode is None else getattr(mode, "name", mode)
 
 
-def _scatter_dn(idx, dn):
-    obd, sbd = tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims)
-    inserted, smap = tuple(dn.inserted_window_dims), tuple(dn.scatter_dims_to_operand_dims)
-    if obd:
-        idx = _with_batch_columns(idx, obd, sbd)
-        inserted, smap = tuple(sorted(inserted + obd)), smap + obd
-    return idx, G.ScatterDimensionNumbers(update_window_dims=tuple(dn.update_window_dims),
-                                          inserted_window_dims=inserted,
-                                          scatter_dims_to_operand_dims=smap)
-
-
 def _scatter_rule(fn):
     def run(x, idx, upd, *, dimension_numbers, indices_are_sorted=False,
             unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
         if fn is G.scatter and update_jaxpr is not None:   # (a plain scatter has none)
-            raise unsupported("scatter", "with an update function, as lax.scatter_apply "
-                              "binds it: use x.at[idx].apply")
+            return _scatter_apply(x, idx, upd, dimension_numbers, update_jaxpr,
+                                  update_consts, unique_indices, mode)
         d = dimension_numbers
         axis = _along_axis(x, idx, d.update_window_dims, d.inserted_window_dims,
                            d.scatter_dims_to_operand_dims, d.operand_batching_dims,
@@ -102,10 +70,24 @@ def _scatter_rule(fn):
                 dt = core.aval_of(i).dtype
                 i = clamp(_lit(0, dt), i, _lit(n - 1, dt))
             return _bind("scatter_add_along", x, i, upd, axis=axis)
-        idx, dn = _scatter_dn(idx, dimension_numbers)
-        return fn(x, idx, upd, dn, indices_are_sorted=indices_are_sorted,
+        return fn(x, idx, upd, dimension_numbers, indices_are_sorted=indices_are_sorted,
                   unique_indices=unique_indices, mode=_mode_name(mode))
     return run
+
+
+def _scatter_apply(x, idx, upd, dn, update_jaxpr, update_consts, unique_indices, mode):
+    """lax.scatter_apply's scatter: its update function reads the old value only."""
+    from .translate import eval_jaxpr
+    old, new = update_jaxpr.invars
+    if any(new is v for e in update_jaxpr.eqns for v in e.invars) or \
+            any(new is v for v in update_jaxpr.outvars):
+        raise unsupported("scatter", "with an update function of the update value (jax's "
+                          "scatter_apply's reads the old value only)")
+
+    def func(v):
+        return eval_jaxpr(update_jaxpr, update_consts, [v, v])[0]
+    return G.scatter_apply(x, idx, func, dn, update_shape=core.aval_of(upd).shape,
+                           unique_indices=unique_indices, mode=_mode_name(mode))
 
 
 rule("scatter-add", "scatter_add")(_scatter_rule(G.scatter_add))

@@ -168,10 +168,14 @@ def _index_vectors(ctx, idx, batched, dtype):
 def _gather_slices(ctx, x, idx, batched, slice_sizes):
     """Per-example slices of a batched operand at per-example starts: a gather (it
     clamps each start as dynamic_slice does)."""
-    from .indexing import gather_p
+    from . import lax as L
+    from .indexing import clamped_starts, gather_p
     nd = len(slice_sizes)
     dtype = _index_dtype(idx)
     starts = _index_vectors(ctx, idx, batched, dtype)
+    # clamped here, not by the gather: its transpose would drop a window past the end
+    starts = clamped_starts(starts, L.aval(x).shape, tuple(range(nd + 1)),
+                            (1, *slice_sizes), 1)
     return gather_p.bind(x, starts, offset_dims=tuple(range(1, nd + 1)),
                          collapsed_slice_dims=(0,), start_index_map=tuple(range(nd + 1)),
                          index_vector_dim=1, slice_sizes=(1, *slice_sizes))

@@ -1,4 +1,11 @@
-"""gather: integer-array indexing (embedding lookups), with StableHLO's dimension numbers."""
+"""gather: integer-array indexing (embedding lookups), with StableHLO's dimension numbers,
+and scatter_add, its transpose.
+
+Batching dims (StableHLO's operand_batching_dims / start_indices_batching_dims, and the
+scatter's) pair an operand dim with an index dim, each example indexing its own slice
+(vmap of indexing, jax's gathers with batching dims): they share one pass-through
+factor with the result's batch dim, so a sharded batch stays sharded. They are params
+only when there are some, so a plain gather prints as before."""
 from __future__ import annotations
 
 from functools import partial
@@ -15,14 +22,32 @@ from ..ir.rules import NEED_REPLICATION, REDUCTION, RuleBuilder
 from .common import i64_array
 
 
+def batching(obd, ibd, scatter=False):
+    """The batching-dim params to bind (none when there are no batching dims)."""
+    if not obd:
+        return {}
+    return {"operand_batching_dims": tuple(obd),
+            ("scatter" if scatter else "start") + "_indices_batching_dims": tuple(ibd)}
+
+
+def _check_batching(name, x, idx, obd, ibd):
+    if len(obd) != len(ibd) or any(x.shape[o] != idx.shape[i] for o, i in zip(obd, ibd)):
+        raise ShardcError(f"{name}: operand batching dims {tuple(obd)} and indices "
+                          f"batching dims {tuple(ibd)} must pair dims of one size "
+                          f"(operand {x.shape}, indices {idx.shape})")
+
+
 def _gather_shape(x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
-                  index_vector_dim, slice_sizes):
+                  index_vector_dim, slice_sizes, operand_batching_dims=(),
+                  start_indices_batching_dims=()):
     if not dtypes.is_int(idx.dtype):
         raise ShardcError(f"indices must be integers, got {idx}")
     if len(slice_sizes) != x.ndim:
         raise ShardcError("gather: one slice size per operand dim")
+    _check_batching("gather", x, idx, operand_batching_dims, start_indices_batching_dims)
     batch = [n for d, n in enumerate(idx.shape) if d != index_vector_dim]
-    offsets = [n for d, n in enumerate(slice_sizes) if d not in collapsed_slice_dims]
+    offsets = [n for d, n in enumerate(slice_sizes)
+               if d not in collapsed_slice_dims and d not in operand_batching_dims]
     rank = len(batch) + len(offsets)
     shape, bi, oi = [], iter(batch), iter(offsets)
     for d in range(rank):
@@ -31,16 +56,19 @@ def _gather_shape(x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
 
 
 def _gather_rule(ins, outs, *, offset_dims, collapsed_slice_dims, start_index_map,
-                 index_vector_dim, slice_sizes):
-    """Shardy's addGatherScatterFactors for a gather without batching dims."""
+                 index_vector_dim, slice_sizes, operand_batching_dims=(),
+                 start_indices_batching_dims=()):
+    """Shardy's addGatherScatterFactors: a batching dim pair passes through to the
+    result's batch dim."""
     x, idx = ins
     out = outs[0]
     b = RuleBuilder(ins, outs)
     in_dim = 0
     batch_pos = 0
+    skip = set(collapsed_slice_dims) | set(operand_batching_dims)
     for sd, n in enumerate(out.shape):
         if sd in offset_dims:
-            while in_dim in collapsed_slice_dims:
+            while in_dim in skip:
                 in_dim += 1
             m = x.shape[in_dim]
             if m == n:
@@ -53,7 +81,8 @@ def _gather_rule(ins, outs, *, offset_dims, collapsed_slice_dims, start_index_ma
             in_dim += 1
         else:
             idim = batch_pos if batch_pos < index_vector_dim else batch_pos + 1
-            b.factor([None, idim], [sd], n)
+            od = _paired(idim, start_indices_batching_dims, operand_batching_dims)
+            b.factor([od, idim], [sd], n)
             batch_pos += 1
     for d in collapsed_slice_dims:
         m = x.shape[d]
@@ -64,10 +93,23 @@ def _gather_rule(ins, outs, *, offset_dims, collapsed_slice_dims, start_index_ma
     return b.build()
 
 
+def _paired(idim, ibd, obd):
+    """The operand dim an index batching dim pairs with (None: not a batching dim)."""
+    return obd[ibd.index(idim)] if idim in ibd else None
+
+
+def _dims(name, dims):
+    return f"{name} = [{', '.join(map(str, dims))}], "
+
+
 def _lower_gather(ctx, x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
-                  index_vector_dim, slice_sizes):
+                  index_vector_dim, slice_sizes, operand_batching_dims=(),
+                  start_indices_batching_dims=()):
     dn = (f"#stablehlo.gather<offset_dims = [{', '.join(map(str, offset_dims))}], "
           f"collapsed_slice_dims = [{', '.join(map(str, collapsed_slice_dims))}], "
+          + (_dims("operand_batching_dims", operand_batching_dims) +
+             _dims("start_indices_batching_dims", start_indices_batching_dims)
+             if operand_batching_dims else "") +
           f"start_index_map = [{', '.join(map(str, start_index_map))}], "
           f"index_vector_dim = {index_vector_dim}>")
     return ctx.op("stablehlo.gather", [x, idx], [tensor_type(a) for a in ctx.in_avals],
@@ -84,8 +126,10 @@ gather_p = Primitive("gather", shape_rule=_gather_shape, sharding_rule=_gather_r
 # The transpose of gather: add `updates` into `operand` at the gathered positions.
 
 def scatter_shape(name, operand, idx, updates, *, update_window_dims, inserted_window_dims,
-                  scatter_dims_to_operand_dims, index_vector_dim):
+                  scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+                  scatter_indices_batching_dims=()):
     """The shape rule of every scatter (`name`: the op, for its errors)."""
+    _check_batching(name, operand, idx, operand_batching_dims, scatter_indices_batching_dims)
     if updates.dtype != operand.dtype:
         raise ShardcError(f"{name}: updates {updates} must have the operand's dtype "
                           f"{operand.dtype}")
@@ -98,16 +142,19 @@ _scatter_shape = partial(scatter_shape, "scatter_add")
 
 
 def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
-                  scatter_dims_to_operand_dims, index_vector_dim, batch_kind=REDUCTION):
+                  scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+                  scatter_indices_batching_dims=(), batch_kind=REDUCTION):
     """Shardy's scatter rule (addGatherScatterFactors) for one input and an add region
-    (`batch_kind`: what a sharded update batch dim is; a partial result to combine)."""
+    (`batch_kind`: what a sharded update batch dim is; a partial result to combine,
+    unless it is a batching dim, which passes through to the operand's)."""
     x, idx, upd = ins
     b = RuleBuilder(ins, outs)
     in_dim = 0
     batch_pos = 0
+    skip = set(inserted_window_dims) | set(operand_batching_dims)
     for sd, n in enumerate(upd.shape):
         if sd in update_window_dims:
-            while in_dim in inserted_window_dims:
+            while in_dim in skip:
                 in_dim += 1
             m = x.shape[in_dim]
             if m == n:
@@ -118,7 +165,11 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
             in_dim += 1
         else:
             idim = batch_pos if batch_pos < index_vector_dim else batch_pos + 1
-            b.factor([None, idim, sd], [None], n, batch_kind)
+            od = _paired(idim, scatter_indices_batching_dims, operand_batching_dims)
+            if od is None:
+                b.factor([None, idim, sd], [None], n, batch_kind)
+            else:
+                b.factor([od, idim, sd], [od], n)
             batch_pos += 1
     for d in inserted_window_dims:
         b.factor([d, None, None], [d], x.shape[d])
@@ -129,7 +180,8 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
 
 
 def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims,
-                   scatter_dims_to_operand_dims, index_vector_dim, kind="add"):
+                   scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+                   scatter_indices_batching_dims=(), kind="add"):
     """stablehlo.scatter whose region combines with `kind` (add, mul, min, max, or
     replace)."""
     from .reduce import monoid_region
@@ -140,6 +192,9 @@ def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims
         region = monoid_region(ctx, kind, ctx.in_avals[0])
     dn = (f"#stablehlo.scatter<update_window_dims = [{', '.join(map(str, update_window_dims))}], "
           f"inserted_window_dims = [{', '.join(map(str, inserted_window_dims))}], "
+          + (_dims("input_batching_dims", operand_batching_dims) +
+             _dims("scatter_indices_batching_dims", scatter_indices_batching_dims)
+             if operand_batching_dims else "") +
           f"scatter_dims_to_operand_dims = [{', '.join(map(str, scatter_dims_to_operand_dims))}], "
           f"index_vector_dim = {index_vector_dim}>")
     ib = [d for d in range(ctx.in_avals[1].ndim) if d != index_vector_dim]
@@ -170,10 +225,10 @@ scatter_add_p = Primitive("scatter_add", shape_rule=_scatter_shape, sharding_rul
                           lower=_lower_scatter, prop_kind=PropKind.NONE)
 
 
-def _window_sizes(ndim, upd_shape, update_window_dims, inserted_window_dims):
+def _window_sizes(ndim, upd_shape, update_window_dims, inserted_window_dims, obd=()):
     sizes, pos = [], 0
     for d in range(ndim):
-        if d in inserted_window_dims:
+        if d in inserted_window_dims or d in obd:
             sizes.append(1)
         else:
             sizes.append(upd_shape[update_window_dims[pos]])
@@ -182,26 +237,30 @@ def _window_sizes(ndim, upd_shape, update_window_dims, inserted_window_dims):
 
 
 def window_gather(v, idx, upd_shape, *, update_window_dims, inserted_window_dims,
-                  scatter_dims_to_operand_dims, index_vector_dim):
+                  scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+                  scatter_indices_batching_dims=()):
     """The windows of `v` a scatter with these dimension numbers writes, shaped as its
     updates (`upd_shape`): the gather that is the scatter's transpose. The gather
     clamps a window out of bounds, which the scatter drops: see dropped_to_zero."""
     from . import lax as L
-    sizes = _window_sizes(L.aval(v).ndim, upd_shape, update_window_dims, inserted_window_dims)
+    sizes = _window_sizes(L.aval(v).ndim, upd_shape, update_window_dims, inserted_window_dims,
+                          operand_batching_dims)
     return gather_p.bind(v, idx, offset_dims=update_window_dims,
                          collapsed_slice_dims=inserted_window_dims,
                          start_index_map=scatter_dims_to_operand_dims,
-                         index_vector_dim=index_vector_dim, slice_sizes=sizes)
+                         index_vector_dim=index_vector_dim, slice_sizes=sizes,
+                         **batching(operand_batching_dims, scatter_indices_batching_dims))
 
 
 def dropped_to_zero(g, idx, operand_shape, *, update_window_dims, inserted_window_dims,
-                    scatter_dims_to_operand_dims, index_vector_dim):
+                    scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+                    scatter_indices_batching_dims=()):
     """`g` (shaped as a scatter's updates) with zeros for the updates whose window is
     out of bounds: XLA's scatter drops them, so their cotangent is zero."""
     from . import lax as L
     ga, ia = L.aval(g), L.aval(idx)
     sizes = _window_sizes(len(operand_shape), ga.shape, update_window_dims,
-                          inserted_window_dims)
+                          inserted_window_dims, operand_batching_dims)
     batch = tuple(n for d, n in enumerate(ia.shape) if d != index_vector_dim)
     ok = None
     for k, d in enumerate(scatter_dims_to_operand_dims):
@@ -218,16 +277,41 @@ def dropped_to_zero(g, idx, operand_shape, *, update_window_dims, inserted_windo
     return L.select(L.broadcast_in_dim(ok, ga.shape, upd_batch), g, L.zeros_like(g))
 
 
+def clamped_starts(idx, shape, start_index_map, slice_sizes, index_vector_dim):
+    """idx with each start clamped into the operand, as XLA's gather clamps it. Its
+    transpose, a scatter, drops a window out of bounds instead: a gather that means to
+    clamp (clip mode, a per-example dynamic_slice) clamps its starts first."""
+    from . import lax as L
+    ia = L.aval(idx)
+    cols = []
+    for k, d in enumerate(start_index_map):
+        col = idx
+        if index_vector_dim < ia.ndim:
+            lo, hi = [0] * ia.ndim, list(ia.shape)
+            lo[index_vector_dim], hi[index_vector_dim] = k, k + 1
+            col = L.slice(idx, lo, hi)
+        cols.append(L.max(L.min(col, max(shape[d] - slice_sizes[d], 0)), 0))
+    if not cols:
+        return idx
+    return cols[0] if len(cols) == 1 else L.concatenate(cols, index_vector_dim)
+
+
 def _vjps():
     from . import lax as L      # looked up when a rule runs
 
     def gather_vjp(ctx, cts, x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
-                   index_vector_dim, slice_sizes):
+                   index_vector_dim, slice_sizes, operand_batching_dims=(),
+                   start_indices_batching_dims=()):
+        # (a start out of bounds, which the gather clamps, is dropped here, as jax's
+        # transpose of a promise_in_bounds gather: clip-mode callers clamp it first)
         zeros = L.zeros(ctx.in_avals[0].shape, cts[0].dtype)
         return [scatter_add_p.bind(zeros, idx, cts[0], update_window_dims=offset_dims,
                                    inserted_window_dims=collapsed_slice_dims,
                                    scatter_dims_to_operand_dims=start_index_map,
-                                   index_vector_dim=index_vector_dim), None]
+                                   index_vector_dim=index_vector_dim,
+                                   **batching(operand_batching_dims,
+                                              start_indices_batching_dims, scatter=True)),
+                None]
     gather_p.vjp = gather_vjp
 
     def scatter_vjp(ctx, cts, x, idx, upd, **dn):
@@ -240,72 +324,65 @@ def _vjps():
 _vjps()
 
 
-def _with_counter(ctx, idx, index_vector_dim):
-    """Batched indices (B, ...) with the example's number prepended to each index vector
-    (index_vector_dim made explicit first): for an operand whose mapped dim is indexed."""
-    from . import lax as L
-    a = L.aval(idx)
-    ivd = index_vector_dim + 1
-    if ivd == a.ndim:
-        idx = L.reshape(idx, (*a.shape, 1))
-        a = L.aval(idx)
-    shape = a.shape[:ivd] + (1,) + a.shape[ivd + 1:]
-    counter = L.broadcast_in_dim(L.iota(a.dtype, (ctx.size,)), shape, (0,))
-    return L.concatenate([counter, idx], ivd), ivd
-
-
 def scatter_batch(prim):
     """The batching rule of a scatter primitive (scatter_add and the combiners): the
     operand and updates get the mapped dim; unmapped indices make it a window dim,
-    mapped ones index it by each example's number."""
+    mapped ones a batching dim (each example scatters into its own slice)."""
     from .batching import bcast, shift_axes
 
     def run(ctx, args, batched, *, update_window_dims, inserted_window_dims,
-            scatter_dims_to_operand_dims, index_vector_dim):
+            scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
+            scatter_indices_batching_dims=()):
         x, idx, upd = args
         x, upd = bcast(ctx, x, batched[0]), bcast(ctx, upd, batched[2])
+        obd, ibd = shift_axes(operand_batching_dims), scatter_indices_batching_dims
         if not batched[1]:
             return prim.bind(
                 x, idx, upd, update_window_dims=(0, *shift_axes(update_window_dims)),
                 inserted_window_dims=shift_axes(inserted_window_dims),
                 scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
-                index_vector_dim=index_vector_dim), True
-        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
+                index_vector_dim=index_vector_dim, **batching(obd, ibd, scatter=True)), True
         return prim.bind(
             x, idx, upd, update_window_dims=shift_axes(update_window_dims),
-            inserted_window_dims=(0, *shift_axes(inserted_window_dims)),
-            scatter_dims_to_operand_dims=(0, *shift_axes(scatter_dims_to_operand_dims)),
-            index_vector_dim=ivd), True
+            inserted_window_dims=shift_axes(inserted_window_dims),
+            scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
+            index_vector_dim=index_vector_dim + 1,
+            **batching((0, *obd), (0, *shift_axes(ibd)), scatter=True)), True
     return run
 
 
 def _batch_rules():
     """vmap. Only the indices mapped: more batch dims of the indices (the result's lead).
     The operand mapped too: its mapped dim is a window dim when the indices are not
-    mapped, else it is indexed by each example's number (an iota in the index vectors)."""
+    mapped, else a batching dim paired with theirs."""
     from .batching import shift_axes
 
     def gather_batch(ctx, args, batched, *, offset_dims, collapsed_slice_dims,
-                     start_index_map, index_vector_dim, slice_sizes):
+                     start_index_map, index_vector_dim, slice_sizes,
+                     operand_batching_dims=(), start_indices_batching_dims=()):
         x, idx = args
         bx, bi = batched
+        obd, ibd = operand_batching_dims, start_indices_batching_dims
         if not bx:
             return gather_p.bind(x, idx, offset_dims=shift_axes(offset_dims),
                                  collapsed_slice_dims=collapsed_slice_dims,
                                  start_index_map=start_index_map,
                                  index_vector_dim=index_vector_dim + 1,
-                                 slice_sizes=slice_sizes), True
+                                 slice_sizes=slice_sizes,
+                                 **batching(obd, shift_axes(ibd))), True
         if not bi:
             return gather_p.bind(x, idx, offset_dims=(0, *shift_axes(offset_dims)),
                                  collapsed_slice_dims=shift_axes(collapsed_slice_dims),
                                  start_index_map=shift_axes(start_index_map),
                                  index_vector_dim=index_vector_dim,
-                                 slice_sizes=(ctx.size, *slice_sizes)), True
-        idx, ivd = _with_counter(ctx, idx, index_vector_dim)
+                                 slice_sizes=(ctx.size, *slice_sizes),
+                                 **batching(shift_axes(obd), ibd)), True
         return gather_p.bind(x, idx, offset_dims=shift_axes(offset_dims),
-                             collapsed_slice_dims=(0, *shift_axes(collapsed_slice_dims)),
-                             start_index_map=(0, *shift_axes(start_index_map)),
-                             index_vector_dim=ivd, slice_sizes=(1, *slice_sizes)), True
+                             collapsed_slice_dims=shift_axes(collapsed_slice_dims),
+                             start_index_map=shift_axes(start_index_map),
+                             index_vector_dim=index_vector_dim + 1,
+                             slice_sizes=(1, *slice_sizes),
+                             **batching((0, *shift_axes(obd)), (0, *shift_axes(ibd)))), True
     gather_p.batch = gather_batch
 
     scatter_add_p.batch = scatter_batch(scatter_add_p)

@@ -96,12 +96,23 @@ OPS.update({
          "start_index_map=(1,), index_vector_dim=1, slice_sizes=(8, 1)}"),
         ([F, "i32[8,1]"], ["f32[8,8]"], "{offset_dims=(1,), collapsed_slice_dims=(0,), "
          "start_index_map=(0,), index_vector_dim=1, slice_sizes=(1, 8)}"),
+        # batching dims (vmap of a dynamic_slice): operand dim 0 pairs with the indices'
+        ([F, "i32[8,1]"], ["f32[8,4]"], "{offset_dims=(1,), collapsed_slice_dims=(), "
+         "start_index_map=(1,), index_vector_dim=1, slice_sizes=(1, 4), "
+         "operand_batching_dims=(0,), start_indices_batching_dims=(0,)}"),
+        (["f32[8,16,4]", "i32[8,4,1]"], ["f32[8,4,4]"], "{offset_dims=(2,), "
+         "collapsed_slice_dims=(1,), start_index_map=(1,), index_vector_dim=2, "
+         "slice_sizes=(1, 1, 4), operand_batching_dims=(0,), "
+         "start_indices_batching_dims=(0,)}"),
     ],
     "scatter_add": [
         ([F, "i32[8,1]", F], [F], "{update_window_dims=(1,), inserted_window_dims=(0,), "
          "scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
         (["f32[128]", "i32[64,1]", "f32[64]"], ["f32[128]"], "{update_window_dims=(), "
          "inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1}"),
+        ([F, "i32[8,1]", "f32[8,4]"], [F], "{update_window_dims=(1,), "
+         "inserted_window_dims=(), scatter_dims_to_operand_dims=(1,), index_vector_dim=1, "
+         "operand_batching_dims=(0,), scatter_indices_batching_dims=(0,)}"),
     ],})
 # the combiners share scatter_add's rule; XLA's factors for them are checked the same way
 OPS.update({k: OPS["scatter_add"] for k in ("scatter", "scatter_mul", "scatter_min",

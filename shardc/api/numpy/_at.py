@@ -11,10 +11,9 @@ names no element (jax drops such updates). `add` is exact with repeated indices
 static (as jax does on CPU); a traced index is one replacing scatter, as jax's (of
 repeated indices one write wins: the last on CPU). `multiply`, `divide`, `power`, `min`
 and `max` are one scatter whose region multiplies or takes the min / max, so every
-update is combined in, repeated indices included (as jax's). `apply` reads the values
-x holds at idx, which for a repeated index would need the function applied once per
-update: it accepts indices that cannot repeat (ints, slices, or a NumPy index array
-without repeats).
+update is combined in, repeated indices included (as jax's). `apply` applies the
+function to the values x holds at idx when the index cannot repeat; otherwise once per
+index that names an element, as jax's (lax_apply).
 """
 from __future__ import annotations
 
@@ -96,8 +95,10 @@ class _IndexUpdateRef:
         x = self.array
         xa = aval(x)
         entries = _classify_shape(xa.shape, self.index)
-        out = getitem(x, tuple(_clamp(xa.shape, entries)))
-        if mode != "fill" or not any(m.any() for m in _oob(xa.shape, entries)):
+        # clip clamps traced indices here too, so the gradient lands where they read
+        out = getitem(x, tuple(_clamp(xa.shape, entries, traced=mode == "clip")))
+        if mode != "fill" or not (any(core.is_tracer(e) for e in entries) or
+                                  any(m.any() for m in _oob(xa.shape, entries))):
             return out
         if fill_value is None:
             fill_value = (np.nan if dtypes.is_float(xa.dtype) else True
@@ -181,7 +182,9 @@ class _IndexUpdateRef:
     mul = multiply
 
     @_typed_update
-    def divide(self, values, **_):
+    def divide(self, values, *, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).divide(values)
         # as jax: x / (ones with the values multiplied in at idx), a true division, so
         # an integer array comes back as floats (and untouched elements divide by 1)
         x = self.array
@@ -211,8 +214,20 @@ class _IndexUpdateRef:
         return self._scatter("max", values)
 
     @_typed_update
-    def apply(self, func, **_):
-        return self._combine("apply", lambda old, _: func(old), 0)
+    def apply(self, func, *, unique_indices=False, mode=None, **_):
+        if mode == "clip":
+            return self._moded(mode).apply(func, unique_indices=unique_indices)
+        x = self.array
+        if not _unique(_classify_shape(aval(x).shape, self.index)):
+            # a repeated index applies func again: count the applications (lax_apply)
+            from ..lax_apply import apply_counted
+            counts = _IndexUpdateRef(zeros(aval(x).shape, np.int32), self.index).add(1)
+            return apply_counted(x, counts, func, unique_indices)
+        # read at clamped positions: the update at an out-of-bound one is dropped anyway
+        entries = _classify_shape(aval(x).shape, self.index)
+        from ..lax_apply import elementwise
+        new = elementwise(func, getitem(x, tuple(_clamp(aval(x).shape, entries))))
+        return _IndexUpdateRef(x, self.index).set(new)
 
     def _scatter(self, kind, values):
         """x with `values` combined in at idx by one scatter whose region multiplies or
@@ -225,20 +240,6 @@ class _IndexUpdateRef:
             new = _IndexUpdateRef(convert(x, pt), self.index)._scatter(kind, values)
             return convert(new, xa.dtype, xa.weak)
         return _scatter_into(x, self.index, values, kind)
-
-    def _combine(self, name, op, values):
-        x = self.array
-        entries = _classify_shape(aval(x).shape, self.index)
-        if not _unique(entries):
-            raise ShardcError(
-                f"x.at[idx].{name}(...) with an integer-array index that may repeat: shardc "
-                "applies updates at once, so a repeated index would not see the update "
-                "before it. Use a NumPy index array without repeats, or .add / .set")
-        # read at clamped positions: the update at an out-of-bound one is dropped anyway
-        new = op(getitem(x, tuple(_clamp(aval(x).shape, entries))), values)
-        dt = aval(x).dtype
-        return _IndexUpdateRef(x, self.index).set(convert(new, dt) if aval(new).dtype != dt
-                                                  else new)
 
 
 _COMBINE = {"mul": multiply, "min": minimum, "max": maximum}
@@ -335,22 +336,43 @@ def _oob(shape, entries):
 
 
 def _oob_mask(shape, entries):
-    """Where x[idx] reads out of bounds: the same index applied to a NumPy array that
-    has one extra, marked, element past the end of each indexed dim."""
+    """Where x[idx] reads out of bounds: the same index applied to an array that has
+    one extra, marked, element past the end of each indexed dim (a NumPy one when the
+    index is static; built in the program when a traced index takes part)."""
     ext = list(shape)
     mapped = list(entries)
+    dims = []
     for k, d, e in _static_int_entries(shape, entries):
         m = shape[d]
         a = np.asarray(e)
         mapped[k] = np.where((a < -m) | (a >= m), m, np.where(a < 0, a + m, a))
+        mapped[k] = int(mapped[k]) if mapped[k].ndim == 0 else mapped[k]
         ext[d] = m + 1
-    marks = np.zeros(ext, bool)
-    for k, d, _ in _static_int_entries(shape, entries):
-        sl = [slice(None)] * len(ext)
-        sl[d] = shape[d]
-        marks[tuple(sl)] = True
-    return marks[tuple(int(a) if isinstance(a, np.ndarray) and a.ndim == 0 else a
-                       for a in mapped)]
+        dims.append(d)
+    dim = 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        if core.is_tracer(e):
+            m = shape[dim]
+            bad = logical_or(less(e, -m), greater_equal(e, m))
+            mapped[k] = where(bad, m, where(less(e, 0), add(e, m), e))
+            ext[dim] = m + 1
+            dims.append(dim)
+        dim += 1
+    if not any(core.is_tracer(e) for e in entries):
+        marks = np.zeros(ext, bool)
+        for d in dims:
+            sl = [slice(None)] * len(ext)
+            sl[d] = shape[d]
+            marks[tuple(sl)] = True
+        return marks[tuple(mapped)]
+    marks = None
+    for d in dims:
+        past = greater_equal(iota(np.int32, None, d, tuple(ext)), shape[d])
+        marks = past if marks is None else logical_or(marks, past)
+    return getitem(marks, tuple(mapped))
+
 
 
 def _is_array(e):

@@ -17,6 +17,7 @@ from ...ops import indexing as ix
 from ...ops import shape as shp
 from ._shapes import broadcast_to, expand_dims, stack, transpose
 from ._ufuncs import add, less, where
+from ._ufuncs import clip as clip_
 from ._util import aval, convert
 
 
@@ -121,14 +122,19 @@ def getitem(x, idx):
     for k, e in enumerate(entries):
         if isinstance(e, slice) or (k in adv):
             labels.append(k)
+    # only scalars and unit-step slices: jax reads them with a dynamic_slice, which
+    # clamps a start out of bounds both ways (its gradient lands on the clamped
+    # element), where a gather's transpose drops it
+    clip = all(aval(entries[k]).ndim == 0 for k in adv) and \
+        all(e.step in (None, 1, -1) for e in entries if isinstance(e, slice))
     if len(adv) == 1:
         k = adv[0]
         axis = labels.index(k)
-        y, nidx = _take(y, entries[k], axis)
+        y, nidx = _take(y, entries[k], axis, clip)
         labels = labels[:axis] + [k] * nidx + labels[axis + 1:]
     elif adv:
         axes = [labels.index(k) for k in adv]
-        y, nidx = _take_many(y, [entries[k] for k in adv], axes)
+        y, nidx = _take_many(y, [entries[k] for k in adv], axes, clip)
         keep = [lab for lab in labels if lab not in adv]
         labels = keep[:axes[0]] + [adv[0]] * nidx + keep[axes[0]:]
     # 3. NumPy's placement of advanced dims, then new axes for None
@@ -155,13 +161,14 @@ def getitem(x, idx):
     return y
 
 
-def _take(y, idx, axis):
-    """Gather whole slices of `y` at integer positions `idx` along `axis`."""
+def _take(y, idx, axis, clip=False):
+    """Gather whole slices of `y` at integer positions `idx` along `axis` (clamped
+    into it first with `clip`)."""
     n = aval(y).shape[axis]
     if isinstance(idx, np.ndarray):
         idx = np.where(idx < 0, idx + n, idx).astype(dtypes.canonicalize(idx.dtype))
     else:
-        idx = where(less(idx, 0), add(idx, n), idx)
+        idx = _clamped(where(less(idx, 0), add(idx, n), idx), n, clip)
     ia = aval(idx)
     idx = shp.broadcast_in_dim_p.bind(idx, shape=ia.shape + (1,),
                                       broadcast_dimensions=tuple(range(ia.ndim)))
@@ -175,7 +182,11 @@ def _take(y, idx, axis):
     return out, ia.ndim
 
 
-def _take_many(y, idxs, axes):
+def _clamped(idx, n, clip):
+    return clip_(idx, 0, n - 1) if clip and n else idx
+
+
+def _take_many(y, idxs, axes, clip=False):
     """Gather at several integer-array indices of `y` (on `axes`, in order) broadcast
     together, as NumPy's advanced indexing: the broadcast dims replace the first
     indexed axis, the others are dropped."""
@@ -186,7 +197,7 @@ def _take_many(y, idxs, axes):
         if isinstance(idx, np.ndarray):
             norm.append(np.where(idx < 0, idx + n, idx).astype(dtypes.default_int()))
         else:
-            idx = where(less(idx, 0), add(idx, n), idx)
+            idx = _clamped(where(less(idx, 0), add(idx, n), idx), n, clip)
             norm.append(idx if aval(idx).dtype == dtypes.default_int()
                         else convert(idx, dtypes.default_int()))
     shape = np.broadcast_shapes(*[aval(i).shape for i in norm])

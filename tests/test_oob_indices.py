@@ -1,0 +1,76 @@
+"""Traced indices out of bounds, values and gradients against jax.jit. jax reads
+scalar indices (with unit-step slices) by a dynamic_slice, which clamps both ways,
+so the gradient lands on the clamped element; a gather of an index array clamps
+forward and drops backward (promise_in_bounds), clamps both ways with mode="clip",
+and reads fill_value with mode="fill". Each side is one program of all the cases and
+one gradient of their weighted sum, so a single wrong case shows."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as snp
+from helpers import check_outputs
+
+X = np.linspace(-2.0, 2.0, 48, dtype=np.float32).reshape(4, 6, 2)
+
+SCALAR = [   # (a, j, k) with traced scalars j, k
+    lambda m, lax, a, j, k: a[j, k],
+    lambda m, lax, a, j, k: a[j, 1:4],
+    lambda m, lax, a, j, k: a[j, ::-1],
+    lambda m, lax, a, j, k: a[j, ::2],                  # a gather (strided): drops
+    lambda m, lax, a, j, k: a[j, np.array([0, 7, 2])],  # a gather: drops
+    lambda m, lax, a, j, k: a[None, :, k],
+    lambda m, lax, a, j, k: a.at[j].get(),
+    lambda m, lax, a, j, k: a.at[j, k].get(mode="clip"),
+    lambda m, lax, a, j, k: a.at[j, k].get(mode="fill", fill_value=0),
+    lambda m, lax, a, j, k: lax.dynamic_slice(a, (j, k, 0), (2, 3, 2)),
+]
+ARRAY = [    # (a, i) with a traced index array
+    lambda m, a, i: a.at[i].get(mode="fill", fill_value=-1.0),
+    lambda m, a, i: a.at[1:3, i].get(mode="fill", fill_value=0.5),
+    lambda m, a, i: a.at[i[:2], :, i[2:] % 2].get(mode="fill", fill_value=5.0),
+    lambda m, a, i: a.at[np.array([0, 9]), i[:2]].get(mode="fill", fill_value=0.0),
+    lambda m, a, i: a.at[i].get(mode="clip"),
+    lambda m, a, i: a.at[:, i].get(mode="clip"),
+    lambda m, a, i: a.at[i].get(),
+    lambda m, a, i: a[:, i],
+]
+VMAPPED = [  # per example of a (4, 12) batch, with a traced scalar per example
+    lambda m, lax, r, k: r[k],
+    lambda m, lax, r, k: lax.dynamic_slice(r, (k,), (3,)),
+]
+
+
+def _weighted(outs):
+    return sum((w + 1.0) * (o ** 2).sum() for w, o in enumerate(outs))
+
+
+def _check(fn_ours, fn_ref, args):
+    check_outputs(shardc.jit(fn_ours)(*args), jax.jit(fn_ref)(*args))
+    g = shardc.jit(shardc.grad(lambda *a: _weighted(fn_ours(*a))))(*args)
+    gr = jax.jit(jax.grad(lambda *a: _weighted(fn_ref(*a))))(*args)
+    check_outputs(g, gr)
+
+
+@pytest.mark.parametrize("jk", [(9, -11), (-7, 8), (2, 3)])
+def test_scalar_indices(jk):
+    j, k = map(np.int32, jk)
+    _check(lambda a, j, k: [f(snp, shardc.lax, a, j, k) for f in SCALAR],
+           lambda a, j, k: [f(jnp, jax.lax, a, j, k) for f in SCALAR], (X, j, k))
+
+
+def test_index_arrays():
+    i = np.array([0, 7, -9, 3], np.int32)
+    _check(lambda a, i: [f(snp, a, i) for f in ARRAY],
+           lambda a, i: [f(jnp, a, i) for f in ARRAY], (X, i))
+
+
+def test_vmapped_scalar_indices():
+    k = np.array([13, -20, 5, 11], np.int32)
+    r = X.reshape(4, 12)
+    _check(lambda r, k: [shardc.vmap(lambda a, b: f(snp, shardc.lax, a, b))(r, k)
+                         for f in VMAPPED],
+           lambda r, k: [jax.vmap(lambda a, b: f(jnp, jax.lax, a, b))(r, k)
+                         for f in VMAPPED], (r, k))
