@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-ir bench bench-auto fuzz lint clean setup
+.PHONY: demo test test-slow test-ir bench bench-auto fuzz lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 -m "not slow" tests
+
+# the long sweeps `make test` leaves out (marked slow)
+test-slow: $(STAMP)
+	$(PY) -m pytest -n 2 -m slow tests
 
 # the IR-level tests only (the propagation corpus, layering): seconds, no XLA compile
 test-ir: $(STAMP)

@@ -125,7 +125,14 @@ ALL = [pytest.param(c, id=c[0]) for c in CASES] + \
     _available(NEEDS_SORT, "sort_key_val", "top_k") + _available(NEEDS_LINALG, "qr")
 
 
-@pytest.mark.parametrize("case", ALL)
+# eager runs the jit path's ops one by one: a quarter of the samplers in `make test`,
+# all of them in `make test-slow`
+EAGER = [c if i % 4 == 0 else pytest.param(*c.values, id=c.id,
+                                           marks=[*c.marks, pytest.mark.slow])
+         for i, c in enumerate(ALL)]
+
+
+@pytest.mark.parametrize("case", EAGER)
 def test_eager_matches_jax(case):
     _, call = case
     k = jr.key(3)
