@@ -206,13 +206,11 @@ def _shape(s):
     return tuple(operator.index(d) for d in s)
 
 
-def _full_sharding(sharding):
+def _full_sharding(s):
     """lax.full's `sharding`: it places the result outside a trace; inside one jax
     ignores a concrete sharding ("ignored in jitted mode") and pins an abstract one."""
-    if sharding is not None and core.current_builder() is not None and \
-            getattr(sharding, "_is_concrete", False):
-        return None
-    return sharding
+    inside = core.current_builder() is not None
+    return None if inside and getattr(s, "_is_concrete", False) else s
 
 
 def full(shape, fill_value, dtype=None, *, sharding=None):
@@ -226,10 +224,8 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
 
 
 def empty(shape, dtype, *, out_sharding=None):
-    """Zeros (XLA's CPU gives them to jax's empty_p too)."""
-    from .numpy._creation import full as _full
-    return _full((shape,) if isinstance(shape, int) else _shape(shape), 0, dtype,
-                 out_sharding=out_sharding)
+    from .numpy._creation import zeros       # (XLA's CPU gives jax's empty_p zeros too)
+    return zeros(_shape(np.atleast_1d(shape)), dtype, out_sharding=out_sharding)
 
 
 def broadcast(operand, sizes, *, out_sharding=None):

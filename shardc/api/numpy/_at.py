@@ -217,15 +217,14 @@ class _IndexUpdateRef:
     def apply(self, func, *, unique_indices=False, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).apply(func, unique_indices=unique_indices)
+        from ..lax_apply import apply_counted, elementwise
         x = self.array
-        if not _unique(_classify_shape(aval(x).shape, self.index)):
+        entries = _classify_shape(aval(x).shape, self.index)
+        if not _unique(entries):
             # a repeated index applies func again: count the applications (lax_apply)
-            from ..lax_apply import apply_counted
             counts = _IndexUpdateRef(zeros(aval(x).shape, np.int32), self.index).add(1)
             return apply_counted(x, counts, func, unique_indices)
         # read at clamped positions: the update at an out-of-bound one is dropped anyway
-        entries = _classify_shape(aval(x).shape, self.index)
-        from ..lax_apply import elementwise
         new = elementwise(func, getitem(x, tuple(_clamp(aval(x).shape, entries))))
         return _IndexUpdateRef(x, self.index).set(new)
 
