@@ -298,3 +298,33 @@ def test_jax_transformations_of_shardc_code_inside_shardc_jit_are_a_clear_error(
     for f in cases:
         with pytest.raises(shardc.ShardcError, match="cannot trace shardc's own functions"):
             shardc.jit(f)(jnp.ones((8, 4)))
+
+
+def test_jax_auto_axes_under_jax_grad_on_an_explicit_mesh():
+    """jax.lax.map(batch_size=) reshapes its operands in jax's auto_axes, which changes
+    jax's context mesh; jax.grad's tracers above shardc's read the types in it, so
+    shardc's types follow jax's context (it was a mesh-mismatch error)."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    v, w = X[0, :3], X[:3, :4]
+
+    def f(v, w):
+        def loss(v):
+            return jax.lax.map(lambda r: jnp.sin(r) * w, v, batch_size=1).sum()
+        return jax.vmap(jax.grad(loss))(jnp.stack([v, 2 * v]))
+    with jax.set_mesh(mesh):
+        both(f, put(mesh, v, P()), put(mesh, w, P()), mesh=mesh)
+
+
+def test_a_jax_traced_branch_indexes_a_shardc_value(mesh2x4):
+    """A jax.lax.cond branch is traced by jax: a shardc value it closes over indexed with
+    jax's tracer (`x[i]`, `x.at[i].multiply`) takes jax's indexing (it was an internal
+    error: shardc read jax's tracer as a constant)."""
+    x = put(mesh2x4, X, P())
+
+    def f(x):
+        def yes(_):
+            i = jnp.argmax(x.reshape(-1)) % 8 - np.array([0, 2, 4, 1])
+            return x.at[i].multiply(3.0, mode="clip") + x[i[0]]
+        return jax.lax.cond(x.sum() > 0, yes, lambda _: x, 0)
+    both(f, x, mesh=mesh2x4)
+    both(lambda x: f(-x), x, mesh=mesh2x4)

@@ -333,3 +333,19 @@ def test_untranslatable_collective_names_it_and_the_line(mesh2x4, op, name, at):
         shardc.jit(f)(x)
     msg = str(e.value)
     assert f"`{name}`" in msg and f"test_frontend_shard_map.py:{line}" in msg, msg
+
+
+def test_nested_shard_map(mesh2x4):
+    """A jax shard_map over y inside one over x: both jax's, translated."""
+    x, w = put(mesh2x4, arr(8, 16), P("x", "y")), put(mesh2x4, arr(16, 4, seed=1), P("y"))
+
+    def f(x, w):
+        def inner(b, w):
+            return jax.lax.psum(b @ w, "y") + jax.lax.axis_index("x").astype(b.dtype)
+
+        def outer(a, w):
+            return jax.shard_map(inner, in_specs=(P(None, "y"), P("y")), out_specs=P(),
+                                 axis_names={"y"})(a, w) * 2.0
+        return jax.shard_map(outer, mesh=mesh2x4, in_specs=(P("x"), P()), out_specs=P("x"),
+                             axis_names={"x"})(x, w)
+    both(f, x, w, mesh=mesh2x4)

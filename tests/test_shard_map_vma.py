@@ -124,3 +124,20 @@ def test_partial_manual_axis_index_issue_repro():
     text = shardc.jit(f).trace(np.arange(8.)).ir
     assert "auto=" in text
     assert print_program(parse_program(text)) == text
+
+
+def test_a_value_a_region_captured_keeps_its_variance(mesh8):
+    """A scan inside a cond: the cond's branch captures the varying `a` and passes it on
+    as the scan's carry. The captured value varies as `a` does, so the psum in the scan
+    sums (it scaled: `a` read as the same on every device)."""
+    x = jax.device_put(np.arange(16.0, dtype=np.float32), NamedSharding(mesh8, P("x")))
+
+    def prog(sm, lax):
+        def body(a):
+            def branch(_):
+                return lax.scan(lambda c, _: (c + lax.psum(c, "x"), None), a, None,
+                                length=2)[0]
+            return lax.cond(a[0] > -1, branch, lambda _: a, 0)
+        return sm(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x"))
+    check_outputs(shardc.jit(prog(shardc.shard_map, shardc.lax))(x),
+                  jax.jit(prog(jax.shard_map, jax.lax))(x), mesh8)

@@ -16,11 +16,8 @@ from ..trace import core
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary, user_loc
 from ..runtime.meshes import current_mesh, get_abstract_mesh
 from . import explicit as _explicit
-from ..ir.program import Program
-from ..ops.blocks import local_aval
-from ..ops.manual import shard_map_p
-from ..ops.manual_region import (ManualCtx, body_value as _body_value,  # noqa: F401
-                                 manual_ctx, open_free as _open_free)
+from ..ops.manual_region import (add_shard_map, block_input, body_value as _body_value,
+                                 manual_ctx, open_body)
 from ..ir.sharding import Sharding, from_spec
 
 _tree = jax.tree_util
@@ -37,8 +34,13 @@ def _spec_sharding(spec, aval, mesh_shape, manual, what):
     if not isinstance(spec, PartitionSpec):
         raise ShardcError(f"{what}: expected a PartitionSpec, got {type(spec).__name__}")
     sh = from_spec(spec, aval.ndim, mesh_shape, what)
+    around = manual_ctx()
     for d in sh.dims:
         for a in d:
+            if around is not None and a in around.axes:
+                raise ShardcError(f"{what}: mesh axis {a!r} is manual already, in the "
+                                  "enclosing shard_map; the specs of a nested shard_map name "
+                                  f"only the axes it makes manual ({sorted(manual)})")
             if a not in manual:
                 raise ShardcError(f"{what}: mesh axis {a!r} is not manual here (axis_names="
                                   f"{sorted(manual)}); specs may only name manual axes")
@@ -122,6 +124,9 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
             return fn(*args)
         m = _resolve_mesh(mesh)
         manual = _manual_axes(m, axis_names)
+        around = manual_ctx()
+        if around is not None:      # nested: the axes still automatic among them
+            manual = tuple(a for a in manual if a not in around.axes)
         _check_infer(m, manual, in_specs)
         return _trace_shard_map(f, m, in_specs, out_specs, manual, check_vma, args)
     return wrapped
@@ -199,6 +204,9 @@ def _resolve_mesh(mesh):
                             f"passed to shard_map {mesh}; pass the context's mesh or none")
     if mesh is None:
         mesh = ctx
+        b = core.current_builder()
+        if mesh is None and manual_ctx() is not None:
+            mesh = b.meshes.info.mesh      # nested: the enclosing shard_map's
         if mesh is None:
             am = get_abstract_mesh()
             if am.empty:
@@ -289,10 +297,7 @@ def _inferred_spec(x, mesh, manual, i):
 def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     outer = core.current_builder()
     loc = user_loc()
-    info = outer.meshes.adopt(mesh)
-    mshape = info.shape
-    if manual_ctx() is not None:
-        raise ShardcError("nested shard_map is not supported")
+    mshape = outer.meshes.adopt(mesh).shape
     leaves, in_tree = _tree.tree_flatten(args)
     if _is_infer(in_specs):
         flat_specs = [_inferred_spec(x, mesh, manual, i) for i, x in enumerate(leaves)]
@@ -300,32 +305,27 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
         flat_specs = _specs_for(in_specs if not isinstance(in_specs, list)
                                 else tuple(in_specs), tuple(args), "shard_map in_specs")
         _check_specs_match_types(mesh, manual, leaves, flat_specs)
-    sizes = mshape.sizes
+    body = open_body(f"{getattr(f, '__name__', 'body')}", mshape, manual, check_vma)
+    ctx = body.manual
     static = {i: x for i, (x, spec) in enumerate(zip(leaves, flat_specs)) if spec is None}
-    in_vals, in_sh, local_avals = [], [], []
+    in_vals, in_sh, body_args = [], [], []
     for i, (x, spec) in enumerate(zip(leaves, flat_specs)):
         if i in static:     # in_specs None: passed to f as it is (jax's static inputs)
+            body_args.append(x)
             continue
         aval = core.aval_of(x)
         sh = _spec_sharding(spec, aval, mshape, manual, f"shard_map in_specs for argument {i}")
-        local_avals.append(local_aval(
-            aval, sh, sizes, manual, f"shard_map argument {i} ({aval}) with in_spec {spec}"))
+        body_args.append(block_input(
+            body, x, sh, f"shard_map argument {i} ({aval}) with in_spec {spec}"))
         in_sh.append(sh)
         in_vals.append(x)
-    body = core.Builder(f"{getattr(f, '__name__', 'body')}", parent=outer)
-    ctx = body.manual = ManualCtx(mshape, manual, check_vma)
-    tracers = [body.new_input(a) for a in local_avals]
-    for t, sh in zip(tracers, in_sh):
-        ctx.vma[id(t.value)] = frozenset(a for d in sh.dims for a in d)
-    it = iter(tracers)
-    body_args = [static[i] if i in static else next(it) for i in range(len(leaves))]
     with core.trace_context(body):
         out = f(*_tree.tree_unflatten(in_tree, body_args))
     out_leaves, out_tree = _tree.tree_flatten(out)
     region = body.program
     region.outputs = [_body_value(body, x) for x in out_leaves]
     flat_out = _specs_for(out_specs, out, "shard_map out_specs")
-    out_sh, out_avals = [], []
+    out_sh = []
     for i, (v, spec) in enumerate(zip(region.outputs, flat_out)):
         sh = _spec_sharding(spec, v.aval, mshape, manual, f"shard_map out_specs for output {i}")
         if check_vma:
@@ -338,28 +338,6 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
                     "Reduce it first (shardc.lax.psum / pmean / pmax), name the axes in "
                     "out_specs, or pass check_vma=False", loc)
         out_sh.append(sh)
-        out_avals.append(v.aval.update(shape=tuple(
-            n * _prod(sizes[a] for a in axes) for n, axes in zip(v.aval.shape, sh.dims))))
-    # values the body closed over become extra, replicated operands
-    for t, v in body.captured.values():
-        region.inputs.append(v)
-        in_vals.append(t)
-        in_sh.append(Sharding.replicated(v.aval.ndim))
-    operands = [outer.to_value(x) for x in in_vals]
-    params = {"in_specs": tuple(in_sh), "out_specs": tuple(out_sh), "manual_axes": manual,
-              "mesh": mshape, "check_vma": check_vma}
-    outs = outer.add(shard_map_p, operands, params, out_avals, loc, regions=[region])
-    for v, sh in zip(outs, out_sh):
-        v.sharding = _open_free(sh, manual, mshape)
-    results = [core.Tracer(outer, v) for v in outs]
+    results = add_shard_map(body, in_vals, in_sh, out_sh, loc)
     return _tree.tree_unflatten(out_tree, results)
 
-
-def _prod(xs):
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
-_ = (NamedSharding, Program)

@@ -54,10 +54,15 @@ def _shard_map(*args, mesh, in_specs, out_specs, jaxpr, check_vma, newly_manual_
     """shardc's shard_map op over the body jaxpr: same mesh, specs, manual axes."""
     from ..api.shard_map import _resolve_mesh
     from ..ops.manual_region import bind_shard_map, manual_ctx
-    if manual_ctx() is not None:
-        raise unsupported("shard_map", "a shard_map nested in another shard_map")
     b = core.current_builder()
-    concrete = _resolve_mesh(mesh)
+    if manual_ctx() is not None:    # nested: jax's mesh is the outer one's, axes Manual
+        concrete = b.meshes.info.mesh
+        if tuple(concrete.axis_names) != tuple(mesh.axis_names) or \
+                tuple(concrete.axis_sizes) != tuple(mesh.axis_sizes):
+            raise ShardcError(f"a jax shard_map over the mesh {mesh} inside a shard_map over "
+                              f"{concrete}: a nested shard_map runs on its enclosing mesh")
+    else:
+        concrete = _resolve_mesh(mesh)
     shape = b.meshes.adopt(concrete).shape
     manual = tuple(a for a in concrete.axis_names if a in newly_manual_axes)
     if isinstance(jaxpr, jcore.ClosedJaxpr):

@@ -45,10 +45,21 @@ def _channel(ctx):
 
 # ---------------------------------------------------------------- shard_map
 
-def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, regions):
+def all_manual(params) -> tuple:
+    """Every axis manual inside a shard_map's body: those of the shard_maps around it
+    (`outer_manual_axes`, bound only when nested) and its own."""
+    return tuple(params.get("outer_manual_axes", ())) + tuple(params["manual_axes"])
+
+
+def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, regions,
+                     outer_manual_axes=()):
     """The body takes each operand's per-device block (operands past in_specs are values
-    the body closed over, replicated) and yields per-device blocks of the results."""
+    the body closed over, replicated) and yields per-device blocks of the results; in a
+    nested shard_map the operands are already blocks over `outer_manual_axes`."""
     (body,) = regions
+    if set(outer_manual_axes) & set(manual_axes):
+        raise ShardcError(f"shard_map: manual axes {manual_axes} overlap the enclosing "
+                          f"shard_map's {outer_manual_axes}")
     if len(body.args) != len(avals) or len(in_specs) > len(avals):
         raise ShardcError(f"shard_map: {len(avals)} operands, {len(in_specs)} in_specs and "
                           f"{len(body.args)} block arguments do not match")
@@ -74,7 +85,8 @@ def _shard_map_shape(*avals, in_specs, out_specs, manual_axes, mesh, check_vma, 
     return tuple(outs)
 
 
-def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, check_vma):
+def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, check_vma,
+                     outer_manual_axes=()):
     op = ctx.ir_op
     region = op.regions[0]
     low = ctx.lowering
@@ -125,7 +137,7 @@ def _shard_map_constraints(op):
     axes are manual)."""
     from ..propagate.engine import Source
     src = Source("shard_map", "shard_map in_specs", op.loc)
-    full = len(op.params["manual_axes"]) == len(op.params["mesh"].names)
+    full = len(all_manual(op.params)) == len(op.params["mesh"].names)
     return [(v, s if full else Sharding(s.dims, [True] * s.rank), src)
             for v, s in zip(op.inputs, op.params["in_specs"])]
 
@@ -140,7 +152,7 @@ shard_map_p.operand_constraints = _shard_map_constraints
 def _shard_map_data_flow(op):
     """Operands to block arguments, region results to results: one sharding over the
     free (non-manual) axes; the specs place the manual ones."""
-    manual = op.params["manual_axes"]
+    manual = all_manual(op.params)
     full = len(manual) == len(op.params["mesh"].names)
     region = op.regions[0]
     in_specs = op.params["in_specs"]

@@ -20,13 +20,20 @@ from .manual import psum_p, shard_map_p
 
 
 class ManualCtx:
-    """What a shard_map body knows: its mesh, manual axes, and each value's variance."""
+    """What a shard_map body knows: its mesh, manual axes, and each value's variance.
 
-    def __init__(self, mesh: MeshShape, axes: tuple, check_vma: bool):
+    `own` are the axes this shard_map makes manual; `axes` all the manual ones, those
+    of the shard_maps it is nested in (`outer`) first. A nested body shares its outer
+    body's variance table, so values it closes over keep theirs."""
+
+    def __init__(self, mesh: MeshShape, axes: tuple, check_vma: bool, outer=None):
         self.mesh = mesh
-        self.axes = axes
+        self.own = tuple(axes)
+        self.outer = tuple(outer.axes) if outer is not None else ()
+        self.axes = self.outer + self.own
         self.check_vma = check_vma
-        self.vma: dict = {}        # id(Value) -> frozenset of manual axes it varies over
+        # id(Value) -> frozenset of manual axes it varies over
+        self.vma: dict = outer.vma if outer is not None else {}
 
     def vma_of(self, v) -> frozenset:
         if isinstance(v, Lit):
@@ -90,36 +97,70 @@ def global_aval(aval: Aval, sh: Sharding, sizes) -> Aval:
                                    for n, axes in zip(aval.shape, sh.dims)))
 
 
-def bind_shard_map(f, args, in_sh, out_sh, manual, mesh: MeshShape, check_vma, name="body"):
-    """Trace f on the device-local blocks of `args` (tracers) into a shard_map op of the
-    current trace with boundary shardings in_sh/out_sh; f returns a flat sequence."""
+def open_body(name, mesh: MeshShape, manual, check_vma):
+    """A builder for a shard_map body over `manual` axes, nested in the current trace
+    (and in the shard_map body it is in, if any)."""
     outer = core.current_builder()
-    sizes = mesh.sizes
+    around = manual_ctx()
+    if around is not None and set(around.axes) & set(manual):
+        raise ShardcError(f"shard_map over {sorted(manual)} inside a shard_map already manual "
+                          f"over {sorted(set(around.axes) & set(manual))}: a nested "
+                          "shard_map names other mesh axes", user_loc())
     body = core.Builder(name, parent=outer)
-    ctx = body.manual = ManualCtx(mesh, manual, check_vma)
-    tracers = []
-    for x, sh in zip(args, in_sh):
-        a = core.aval_of(x)
-        t = body.new_input(local_aval(a, sh, sizes, manual, "shard_map"))
-        ctx.vma[id(t.value)] = frozenset(ax for d in sh.dims for ax in d)
-        tracers.append(t)
-    with core.trace_context(body):
-        outs = f(*tracers)
+    body.manual = ManualCtx(mesh, manual, check_vma, around)
+    return body
+
+
+def block_input(body, x, sh: Sharding, what="shard_map"):
+    """A block argument of `body` for operand `x` with in_spec `sh`: it varies over the
+    axes `sh` names and those `x` varies over already (a nested body's)."""
+    ctx = body.manual
+    t = body.new_input(local_aval(core.aval_of(x), sh, ctx.mesh.sizes, ctx.axes, what))
+    before = frozenset()
+    if ctx.outer and core.is_tracer(x):
+        before = ctx.vma_of(core.current_builder().to_value(x))
+    ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d)
+    return t
+
+
+def add_shard_map(body, in_vals, in_sh, out_sh, loc):
+    """The shard_map op of the current trace running `body` (traced, its outputs set)
+    on `in_vals`; values it closed over become extra, replicated operands. Returns the
+    result tracers, which vary over what the body's results vary over but its own
+    axes."""
+    outer = core.current_builder()
+    ctx = body.manual
     region = body.program
-    region.outputs = [body_value(body, x) for x in outs]
+    sizes = ctx.mesh.sizes
     out_avals = [global_aval(v.aval, sh, sizes) for v, sh in zip(region.outputs, out_sh)]
-    in_vals, in_sh = list(args), list(in_sh)
-    for t, v in body.captured.values():     # closed-over values: replicated operands
+    in_vals, in_sh = list(in_vals), list(in_sh)
+    for t, v in body.captured.values():
         region.inputs.append(v)
         in_vals.append(t)
         in_sh.append(Sharding.replicated(v.aval.ndim))
+        ctx.vma[id(v)] = ctx.vma_of(outer.to_value(t))
     operands = [outer.to_value(x) for x in in_vals]
-    params = {"in_specs": tuple(in_sh), "out_specs": tuple(out_sh), "manual_axes": manual,
-              "mesh": mesh, "check_vma": check_vma}
-    vals = outer.add(shard_map_p, operands, params, out_avals, user_loc(), regions=[region])
-    for v, sh in zip(vals, out_sh):
-        v.sharding = open_free(sh, manual, mesh)
+    params = {"in_specs": tuple(in_sh), "out_specs": tuple(out_sh), "manual_axes": ctx.own,
+              "mesh": ctx.mesh, "check_vma": ctx.check_vma}
+    if ctx.outer:
+        params["outer_manual_axes"] = ctx.outer
+    vals = outer.add(shard_map_p, operands, params, out_avals, loc, regions=[region])
+    for v, r, sh in zip(vals, region.outputs, out_sh):
+        v.sharding = open_free(sh, ctx.axes, ctx.mesh)
+        if ctx.outer:
+            ctx.vma[id(v)] = ctx.vma_of(r) - frozenset(ctx.own)
     return [core.Tracer(outer, v) for v in vals]
+
+
+def bind_shard_map(f, args, in_sh, out_sh, manual, mesh: MeshShape, check_vma, name="body"):
+    """Trace f on the device-local blocks of `args` (tracers) into a shard_map op of the
+    current trace with boundary shardings in_sh/out_sh; f returns a flat sequence."""
+    body = open_body(name, mesh, manual, check_vma)
+    tracers = [block_input(body, x, sh) for x, sh in zip(args, in_sh)]
+    with core.trace_context(body):
+        outs = f(*tracers)
+    body.program.outputs = [body_value(body, x) for x in outs]
+    return add_shard_map(body, args, in_sh, out_sh, user_loc())
 
 
 def _rebind(op, ins, evaluate):
@@ -142,7 +183,8 @@ def _boundary(sh: Sharding, mesh: MeshShape) -> Sharding:
     return from_spec(sh.to_spec(), sh.rank, mesh, "shard_map").closed()
 
 
-def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check_vma):
+def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check_vma,
+                  outer_manual_axes=()):
     from . import lax as L
     region = ctx.op.regions[0]
     n = len(args)
@@ -168,8 +210,9 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
         for i, g in zip(diff, grads):
             named = {a for d in in_specs[i].dims for a in d}
             # (unchecked, every manual axis it does not name: as jax's transpose)
+            # (only its own axes: a nested body's values vary over the outer ones too)
             vary = tuple(sorted((mc.vma_of(g.value) if check_vma else set(manual_axes))
-                                - named))
+                                & set(manual_axes) - named))
             # the gradient of a replicated input sums the per-device ones (a psum)
             out.append(psum_p.bind(g, axes=vary, sizes=tuple(mesh.sizes[a] for a in vary))
                        if vary else g)
@@ -194,7 +237,7 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
 # ---------------------------------------------------------------- batching (vmap)
 
 def shard_map_batch(ctx, args, batched, *, in_specs, out_specs, manual_axes, mesh,
-                    check_vma):
+                    check_vma, outer_manual_axes=()):
     """vmap of a shard_map: the body batched; a batched operand's or result's mapped dim
     is split over the manual axes among `spmd_axis_name` (jax's spmd_axis_name), else
     whole on every device."""

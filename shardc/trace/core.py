@@ -135,6 +135,8 @@ class Builder:
         if entry is None:
             v = Value(t.value.aval)
             self.captured[id(t)] = entry = (t, v)
+            if self.manual is not None:    # a shard_map body's: it varies as `t` does
+                self.manual.vma[id(v)] = self.manual.vma_of(t.value)
         return entry[1]
 
     def add(self, prim, in_vals, params, out_avals, loc, regions=()):

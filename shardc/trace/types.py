@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import threading
 
+import jax
+
 from ..errors import ShardingTypeError
 from ..ir.program import Lit
 from ..ir.rules import NEED_REPLICATION, REDUCTION
@@ -39,9 +41,11 @@ def explicit_axes_of(builder) -> frozenset:
     slot = builder.meshes
     mesh = slot.info.shape if slot is not None else None
     stack = _modes.stack
-    if mesh is None or (not mesh.explicit and not stack):
+    if mesh is None:
         return EMPTY
-    ex = mesh.explicit
+    ex = _jax_context(mesh)
+    if not ex and not stack:
+        return EMPTY
     for mode, axes in stack:
         ex = ex - axes if mode == "auto" else ex | (axes & frozenset(mesh.names))
     b = builder
@@ -50,6 +54,22 @@ def explicit_axes_of(builder) -> frozenset:
             ex = ex - frozenset(b.manual.axes)
         b = b.parent
     return ex
+
+
+def _jax_context(mesh) -> frozenset:
+    """The program mesh's Explicit axes, as jax code shardc runs changed them: jax's
+    auto_axes / explicit_axes set jax's abstract mesh context, whose axis types then
+    differ from the mesh's (jax's tracers above shardc's, as jax.grad's, read them)."""
+    am = jax.sharding.get_abstract_mesh()
+    if am.empty or am.axis_names != mesh.names or am.axis_sizes != tuple(mesh.sizes.values()):
+        return mesh.explicit
+    ex = set(mesh.explicit)
+    for n, t in zip(am.axis_names, am.axis_types):
+        if t == jax.sharding.AxisType.Auto:
+            ex.discard(n)
+        elif t == jax.sharding.AxisType.Explicit:
+            ex.add(n)
+    return frozenset(ex)
 
 
 class axis_mode:

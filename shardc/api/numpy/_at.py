@@ -35,6 +35,7 @@ from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
     logical_or, maximum, minimum, multiply, power, remainder, subtract, where)
 from ._util import aval, convert, result_type
+from ._methods import _has_foreign
 from ..explicit import apply_out_sharding
 from ...transforms.ad import _retype
 
@@ -71,22 +72,37 @@ def _typed_update(method):
 
 
 class _IndexUpdateHelper:
-    """`x.at`: index it to get an update reference."""
-    __slots__ = ("array",)
+    """`x.at`: index it to get an update reference. `jax_at` is jax's `.at` (of the
+    tracer class shardc's derives from), taken when the index or the values hold a jax
+    transformation's tracer: jax's update then binds on that trace."""
+    __slots__ = ("array", "jax_at")
 
-    def __init__(self, array):
-        self.array = array
+    def __init__(self, array, jax_at=None):
+        self.array, self.jax_at = array, jax_at
 
     def __getitem__(self, idx):
-        return _IndexUpdateRef(self.array, idx)
+        return _IndexUpdateRef(self.array, idx, self.jax_at)
+
+
+def _foreign_aware(method):
+    """Run jax's update method instead when a jax transformation's tracer is involved."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        if self.jax_at is not None and _has_foreign((self.index, args, kwargs)):
+            return getattr(self.jax_at(self.array)[self.index], name)(*args, **kwargs)
+        return method(self, *args, **kwargs)
+    return run
 
 
 class _IndexUpdateRef:
-    __slots__ = ("array", "index")
+    __slots__ = ("array", "index", "jax_at")
 
-    def __init__(self, array, index):
-        self.array, self.index = array, index
+    def __init__(self, array, index, jax_at=None):
+        self.array, self.index, self.jax_at = array, index, jax_at
 
+    @_foreign_aware
     @_with_out_sharding
     def get(self, *, mode=None, fill_value=None, **_):
         """x[idx] with jax's out-of-bound rules: static indices past either end are
@@ -116,6 +132,7 @@ class _IndexUpdateRef:
                                tuple(_clamp(xa.shape, _classify_shape(xa.shape, self.index),
                                             traced=True)))
 
+    @_foreign_aware
     @_typed_update
     def set(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -143,6 +160,7 @@ class _IndexUpdateRef:
         new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
         return convert(new, xa.dtype, xa.weak)
 
+    @_foreign_aware
     @_typed_update
     def add(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -159,6 +177,7 @@ class _IndexUpdateRef:
             return logical_or(x, greater(placed, 0))
         return add(x, placed)
 
+    @_foreign_aware
     @_typed_update
     def subtract(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -173,6 +192,7 @@ class _IndexUpdateRef:
             return boxed
         return subtract(self.array, _placed(self.array, self.index, values)[0])
 
+    @_foreign_aware
     @_typed_update
     def multiply(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -181,6 +201,7 @@ class _IndexUpdateRef:
 
     mul = multiply
 
+    @_foreign_aware
     @_typed_update
     def divide(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -191,6 +212,7 @@ class _IndexUpdateRef:
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return divide(x, ones._scatter("mul", values))
 
+    @_foreign_aware
     @_typed_update
     def power(self, values, *, mode=None, **_):
         if mode == "clip":
@@ -201,18 +223,21 @@ class _IndexUpdateRef:
         ones = _IndexUpdateRef(full_like(x, 1), self.index)
         return power(x, ones._scatter("mul", values))
 
+    @_foreign_aware
     @_typed_update
     def min(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).min(values)
         return self._scatter("min", values)
 
+    @_foreign_aware
     @_typed_update
     def max(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).max(values)
         return self._scatter("max", values)
 
+    @_foreign_aware
     @_typed_update
     def apply(self, func, *, unique_indices=False, mode=None, **_):
         if mode == "clip":

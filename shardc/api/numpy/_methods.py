@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 
+import jax
+
 from ...trace.core import Tracer
 from ...errors import ShardcError
 
@@ -100,6 +102,13 @@ def _array_function(self, func, types, args, kwargs):
 _JaxTracer = Tracer.__mro__[1]      # jax.core.Tracer
 
 
+def _has_foreign(tree) -> bool:
+    """Whether `tree` holds a jax transformation's tracer (jax code shardc runs, as a
+    jax.lax.cond branch jax traces itself, indexing a shardc value with one)."""
+    return any(type(x) is not Tracer and isinstance(x, _JaxTracer)
+               for x in jax.tree_util.tree_leaves(tree))
+
+
 def _binop(name, reflected=False):
     def op(self, other):
         if type(other) is not Tracer and isinstance(other, _JaxTracer):
@@ -136,14 +145,20 @@ def _attach():
     T.__abs__ = lambda self: _snp().abs(self)
     T.__invert__ = lambda self: _snp().bitwise_not(self)
     T.__round__ = _round
-    T.__getitem__ = lambda self, idx: _snp()._getitem(self, idx)
+    jax_getitem, jax_at = _JaxTracer.__getitem__, _JaxTracer.at.fget
+
+    def getitem(self, idx):
+        if _has_foreign(idx):      # an index of a jax transform's trace: jax's indexing
+            return jax_getitem(self, idx)
+        return _snp()._getitem(self, idx)
+    T.__getitem__ = getitem
 
     def setitem(self, idx, value):
         raise ShardcError("traced arrays are immutable: `x[idx] = y` cannot work; use "
                           "`x = x.at[idx].set(y)` (a new array)")
     T.__setitem__ = setitem
     from ._at import _IndexUpdateHelper
-    T.at = property(_IndexUpdateHelper)
+    T.at = property(lambda self: _IndexUpdateHelper(self, jax_at))
     T.T = property(lambda self: _snp().transpose(self))
     T.mT = property(lambda self: _snp().swapaxes(self, -1, -2))
     T.real = property(lambda self: _snp().real(self))
