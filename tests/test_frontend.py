@@ -328,3 +328,14 @@ def test_a_jax_traced_branch_indexes_a_shardc_value(mesh2x4):
         return jax.lax.cond(x.sum() > 0, yes, lambda _: x, 0)
     both(f, x, mesh=mesh2x4)
     both(lambda x: f(-x), x, mesh=mesh2x4)
+
+
+def test_jax_triangular_solve_conjugating_without_transpose():
+    """jax binds triangular_solve with conjugate_a and no transpose (LAPACK conjugates
+    only with one): shardc conjugates a first (it solved with a itself)."""
+    rng = np.random.default_rng(1)
+    a = (np.tril(rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))) + 4 * np.eye(4))
+    b = rng.normal(size=(4, 3)) + 1j * rng.normal(size=(4, 3))
+    both(lambda a, b: jax.lax.linalg.triangular_solve(a, b, left_side=True, lower=True,
+                                                     conjugate_a=True),
+         a.astype(np.complex64), b.astype(np.complex64))

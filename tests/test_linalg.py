@@ -223,6 +223,12 @@ COMPLEX = [
     ("eig", lambda m, a: tuple(m.linalg.eig(a)), lambda: _cplx((8, 4, 4))),
     ("tri_conj", lambda m, a: lx(m).triangular_solve(a, a, left_side=True, lower=True,
                                                      conjugate_a=True), _herm),
+    ("slogdet", lambda m, a: tuple(m.linalg.slogdet(a)), lambda: _cplx((8, 5, 5))),
+    ("slogdet_2x2", lambda m, a: tuple(m.linalg.slogdet(a)), lambda: _cplx((8, 2, 2))),
+    ("det", lambda m, a: m.linalg.det(a), lambda: _cplx((8, 5, 5))),
+    ("det_3x3", lambda m, a: m.linalg.det(a), lambda: _cplx((8, 3, 3))),
+    ("householder_product", lambda m, a: lx(m).householder_product(
+        a, a[:, 0, :2] * 0.5), lambda: _cplx((8, 5, 3))),
 ]
 
 
@@ -242,6 +248,20 @@ EMPTY = [
     ("slogdet_singular", lambda m, a: tuple(m.linalg.slogdet(a)), np.zeros((4, 4), np.float32)),
     ("cholesky_not_pd", lambda m, a: m.linalg.cholesky(a), -np.eye(3, dtype=np.float32)),
 ]
+
+
+def test_slogdet_qr_and_householder_product(mesh2x4):
+    """slogdet(method='qr') (its sign from R's diagonal and the reflections made) and
+    jax.lax.linalg.householder_product, per layout."""
+    cases = [Case(f"{lid}-{n}", f, [a], [fit(spec, a.shape)], numpy_ref=False)
+             for lid, spec in LAYOUTS
+             for n, f, a in [
+                 ("qr", lambda m, a: tuple(m.linalg.slogdet(a, method="qr")), gen((8, 5, 5))),
+                 ("qr_1x1", lambda m, a: tuple(m.linalg.slogdet(a, method="qr")),
+                  gen((8, 1, 1))),
+                 ("hp", lambda m, a: lx(m).householder_product(a, a[:, :3, 0]),
+                  gen((8, 6, 4)))]]
+    compare_cases(cases, mesh2x4)
 
 
 def test_empty_and_degenerate():

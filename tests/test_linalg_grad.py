@@ -33,6 +33,17 @@ def _check_grad(f_ours, f_ref, args, argnums=0, mesh=None, spec=None, tol=2e-4):
             assert g.sharding.is_equivalent_to(w.sharding, g.ndim), (g.sharding, w.sharding)
 
 
+def _low_rank(a):
+    a = a.copy()
+    a[:2, :, 4] = a[:2, :, 0] + a[:2, :, 1]           # rank 4
+    a[2:, :, 3] = a[2:, :, 4] = a[2:, :, 0]           # rank 3
+    return a
+
+
+def _c64(shape, seed=7):
+    return (W(shape, seed) + 1j * W(shape, seed + 1)).astype(np.complex64)
+
+
 def lax_pair(body):
     return (lambda *a: body(shardc.lax.linalg, snp, *a),
             lambda *a: body(jax.lax.linalg, jnp, *a))
@@ -55,6 +66,17 @@ CASES = {
     "solve": (lambda L, m, a: (m.linalg.solve(a, W((4, 4, 2))) * W((4, 4, 2), 6)).sum(), spd),
     "det": (lambda L, m, a: m.linalg.det(a).sum(), lambda: W((4, 5, 5), 1)),
     "slogdet": (lambda L, m, a: m.linalg.slogdet(a)[1].sum(), spd),
+    "slogdet_qr": (lambda L, m, a: m.linalg.slogdet(a, method="qr")[1].sum(), spd),
+    "slogdet_2x2": (lambda L, m, a: m.linalg.slogdet(a)[1].sum(), lambda: W((4, 2, 2), 1)),
+    # rank n - 1 and n - 2: the adjugate (jax's), not NaN through log|det|
+    "det_singular": (lambda L, m, a: (m.linalg.det(a) * W((4,), 2)).sum(),
+                     lambda: _low_rank(W((4, 5, 5), 1))),
+    "det_complex": (lambda L, m, a: m.abs(m.linalg.det(a)).sum(), lambda: _c64((4, 5, 5))),
+    "slogdet_complex": (lambda L, m, a: m.real(m.linalg.slogdet(a)[0] * 2j).sum()
+                        + m.linalg.slogdet(a)[1].sum(), lambda: _c64((4, 4, 4))),
+    "solve_complex": (lambda L, m, a: m.abs(m.linalg.solve(a, _c64((4, 4, 2), 6))).sum(),
+                      lambda: _c64((4, 4, 4))),
+    "lu_complex": (lambda L, m, a: m.abs(L.lu(a)[0]).sum(), lambda: _c64((4, 4, 4))),
     "pinv": (lambda L, m, a: (m.linalg.pinv(a) * W((4, 3, 5))).sum(), lambda: W((4, 5, 3), 1)),
     "norm2": (lambda L, m, a: m.linalg.norm(a, 2, axis=(1, 2)).sum(), lambda: W((4, 5, 3), 1)),
 }
@@ -92,6 +114,23 @@ def test_triangular_solve_grad(left, lower, trans, unit):
 
     def body(L, m, a, b):
         return (L.triangular_solve(a, b, **kw) * w).sum()
+    ours, ref = lax_pair(body)
+    _check_grad(ours, ref, [a, b], argnums=(0, 1))
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans,conj", [(False, False), (True, False), (False, True),
+                                        (True, True)])
+def test_triangular_solve_grad_complex(left, lower, trans, conj):
+    """Complex gradients (jax's unconjugated transposes), conjugate_a with and without
+    a transpose (LAPACK conjugates only with one: shardc conjugates a first)."""
+    kw = dict(left_side=left, lower=lower, transpose_a=trans, conjugate_a=conj)
+    a = _c64((4, 4, 4)) + 4 * np.eye(4, dtype=np.complex64)
+    b = _c64((4, 4, 3) if left else (4, 3, 4), 9)
+
+    def body(L, m, a, b):
+        return m.abs(L.triangular_solve(a, b, **kw)).sum()
     ours, ref = lax_pair(body)
     _check_grad(ours, ref, [a, b], argnums=(0, 1))
 

@@ -154,6 +154,46 @@ def test_quantiles(mesh2x4, name):
     compare_cases(cases, mesh2x4)
 
 
+def test_inverted_cdf_with_weights(mesh2x4):
+    """method='inverted_cdf' (the one jax's weights= go with): weights of a's shape or of
+    the reduced axes', NaN data, negative weights (NaN results), percentile forms, and
+    its gradient (to the element chosen)."""
+    a = data((8, 16), np.float32, "any", 12)
+    w = data((8, 16), np.float32, "pos", 13)
+    w16 = data((16,), np.float32, "pos", 14)
+    an, wn = a.copy(), w.copy()
+    an[1, ::3] = np.nan
+    an[3] = np.nan
+    wn[5, 2] = -1.0
+    q = np.array([0.0, 0.3, 0.5, 1.0], np.float32)
+    cases = [
+        Case("plain", lambda m, a: m.quantile(a, 0.3, axis=1, method="inverted_cdf"), [a],
+             [P("x", "y")]),
+        Case("weights", lambda m, a, w, q: m.quantile(a, q, axis=0, method="inverted_cdf",
+                                                      weights=w),
+             [a, w, q], [P("x"), P("y"), None]),
+        Case("axis_weights", lambda m, a, w: m.quantile(a, 0.7, axis=1, method="inverted_cdf",
+                                                        weights=w, keepdims=True), [a, w16],
+             [P("x", "y"), None]),
+        Case("all", lambda m, a, w: m.percentile(a, 35.0, method="inverted_cdf", weights=w),
+             [a, w], [P("x"), P("x")]),
+        Case("nan", lambda m, a, w, q: (
+            m.quantile(a, q, axis=1, method="inverted_cdf", weights=w),
+            m.nanquantile(a, q, axis=1, method="inverted_cdf", weights=w),
+            m.nanpercentile(a, 60.0, axis=0, method="inverted_cdf")), [an, wn, q],
+            [P("x"), P(None, "y"), None], numpy_ref=False),
+    ]
+    compare_cases(cases, mesh2x4)
+
+    def loss(m, grad):
+        return grad(lambda a: m.quantile(a, 0.6, axis=1, method="inverted_cdf",
+                                         weights=w).sum())
+    np.testing.assert_allclose(shardc.jit(loss(snp, shardc.grad))(a),
+                               jax.jit(loss(jnp, jax.grad))(a))
+    with pytest.raises(NotImplementedError, match="Only method 'inverted_cdf' supports"):
+        shardc.jit(lambda a: snp.quantile(a, 0.5, weights=a))(a)
+
+
 def test_histogram(mesh2x4):
     a = data((8, 16), np.float32, "any", 9)
     cases = [

@@ -73,6 +73,14 @@ def lu_pivots_to_permutation(pivots, permutation_size):
     return D.lu_pivots_to_permutation_p.bind(pivots, permutation_size=int(permutation_size))
 
 
+def householder_product(a, taus):
+    """The product of the Householder reflectors geqrf leaves in `a` (its Q), as
+    jax.lax.linalg.householder_product."""
+    a = _arg("householder_product", a)
+    check_arraylike("householder_product", taus)
+    return D.householder_product_p.bind(a, taus)
+
+
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
     """(q, r) of x (Householder QR, as LAPACK's geqrf/orgqr)."""
     if pivoting:

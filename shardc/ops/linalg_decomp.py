@@ -107,6 +107,12 @@ def _tri_lower(ctx, a, b, *, left_side=False, lower=False, transpose_a=False,
                conjugate_a=False, unit_diagonal=False):
     aa, ba = ctx.in_avals
     e = Em(ctx, aa.ndim - 2)
+    if conjugate_a and not transpose_a and dtypes.is_complex(aa.dtype):
+        # LAPACK conjugates only with a transpose: conj(a) = complex(re, -im) first
+        pa = aa.update(dtype=dtypes.real_dtype(aa.dtype))
+        ((re, _),), ((im, _),) = (e.op(f"stablehlo.{p}", [(a, aa)], [pa]) for p in ("real", "imag"))
+        (neg,) = e.op("stablehlo.negate", [(im, pa)], [pa])
+        ((a, _),) = e.op("stablehlo.complex", [(re, pa), neg], [aa])
     trans = (_C if conjugate_a else _T) if transpose_a else _N
     (x,) = e.custom_call(f"lapack_{lapack_prefix(aa.dtype)}trsm_ffi", [(a, aa), (b, ba)], [ba],
                          {"side": _L if left_side else _R, "uplo": _L if lower else _U,
@@ -266,6 +272,46 @@ def _qr_lower(ctx, x, *, full_matrices=True):
 qr_p = _prim("qr", _qr_shape, _qr_lower, multiple=True)
 
 
+# geqrf and householder_product: QR's two LAPACK halves, as jax.lax.linalg's (R above
+# the diagonal, the reflectors below it and their scales `taus`; then the product Q).
+# Neither has a derivative (as jax's): qr's and slogdet's gradients have their own.
+
+def _geqrf_shape(a):
+    _check_matrix("geqrf", a)
+    return _out(a, a.shape), _out(a, (*a.shape[:-2], min(a.shape[-2:])))
+
+
+def _geqrf_lower(ctx, x):
+    a = ctx.in_avals[0]
+    nb = a.ndim - 2
+    r, taus = Em(ctx, nb).custom_call(f"lapack_{lapack_prefix(a.dtype)}geqrf_ffi", [(x, a)],
+                                      [a, ctx.out_avals[1]], {})
+    return [r[0], taus[0]]
+
+
+def _hp_shape(a, taus):
+    _check_matrix("householder_product", a)
+    m, n = a.shape[-2:]
+    if m < n or taus.shape[:-1] != a.shape[:-2] or taus.shape[-1] > n or \
+            taus.dtype != a.dtype:
+        raise ShardcError(f"householder_product needs a of shape (..., m, n) with m >= n and "
+                          f"taus (..., k) with k <= n of its batch dims and dtype; got {a} "
+                          f"and {taus}")
+    return _out(a, a.shape)
+
+
+def _hp_lower(ctx, x, taus):
+    a, t = ctx.in_avals
+    p = lapack_prefix(a.dtype)
+    (q,) = Em(ctx, a.ndim - 2).custom_call(
+        f"lapack_{p}{'ungqr' if p in 'cz' else 'orgqr'}_ffi", [(x, a), (taus, t)], [a], {})
+    return [q[0]]
+
+
+geqrf_p = _prim("geqrf", _geqrf_shape, _geqrf_lower, multiple=True)
+householder_product_p = _prim("householder_product", _hp_shape, _hp_lower)
+
+
 # ---------------------------------------------------------------- eigh
 
 def _real(dtype):
@@ -383,6 +429,17 @@ def _eig_vjp(ctx, cts, x, **params):
 eig_p.vjp = _eig_vjp
 
 
+def _no_grad(name):
+    def vjp(ctx, cts, *args, **params):
+        raise ShardcError(f"Differentiation rule for '{name}' not implemented (as in jax); "
+                          "differentiate qr, or slogdet(method='qr'), instead")
+    return vjp
+
+
+geqrf_p.vjp = _no_grad("geqrf")
+householder_product_p.vjp = _no_grad("householder_product")
+
+
 # ---------------------------------------------------------------- batching
 # The mapped dim is one more leading batch dim: every operand gets it, params unchanged.
 
@@ -397,7 +454,7 @@ def _batch_leading(prim):
 
 
 for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p,
-           lu_pivots_to_permutation_p):
+           lu_pivots_to_permutation_p, geqrf_p, householder_product_p):
     _p.batch = _batch_leading(_p)
 
 lu_pivots_to_permutation_p.vjp = nondiff

@@ -101,7 +101,7 @@ def _tri_vjp(ctx, cts, a, b, *, left_side=False, lower=False, transpose_a=False,
              conjugate_a=False, unit_diagonal=False):
     (g,) = cts
     x = ctx.out
-    _real_only("triangular_solve", L.aval(x).dtype)
+    # (complex too: the transposes are jax's, unconjugated; conjugate_a's conj is linear)
     bbar = solve(a, g, left_side=left_side, lower=lower, transpose_a=not transpose_a,
                  conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
     abar = None
@@ -109,6 +109,9 @@ def _tri_vjp(ctx, cts, a, b, *, left_side=False, lower=False, transpose_a=False,
         gop = L.neg(mm(bbar, mT(x)) if left_side else mm(mT(x), bbar))
         if transpose_a:
             gop = mT(gop)
+        if conjugate_a and dtypes.is_complex(L.aval(gop).dtype):
+            from .complex import conj_p
+            gop = conj_p.bind(gop)
         k = 1 if unit_diagonal else 0
         abar = tril(gop, -k) if lower else triu(gop, k)
     return [abar, bbar]
@@ -127,7 +130,6 @@ def _lu_vjp(ctx, cts, x):
     if m != n:
         raise ShardcError("shardc differentiates lu of square matrices only (jax also has "
                           "the rectangular case)")
-    _real_only("lu", a.dtype)
     lo = L.add(tril(lu, -1), eye_like(lu))
     up = triu(lu)
     xbar = L.add(tril(mm(mT(lo), g), -1), triu(mm(g, mT(up))))

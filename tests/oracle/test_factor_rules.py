@@ -164,6 +164,8 @@ OPS.update({      # special functions, bitcasts, decompositions, convolution
     "lu": [([M], [M, "i32[8,16]", "i32[8,16]"], "")],
     "lu_pivots_to_permutation": [(["i32[8,16]"], ["i32[8,16]"], "{permutation_size=16}")],
     "qr": [([M], [M, M], "{full_matrices=True}")],
+    "geqrf": [([M], [M, "f32[8,16]"], "")],
+    "householder_product": [(["f32[8,16,8]", "f32[8,4]"], ["f32[8,16,8]"], "")],
     "eigh": [([M], [M, "f32[8,16]"], "{lower=True, sort_eigenvalues=True}")],
     "svd": [([M], ["f32[8,16]", M, M], "{full_matrices=True, compute_uv=True}")],
     "eig": [(["f32[16,16]"], ["c64[16]", "c64[16,16]"], "{compute_left_eigenvectors=False, "

@@ -2,8 +2,6 @@
 helpers the others share, as jax.numpy.linalg computes them."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from ...errors import ShardcError
@@ -11,16 +9,8 @@ from ...ir import dtypes
 from ...ops import lax as L
 from .. import lax_linalg as lax_linalg
 from ._linalg import matmul
-from ._reductions import any as _any
-from ._reductions import sum as _sum
 from ._shapes import reshape
-from ._ufuncs import abs, equal, less, log, not_equal, remainder, where
 from ._util import aval, broadcast_shapes, broadcast_to, check_arraylike, promote_dtypes_inexact
-
-
-class SlogdetResult(NamedTuple):
-    sign: object
-    logabsdet: object
 
 
 def inexact(name, *xs):
@@ -109,68 +99,3 @@ def inv(a):
     eye = L.convert_element_type(L.eq(L.iota(dtypes.int32, (n, n), 0),
                                       L.iota(dtypes.int32, (n, n), 1)), aval(a).dtype)
     return solve(a, broadcast_to(eye, s))
-
-
-def _lu_parts(a):
-    lu, piv, _ = lax_linalg.lu(a)
-    d = diagonal(lu)
-    n = aval(a).shape[-1]
-    iota = L.broadcast_in_dim(L.iota(dtypes.int32, (n,), 0), aval(piv).shape,
-                              (aval(piv).ndim - 1,))
-    parity = _sum(not_equal(piv, iota), axis=-1)
-    return d, parity
-
-
-def slogdet(a, *, method=None):
-    """(sign, log|det|) of each square matrix, from its LU factors (as jax's method='lu')."""
-    (a,) = inexact("slogdet", a)
-    square("slogdet", a)
-    if dtypes.is_complex(aval(a).dtype):
-        raise ShardcError("slogdet/det of complex matrices are not supported by shardc yet")
-    if method not in (None, "lu"):
-        raise ShardcError(f"slogdet: method {method!r} is not supported by shardc; use 'lu'")
-    dt = aval(a).dtype
-    n = aval(a).shape[-1]
-    if n in (1, 2):
-        det = _det_small(a)
-        return SlogdetResult(L.sign(det), log(abs(det)))
-    d, parity = _lu_parts(a)
-    is_zero = _any(equal(d, 0), axis=-1)
-    parity = L.add(parity, _sum(less(d, 0), axis=-1))
-    sign = L.convert_element_type(L.sub(1, L.mul(2, remainder(parity, 2))), dt)
-    sign = where(is_zero, L.zeros_like(sign), sign)
-    logdet = where(is_zero, L.full_like(sign, -np.inf), _sum(log(abs(d)), axis=-1))
-    return SlogdetResult(sign, logdet)
-
-
-def _det_small(a):
-    def at(i, j):
-        s = aval(a).shape
-        nb = len(s) - 2
-        v = L.slice(a, (0,) * nb + (i, j), (*s[:-2], i + 1, j + 1))
-        return reshape(v, s[:-2])
-    n = aval(a).shape[-1]
-    if n == 1:
-        return at(0, 0)
-    if n == 2:
-        return L.sub(L.mul(at(0, 0), at(1, 1)), L.mul(at(0, 1), at(1, 0)))
-    t = [[at(i, j) for j in range(3)] for i in range(3)]
-    m = L.mul
-
-    def p3(x, y, z):
-        return m(m(x, y), z)
-    out = L.add(L.add(p3(t[0][0], t[1][1], t[2][2]), p3(t[0][1], t[1][2], t[2][0])),
-                p3(t[0][2], t[1][0], t[2][1]))
-    out = L.sub(out, p3(t[0][2], t[1][1], t[2][0]))
-    out = L.sub(out, p3(t[0][0], t[1][2], t[2][1]))
-    return L.sub(out, p3(t[0][1], t[1][0], t[2][2]))
-
-
-def det(a):
-    """The determinant of each square matrix (closed forms for 2x2 and 3x3, as jax)."""
-    (a,) = inexact("det", a)
-    square("det", a)
-    if aval(a).shape[-1] in (2, 3) and not dtypes.is_complex(aval(a).dtype):
-        return _det_small(a)
-    sign, logdet = slogdet(a)
-    return L.mul(sign, L.exp(logdet))

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ...errors import ShardcError, ShardcTypeError
+from ...errors import ShardcError, ShardcNotImplementedError, ShardcTypeError
 from ...ir import dtypes
 from ...ops import lax as L
 from ...ops import sort as srt
@@ -46,14 +46,15 @@ def _reduced_last(name, a, axis):
     return a, kept, kd
 
 
-def _quantile(name, a, q, axis, method, keepdims, squash_nans):
-    if method not in _METHODS:
-        if method == "inverted_cdf":
-            raise ShardcError(f"{name}: method='inverted_cdf' is not supported by shardc yet")
+def _quantile(name, a, q, axis, method, keepdims, squash_nans, weights=None):
+    if method not in _METHODS and method != "inverted_cdf":
         raise ShardcError(f"{name}: method can only be 'linear', 'lower', 'higher', "
                           f"'midpoint', 'nearest' or 'inverted_cdf', got {method!r}")
     a, q = asarray_(name, a), asarray_(name, q)
-    (a,) = promote_dtypes_inexact(a)
+    if weights is not None:
+        a, weights = _weights(name, a, weights, axis, method)
+    else:
+        (a,) = promote_dtypes_inexact(a)
     qa = aval(q)
     if qa.ndim > 1:
         raise ShardcError(f"{name}: q must be have rank <= 1, got shape {qa.shape}")
@@ -62,6 +63,8 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans):
         qa = aval(q)
     dt = aval(a).dtype
     a, kept, kd = _reduced_last(name, a, axis)
+    if weights is not None:
+        weights = _reduced_last(name, weights, axis)[0]
     n = aval(a).shape[-1]
     nq = qa.shape[0] if qa.ndim else None
     qdt = qa.dtype
@@ -69,14 +72,21 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans):
     qs = q if nq is None else q
     if squash_nans:
         a = where(isnan(a), L.full((), np.nan, dt), a)
-        (a,) = srt.sort_p.bind(a, dimension=aval(a).ndim - 1, is_stable=True, num_keys=1)
+        a, weights = _sorted(a, weights)
         counts = convert(_sum(logical_not(isnan(a)), axis=-1), qdt)
         top = L.sub(counts, L.full((), 1, qdt))
     else:
         a = where(_any(isnan(a), axis=-1, keepdims=True), L.full((), np.nan, dt), a)
-        (a,) = srt.sort_p.bind(a, dimension=aval(a).ndim - 1, is_stable=True, num_keys=1)
+        a, weights = _sorted(a, weights)
         top = L.full(kept, n - 1, qdt)
     shape = kept if nq is None else (*kept, nq)
+    if method == "inverted_cdf":
+        res = _inverted_cdf(a, weights, qs, top, shape, squash_nans)
+        if nq is not None:
+            res = move_dim(res, -1, 0)
+        if keepdims:
+            res = reshape(res, kd if nq is None else (nq, *kd))
+        return convert(res, dt)
     qb = L.broadcast_in_dim(qs, shape, () if nq is None else (len(kept),))
     topb = L.broadcast_in_dim(top, shape, tuple(range(len(kept))))
     pos = L.mul(qb, topb)
@@ -116,6 +126,81 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans):
     return convert(res, dt)
 
 
+def _weights(name, a, w, axis, method):
+    """a and jax's `weights=` promoted together, w broadcast to a's shape (it may have
+    the shape of the reduced axes)."""
+    w = asarray_(name, w)
+    if dtypes.is_complex(aval(w).dtype):
+        raise ShardcError(f"{name}: weights cannot be complex types")
+    if method != "inverted_cdf":
+        raise ShardcNotImplementedError(f"{method} doesn't support weights. Only method "
+                                        "'inverted_cdf' supports weights.")
+    a, w = promote_dtypes_inexact(a, w)
+    sa, sw = aval(a).shape, aval(w).shape
+    if sw != sa:
+        if axis is None:
+            raise ShardcError(f"{name}: weights shape {sw} must match a's shape {sa} when "
+                              "axis is None")
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        axes = tuple(check_axis(name, ax, len(sa)) for ax in axes)
+        if sw != tuple(sa[ax] for ax in axes):
+            raise ShardcError(f"{name}: weights shape {sw} must match the reduced axes "
+                              f"{tuple(sa[ax] for ax in axes)}")
+        w = L.broadcast_in_dim(w, sa, axes)
+    return a, w
+
+
+def _sorted(a, w):
+    """a sorted along its last axis, the weights (if any) moved with it."""
+    last = aval(a).ndim - 1
+    if w is None:
+        return srt.sort_p.bind(a, dimension=last, is_stable=True, num_keys=1)[0], None
+    a, w = srt.sort_p.bind(a, w, dimension=last, is_stable=True, num_keys=1)
+    return a, w
+
+
+def _inverted_cdf(a, w, q, top, shape, squash_nans):
+    """jax's method='inverted_cdf': the first sorted value whose cumulative weight
+    reaches q of the total (weights 1 when none given); NaN where a weight is negative
+    or NaN, and where a holds a NaN (nanquantile: where it holds nothing else)."""
+    from ._reductions import cumsum
+    dt = aval(a).dtype
+    if w is None:
+        w = L.full(aval(a).shape, 1, dt)
+    wdt = aval(w).dtype
+    zero = L.full((), 0, wdt)
+    bad = L.bitwise_or(L.lt(w, zero), isnan(w))
+    nan_data = isnan(a)
+    cum = cumsum(where(L.bitwise_or(bad, nan_data), zero, w), axis=-1)
+    *rows, n = aval(a).shape
+    kept = len(rows)
+    k = len(shape) - kept        # 1 with a vector q
+    total = L.slice(cum, (0,) * kept + (n - 1,), (*rows, n)) if n else \
+        L.full((*rows, 1), 0, wdt)
+    qb = L.broadcast_in_dim(convert(q, wdt), shape, () if not k else (kept,))
+    target = L.mul(qb, L.broadcast_in_dim(L.reshape(total, rows), shape, tuple(range(kept))))
+    full = (*shape, n)
+    less = L.lt(L.broadcast_in_dim(cum, full, tuple(range(kept)) + (len(full) - 1,)),
+                L.broadcast_in_dim(target, full, tuple(range(len(shape)))))
+    idt = dtypes.default_int()
+    idx = _sum(convert(less, idt), axis=-1)
+    topb = L.convert_element_type(L.broadcast_in_dim(top, shape, tuple(range(kept))), idt)
+    idx = L.max(L.full((), 0, idt), L.min(idx, topb))
+    if n == 0:
+        res = L.full(shape, np.nan, dt)
+    else:
+        i = idx if k else L.reshape(idx, (*shape, 1))
+        res = gather_along_p.bind(a, i, axis=kept)
+        res = res if k else L.reshape(res, shape)
+    if squash_nans:
+        force = L.bitwise_or(_any(bad, axis=-1), L.eq(_sum(logical_not(nan_data), axis=-1),
+                                               L.full((), 0, idt)))
+    else:
+        force = L.bitwise_or(_any(bad, axis=-1), _any(nan_data, axis=-1))
+    force = L.broadcast_in_dim(force, shape, tuple(range(kept)))
+    return where(force, L.full((), np.nan, dt), res)
+
+
 def _ceil(x):
     from ...ops.elementwise import ceil_p
     return ceil_p.bind(x)
@@ -123,22 +208,19 @@ def _ceil(x):
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
-    _no_out("quantile", out, overwrite_input, weights)
-    return _quantile("quantile", a, q, axis, method, keepdims, False)
+    _no_out("quantile", out, overwrite_input)
+    return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
-    _no_out("nanquantile", out, overwrite_input, weights)
-    return _quantile("nanquantile", a, q, axis, method, keepdims, True)
+    _no_out("nanquantile", out, overwrite_input)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
 
-def _no_out(name, out, overwrite_input, weights=None):
+def _no_out(name, out, overwrite_input):
     if out is not None or overwrite_input:
         raise ShardcError(f"{name} does not support overwrite_input=True or out != None")
-    if weights is not None:
-        raise ShardcError(f"{name}: weights= (method='inverted_cdf') is not supported by "
-                          "shardc yet")
 
 
 def _percent(name, q):
@@ -152,19 +234,20 @@ def _percent(name, q):
 @takes_out_sharding
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
-    _no_out("percentile", out, overwrite_input, weights)
+    _no_out("percentile", out, overwrite_input)
     a = asarray_("percentile", a)
     (a,) = promote_dtypes_inexact(a)
-    return quantile(a, _percent("percentile", q), axis, method=method, keepdims=keepdims)
+    return quantile(a, _percent("percentile", q), axis, method=method, keepdims=keepdims,
+                    weights=weights)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
-    _no_out("nanpercentile", out, overwrite_input, weights)
+    _no_out("nanpercentile", out, overwrite_input)
     a = asarray_("nanpercentile", a)
     (a,) = promote_dtypes_inexact(a)
     return nanquantile(a, _percent("nanpercentile", q), axis, method=method,
-                       keepdims=keepdims)
+                       keepdims=keepdims, weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):

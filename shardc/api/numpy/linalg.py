@@ -14,8 +14,9 @@ from ...ops.common import norm_axes
 from .. import lax_linalg
 from ._linalg import matmul as _matmul
 from ._linalg import tensordot as _tensordot
-from ._linalg_solve import (SlogdetResult, det, diagonal as _diagonal, inexact, inv, mT,  # noqa: F401
-                            slogdet, solve, square)
+from ._det import SlogdetResult, det, slogdet  # noqa: F401
+from ._linalg_solve import (diagonal as _diagonal, inexact, inv, mT,  # noqa: F401
+                            solve, square)
 from ._reductions import max as _max
 from ._reductions import min as _min
 from ._reductions import sum as _sum
