@@ -302,3 +302,18 @@ def test_lax_exp2_and_bitcast(mesh2x4):
     compare_cases(cases, mesh2x4)
     assert [int(t) for t in shardc.lax.FftType] == [int(t) for t in jax.lax.FftType]
     assert [t.name for t in shardc.lax.FftType] == [t.name for t in jax.lax.FftType]
+
+
+def test_complex_to_bool():
+    """lax.convert_element_type reads the real part (as every complex-to-real cast; it
+    compared the whole value with 0), while astype(bool) is x != 0, as jax's."""
+    x = np.array([1j, 0, 2 + 0j, 0.5 - 1j, 3j], np.complex64)
+
+    def f(lax, m):
+        return lambda x: (lax.convert_element_type(x, np.bool_), x.astype(bool),
+                          lax.convert_element_type(x, np.int32), m.logical_not(x))
+    ours = shardc.jit(f(shardc.lax, snp))(x)
+    ref = jax.jit(f(jax.lax, jnp))(x)
+    for o, r in zip(ours, ref):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(r))
+        assert o.dtype == r.dtype

@@ -339,3 +339,11 @@ def test_jax_triangular_solve_conjugating_without_transpose():
     both(lambda a, b: jax.lax.linalg.triangular_solve(a, b, left_side=True, lower=True,
                                                      conjugate_a=True),
          a.astype(np.complex64), b.astype(np.complex64))
+
+
+def test_jax_approx_max_k_default_dimension(mesh2x4):
+    """jax binds approx_top_k with reduction_dimension=-1 (its default): canonicalized
+    (it failed to lower, and its batching rule read -1 as the mapped dim)."""
+    x = put(mesh2x4, X, P("x"))
+    both(lambda x: jax.lax.approx_max_k(x, 3), x, mesh=mesh2x4)
+    both(lambda x: jax.vmap(lambda r: jax.lax.approx_min_k(r, 2))(x), x, mesh=mesh2x4)

@@ -306,3 +306,29 @@ def test_reduce_takes_jax_lax_monoids():
         got = shardc.jit(lambda v: slax.reduce(v, np.float32(init), comp, (0,)))(x)
         want = jax.jit(lambda v: jlax.reduce(v, np.float32(init), comp, (0,)))(x)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("fn", ["max", "min"])
+@pytest.mark.parametrize("pad", ["VALID", ((0, 0), (1, 2), (0, 1))])
+def test_window_extreme_grad_with_window_dilation(fn, pad):
+    """max/min windows with window dilation (jax has no gradient for it): the gradient
+    goes to the element each dilated window picks (it ignored the dilation). Reference:
+    jax.grad of the same windows written as strided slices of the padded operand."""
+    import itertools
+    import jax.numpy as jnp
+    x = data((2, 9, 10), np.float32, "any", 6)
+    win, strides, dil = (1, 2, 3), (1, 1, 2), (1, 2, 2)
+    pads = ((0, 0),) * 3 if pad == "VALID" else pad
+    init = -np.inf if fn == "max" else np.inf
+
+    def ref(x):
+        xp = jnp.pad(x, pads, constant_values=init)
+        outs = [(xp.shape[d] - (win[d] - 1) * dil[d] - 1) // strides[d] + 1 for d in range(3)]
+        vals = [xp[tuple(slice(k[d] * dil[d], k[d] * dil[d] + (outs[d] - 1) * strides[d] + 1,
+                               strides[d]) for d in range(3))]
+                for k in itertools.product(*map(range, win))]
+        return (getattr(jnp, fn)(jnp.stack(vals), axis=0) ** 2).sum()
+    got = shardc.jit(shardc.grad(lambda x: (slax.reduce_window(
+        x, init, getattr(slax, fn), win, strides, pad, window_dilation=dil) ** 2).sum()))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.grad(ref)(x)), rtol=1e-5,
+                               atol=1e-5)

@@ -86,8 +86,9 @@ def _approx(is_max, operand, k, reduction_dimension, recall_target,
     d = check_axis(name, reduction_dimension, a.ndim)
     k = _static_int(name, "k", k)
     if not aggregate_to_topk:
-        raise ShardcError(f"{name}: aggregate_to_topk=False is not supported (on CPU jax "
-                          "returns the exact top k either way); leave it True")
+        raise ShardcError(f"{name}: aggregate_to_topk=False (XLA's partial reduction, whose "
+                          "result size is XLA's ApproxTopKReductionOutputSize) is not "
+                          "supported by shardc; leave it True")
     v, i = srt.approx_top_k_p.bind(
         x, k=k, reduction_dimension=d, is_max_k=is_max, recall_target=float(recall_target),
         aggregate_to_topk=True, reduction_input_size_override=int(reduction_input_size_override))

@@ -148,8 +148,8 @@ def _extreme_window(x, sign, window_dimensions, window_strides, padding, base_di
         return values(x), x
 
     def bwd(x, ct):
-        if cfg[3] is not None and any(b != 1 for b in cfg[3]):
-            from .grad import vjp      # base-dilated: through the selection's transpose
+        if any(d is not None and any(b != 1 for b in d) for d in cfg[3:]):
+            from .grad import vjp      # dilated: through the selection's transpose
             _, back = vjp(lambda t: select_and_gather_add(
                 t, x, "ge" if sign < 0 else "le", *cfg), L.zeros_like(x))
             return back(ct)

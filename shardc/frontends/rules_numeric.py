@@ -41,6 +41,15 @@ rule("regularized_incomplete_beta")(_nary(S.betainc))
 rule("mulhi")(_nary(S.mulhi))
 
 
+@rule("approx_top_k")
+def _approx_top_k(x, *, k, reduction_dimension, is_max_k, recall_target, aggregate_to_topk,
+                  reduction_input_size_override, **_):
+    """jax binds reduction_dimension=-1 by default: shardc's function canonicalizes it."""
+    from ..api.lax_sorting import _approx
+    return list(_approx(is_max_k, x, k, reduction_dimension, recall_target,
+                        reduction_input_size_override, aggregate_to_topk))
+
+
 @rule("reduce_xor")
 def _reduce_xor(x, *, axes, out_sharding=None):
     return lax_ops.reduce_xor(x, axes)

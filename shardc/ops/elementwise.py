@@ -225,6 +225,12 @@ def _convert_shape(x, *, new_dtype, weak_type=False):
 
 def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
     src, out = ctx.in_avals[0], ctx.out_avals[0]
+    if dtypes.is_complex(src.dtype) and not dtypes.is_complex(new_dtype):
+        part = src.update(dtype=dtypes.real_dtype(src.dtype))    # the real part, as jax
+        (x,) = ctx.op("stablehlo.real", [x], [tensor_type(src)], [tensor_type(part)])
+        if part.dtype == new_dtype:
+            return [x]
+        src = part
     if new_dtype == dtypes.bool_ and src.dtype != dtypes.bool_:
         # x != 0, as JAX does: a plain convert would truncate 0.5 to False
         zero = ctx.constant(0, src.update(shape=(), weak=False))
@@ -235,12 +241,6 @@ def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
                  "compare_type": f"#stablehlo<comparison_type {_compare_type(src.dtype)}>"}
         return ctx.op("stablehlo.compare", [x, zero], [tensor_type(src)] * 2,
                       [tensor_type(out)], props)
-    if dtypes.is_complex(src.dtype) and not dtypes.is_complex(new_dtype):
-        part = src.update(dtype=dtypes.real_dtype(src.dtype))    # the real part, as jax
-        (x,) = ctx.op("stablehlo.real", [x], [tensor_type(src)], [tensor_type(part)])
-        if part.dtype == new_dtype:
-            return [x]
-        src = part
     return ctx.op("stablehlo.convert", [x], [tensor_type(src)], [tensor_type(out)])
 
 

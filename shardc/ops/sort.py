@@ -166,6 +166,8 @@ def _approx_shape(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
     if not x.ndim:
         raise ShardcError("approx_max_k needs an operand of rank >= 1, got a scalar")
     d = reduction_dimension
+    if not 0 <= d < x.ndim:      # (the frontend and the API canonicalize a negative one)
+        raise ShardcError(f"approx_max_k: reduction_dimension={d} is not a dim of {x}")
     if not 0 <= k <= x.shape[d]:
         raise ShardcError(f"approx_max_k: k={k} must be in [0, {x.shape[d]}] (the size of "
                           f"dim {d})")

@@ -46,8 +46,12 @@ pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 
 def astype(x, dtype, copy=False):
-    """x converted to `dtype` (as jnp.astype)."""
-    return _convert(x, _canonical_dtype(dtype))
+    """x converted to `dtype` (as jnp.astype: complex to bool is x != 0, where
+    lax.convert_element_type would read the real part only)."""
+    dtype = _canonical_dtype(dtype)
+    if dtype == _np.dtype(bool) and _dtypes.is_complex(_aval(x).dtype):
+        return not_equal(x, 0)
+    return _convert(x, dtype)
 
 
 def ndim(a):
