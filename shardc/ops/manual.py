@@ -46,8 +46,7 @@ def _channel(ctx):
 # ---------------------------------------------------------------- shard_map
 
 def all_manual(params) -> tuple:
-    """Every axis manual inside a shard_map's body: those of the shard_maps around it
-    (`outer_manual_axes`, bound only when nested) and its own."""
+    """The axes manual in a shard_map's body: its enclosing ones' (if nested), its own."""
     return tuple(params.get("outer_manual_axes", ())) + tuple(params["manual_axes"])
 
 
