@@ -204,9 +204,8 @@ def _resolve_mesh(mesh):
                             f"passed to shard_map {mesh}; pass the context's mesh or none")
     if mesh is None:
         mesh = ctx
-        b = core.current_builder()
         if mesh is None and manual_ctx() is not None:
-            mesh = b.meshes.info.mesh      # nested: the enclosing shard_map's
+            mesh = core.current_builder().meshes.info.mesh   # nested: the enclosing one's
         if mesh is None:
             am = get_abstract_mesh()
             if am.empty:

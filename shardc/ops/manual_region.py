@@ -116,9 +116,7 @@ def block_input(body, x, sh: Sharding, what="shard_map"):
     axes `sh` names and those `x` varies over already (a nested body's)."""
     ctx = body.manual
     t = body.new_input(local_aval(core.aval_of(x), sh, ctx.mesh.sizes, ctx.axes, what))
-    before = frozenset()
-    if ctx.outer and core.is_tracer(x):
-        before = ctx.vma_of(core.current_builder().to_value(x))
+    before = ctx.vma_of(x.value) if ctx.outer and core.is_tracer(x) else frozenset()
     ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d)
     return t
 
@@ -134,11 +132,10 @@ def add_shard_map(body, in_vals, in_sh, out_sh, loc):
     sizes = ctx.mesh.sizes
     out_avals = [global_aval(v.aval, sh, sizes) for v, sh in zip(region.outputs, out_sh)]
     in_vals, in_sh = list(in_vals), list(in_sh)
-    for t, v in body.captured.values():
+    for t, v in body.captured.values():     # (their variance is the capture's)
         region.inputs.append(v)
         in_vals.append(t)
         in_sh.append(Sharding.replicated(v.aval.ndim))
-        ctx.vma[id(v)] = ctx.vma_of(outer.to_value(t))
     operands = [outer.to_value(x) for x in in_vals]
     params = {"in_specs": tuple(in_sh), "out_specs": tuple(out_sh), "manual_axes": ctx.own,
               "mesh": ctx.mesh, "check_vma": ctx.check_vma}

@@ -34,11 +34,9 @@ def trace_region(avals, fn, name="region", vmas=None):
         region = body.program
         region.outputs = [body_value(body, x) for x in outs]
     caps = []
-    for t, v in body.captured.values():
+    for t, v in body.captured.values():     # (Builder._capture recorded their variance)
         region.inputs.append(v)
         caps.append(t)
-        if mc is not None:
-            mc.vma[id(v)] = mc.vma_of(outer.to_value(t))
     return region, caps, extra
 
 

@@ -47,37 +47,36 @@ def _trace(x):
 
 def _slogdet_small_fn(a):
     """n = 1 or 2: the closed form (no LU), as jax."""
-    if aval(a).shape[-1] == 1:
-        d = _entry(a, 0, 0)
-    else:
-        d = L.sub(L.mul(_entry(a, 0, 0), _entry(a, 1, 1)),
-                  L.mul(_entry(a, 0, 1), _entry(a, 1, 0)))
+    d = _det_small(a)
     return sign(d), _real(log(abs(d)))
 
 
-def _lu_parts(a):
-    lu, piv, _ = lax_linalg.lu(a)
-    d = diagonal(lu)
-    n = aval(a).shape[-1]
-    iota = L.broadcast_in_dim(L.iota(dtypes.int32, (n,), 0), aval(piv).shape,
-                              (aval(piv).ndim - 1,))
-    return d, _sum(not_equal(piv, iota), axis=-1)
+def _swaps(piv):
+    """How many rows LU's pivots swapped, per matrix."""
+    pa = aval(piv)
+    iota = L.broadcast_in_dim(L.iota(dtypes.int32, pa.shape[-1:], 0), pa.shape,
+                              (pa.ndim - 1,))
+    return _sum(not_equal(piv, iota), axis=-1)
+
+
+def _sign_of(count, dt):
+    """(-1) ** count as `dt`."""
+    return L.convert_element_type(L.sub(1, L.mul(2, remainder(count, 2))), dt)
 
 
 def _slogdet_lu_fn(a):
     dt = aval(a).dtype
-    d, parity = _lu_parts(a)
+    lu, piv, _ = lax_linalg.lu(a)
+    d, parity = diagonal(lu), _swaps(piv)
     is_zero = _any(equal(d, 0), axis=-1)
     if dtypes.is_complex(dt):
         s = _prod(L.div(d, L.convert_element_type(abs(d), dt)), axis=-1)
     else:
         s = L.full((), 1, dt)
         parity = L.add(parity, _sum(less(d, 0), axis=-1))
-    s = L.mul(s, L.convert_element_type(L.sub(1, L.mul(2, remainder(parity, 2))), dt))
-    s = where(is_zero, L.full((), 0, dt), s)
-    logdet = where(is_zero, L.full((), -np.inf, dt),
-                   L.convert_element_type(_sum(log(abs(d)), axis=-1), dt))
-    return s, _real(logdet)
+    s = where(is_zero, L.full((), 0, dt), L.mul(s, _sign_of(parity, dt)))
+    logabs = _sum(log(abs(d)), axis=-1)       # real (of a complex a too)
+    return s, where(is_zero, L.full((), -np.inf, aval(logabs).dtype), logabs)
 
 
 def _slogdet_qr_fn(a):
@@ -91,13 +90,11 @@ def _slogdet_qr_fn(a):
     d = diagonal(r)
     s = _prod(sign(d), axis=-1)
     t = L.slice(taus, (0,) * aval(taus).ndim, (*aval(taus).shape[:-1], n - 1))
-    flips = _sum(not_equal(t, 0), axis=-1)
-    s = L.mul(s, L.convert_element_type(L.sub(1, L.mul(2, remainder(flips, 2))),
-                                        aval(s).dtype))
+    s = L.mul(s, _sign_of(_sum(not_equal(t, 0), axis=-1), aval(s).dtype))
     return s, _sum(log(abs(d)), axis=-1)
 
 
-def _slogdet_tangent(a, s, g, da_over):
+def _slogdet_tangent(a, s, da_over):
     """(sign_dot, logdet_dot) from d log det = `da_over` (a complex one's imaginary part
     turns the sign)."""
     if dtypes.is_complex(aval(a).dtype):
@@ -110,7 +107,7 @@ def _slogdet_tangent(a, s, g, da_over):
 def _slogdet_jvp(primals, tangents, fn):
     (x,), (g,) = primals, tangents
     s, ans = fn(x)
-    return (s, ans), _slogdet_tangent(x, s, g, _trace(solve(x, g)))
+    return (s, ans), _slogdet_tangent(x, s, _trace(solve(x, g)))
 
 
 def _slogdet_small_jvp(primals, tangents):
@@ -121,11 +118,10 @@ def _slogdet_small_jvp(primals, tangents):
     else:
         x00, x01, x10, x11 = (_entry(x, i, j) for i in (0, 1) for j in (0, 1))
         g00, g01, g10, g11 = (_entry(g, i, j) for i in (0, 1) for j in (0, 1))
-        d = L.sub(L.mul(x00, x11), L.mul(x01, x10))
         num = L.add(L.sub(L.sub(L.mul(g00, x11), L.mul(g01, x10)), L.mul(g10, x01)),
                     L.mul(g11, x00))
-        dot = L.div(num, d)
-    return (s, ans), _slogdet_tangent(x, s, g, dot)
+        dot = L.div(num, _det_small(x))
+    return (s, ans), _slogdet_tangent(x, s, dot)
 
 
 _slogdet_small = custom_jvp(_slogdet_small_fn)
@@ -153,7 +149,9 @@ def slogdet(a, *, method=None):
 # ---------------------------------------------------------------- det
 
 def _det_small(a):
-    """The 2x2 and 3x3 closed forms jax uses (real and complex)."""
+    """The 1x1, 2x2 and 3x3 closed forms jax uses (real and complex)."""
+    if aval(a).shape[-1] == 1:
+        return _entry(a, 0, 0)
     if aval(a).shape[-1] == 2:
         return L.sub(L.mul(_entry(a, 0, 0), _entry(a, 1, 1)),
                      L.mul(_entry(a, 0, 1), _entry(a, 1, 0)))
@@ -177,10 +175,7 @@ def _cofactor_solve(a, b):
         return _entry(a, 0, 0), b
     lu, piv, perm = lax_linalg.lu(a)
     d = diagonal(lu)
-    iota = L.broadcast_in_dim(L.iota(dtypes.int32, (n,), 0), aval(piv).shape,
-                              (aval(piv).ndim - 1,))
-    parity = _sum(not_equal(piv, iota), axis=-1)
-    sgn = L.convert_element_type(L.sub(1, L.mul(2, remainder(parity, 2))), dt)
+    sgn = _sign_of(_swaps(piv), dt)
     partial = L.mul(_cumprod(d), L.broadcast_in_dim(sgn, aval(d).shape,
                                                    tuple(range(len(s) - 2))))
     nb = len(s) - 2
