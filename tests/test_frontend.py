@@ -347,3 +347,18 @@ def test_jax_approx_max_k_default_dimension(mesh2x4):
     x = put(mesh2x4, X, P("x"))
     both(lambda x: jax.lax.approx_max_k(x, 3), x, mesh=mesh2x4)
     both(lambda x: jax.vmap(lambda r: jax.lax.approx_min_k(r, 2))(x), x, mesh=mesh2x4)
+
+
+def test_jax_ops_with_out_sharding_on_sharded_contractions():
+    """jax's dot with out_sharding= over a contraction sharded on an Explicit axis (and
+    jax.grad's transposed dot, which carries its primal's type): the sharding settles
+    the result type (it was the 'ambiguous' type error, raised before it was seen)."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,
+                                                         jax.sharding.AxisType.Explicit))
+    a, b = put(mesh, X, P(None, "y")), put(mesh, X.T * 2, P("y", None))
+    with jax.set_mesh(mesh):
+        for spec in (P(), P(None, "y"), P("y")):
+            out = both(lambda a, b: jnp.matmul(a, b, out_sharding=spec), a, b, mesh=mesh)
+            assert tuple(jax.typeof(out).sharding.spec) == (*spec, None, None)[:2]
+        v = put(mesh, X, P(("x", "y")))
+        both(jax.grad(lambda v: jnp.sum(v @ v) + jnp.sum(v * X)), v, mesh=mesh)

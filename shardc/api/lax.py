@@ -16,7 +16,7 @@ from ..ops import reduce as red
 from ..ops import shape as shp
 from ..ops.special import sharding_constraint_p
 from .explicit import _spec, takes_out_sharding
-from ..ir.sharding import MeshShape, Sharding, from_spec
+from ..ir.sharding import MeshShape, Sharding, axis_name, from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
@@ -57,12 +57,18 @@ def _constraint_leaf(x, s, reshard=False):
         raise ShardcError(f"with_sharding_constraint needs a NamedSharding or PartitionSpec, "
                           f"got {type(s).__name__}")
     sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
+    explicit = types.explicit_axes_of(b)
     if not reshard:
-        explicit = types.explicit_axes_of(b)
         if explicit:
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
             if sh is None:
                 return x
+    elif explicit and not explicit >= frozenset(mesh.shape.names) and x.ndim and \
+            all(axis_name(a) in explicit for a in sh.axes()):
+        # a reshard (an op's out_sharding=) on a mesh with Auto axes fixes the explicit
+        # axes only: open, so propagation may still use the Auto axes (jax lowers it
+        # with every dim unspecified); prepare keeps the other explicit axes off it
+        sh = Sharding(sh.dims, [True] * x.ndim, sh.unreduced, sh.reduced)
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out

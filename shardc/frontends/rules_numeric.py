@@ -7,7 +7,7 @@ from ..api import lax_special as S
 from ..api import lax_ops
 from ..api import numpy as snp
 from ..trace import core
-from .translate import _bind, apply_sharding, rule
+from .translate import _bind, rule, with_sharding
 
 
 def _unary(fn):
@@ -72,7 +72,7 @@ rule("zeros_like")(snp.zeros_like)
 def _empty(*, shape, dtype, out_sharding=None):
     """An array whose contents do not matter (jax's lax.empty): zeros, as jax's CPU
     lowering gives when it is not a buffer allocation."""
-    return apply_sharding(snp.zeros(shape, dtype), out_sharding)
+    return with_sharding(out_sharding, snp.zeros, shape, dtype)
 
 
 @rule("empty2")
@@ -109,7 +109,9 @@ def _ragged_dot_general(lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, 
                         preferred_element_type, group_offset=None, out_sharding=None):
     from ..api.lax_ragged import RaggedDotDimensionNumbers, ragged_dot_general
     dn = ragged_dot_dimension_numbers
-    out = ragged_dot_general(lhs, rhs, group_sizes, RaggedDotDimensionNumbers(
-        dn.dot_dimension_numbers, dn.lhs_ragged_dimensions, dn.rhs_group_dimensions),
-        preferred_element_type=preferred_element_type, group_offset=group_offset)
-    return apply_sharding(out, out_sharding)
+    return with_sharding(out_sharding, ragged_dot_general, lhs, rhs, group_sizes,
+                         RaggedDotDimensionNumbers(dn.dot_dimension_numbers,
+                                                   dn.lhs_ragged_dimensions,
+                                                   dn.rhs_group_dimensions),
+                         preferred_element_type=preferred_element_type,
+                         group_offset=group_offset)

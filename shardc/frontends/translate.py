@@ -150,8 +150,7 @@ def _generic(name):
                 continue
             else:
                 raise unsupported(name, f"its parameter {k}={v!r}")
-        out = sp.bind(*args, **kept)
-        return apply_sharding(out, sharding)
+        return with_sharding(sharding, sp.bind, *args, **kept)
     return run
 
 
@@ -168,14 +167,25 @@ def _broadcast_ones(args):
             if len(s) == nd and s != target else a for a, s in zip(args, shapes)]
 
 
-def apply_sharding(out, sharding):
-    """A jax op's `sharding=`/`out_sharding=` (explicit mode's result type) on `out`."""
-    if sharding is None or core.current_builder() is None:
-        return out
+def with_sharding(sharding, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)`, a jax op carrying its `sharding=`/`out_sharding=` (explicit
+    mode's result type): it binds leniently, so an operand sharding that alone would be
+    ambiguous (a sharded contraction) is no error, and is resharded to it, as jax's op
+    takes the type from out_sharding. A replicated spec is applied only when binding
+    without it fails: jax's transposed ops carry their primal's replicated type, which
+    must not pin Auto axes replicated."""
     spec = getattr(sharding, "spec", None)
-    if spec is None or (all(p is None for p in spec) and not getattr(spec, "unreduced", ())):
-        return out
+    if spec is None or core.current_builder() is None:
+        return fn(*args, **kwargs)
+    if all(p is None for p in spec) and not getattr(spec, "unreduced", ()):
+        try:
+            return fn(*args, **kwargs)
+        except errors.ShardingTypeError:
+            pass
     from ..api.explicit import reshard
+    from ..trace import types
+    with types.lenient():
+        out = fn(*args, **kwargs)
     return reshard(out, spec)
 
 
@@ -218,7 +228,7 @@ def _squeeze(x, *, dimensions):
 def _reshape(x, *, new_sizes, dimensions=None, sharding=None):
     if dimensions is not None:
         x = _bind("transpose", x, permutation=tuple(dimensions))
-    return apply_sharding(_bind("reshape", x, shape=tuple(new_sizes)), sharding)
+    return with_sharding(sharding, _bind, "reshape", x, shape=tuple(new_sizes))
 
 
 @rule("tile")
@@ -258,9 +268,9 @@ def _round(x, *, rounding_method):
 def _dot_general(x, y, *, dimension_numbers, precision=None, preferred_element_type=None,
                  out_sharding=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    out = _bind("dot_general", x, y, contracting=(tuple(lc), tuple(rc)),
-                batch=(tuple(lb), tuple(rb)), preferred_element_type=preferred_element_type)
-    return apply_sharding(out, out_sharding)
+    return with_sharding(out_sharding, _bind, "dot_general", x, y,
+                         contracting=(tuple(lc), tuple(rc)), batch=(tuple(lb), tuple(rb)),
+                         preferred_element_type=preferred_element_type)
 
 
 @rule("top_k")

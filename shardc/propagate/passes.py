@@ -195,10 +195,11 @@ def _type_sources(p: Program, sources: dict) -> None:
     for op in p.walk():
         for v in op.outputs:
             ts = v.aval.ts
-            if ts is None or v.sharding is not None:
+            if ts is None or (v.sharding is not None and not (mixed and v.sharding.open)):
                 continue
-            v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
-            sources[v] = Source("type", f"the type {v.aval}", op.loc)
+            if v.sharding is None:
+                v.sharding = Sharding(ts.dims, [True] * len(ts.dims)) if mixed else ts
+                sources[v] = Source("type", f"the type {v.aval}", op.loc)
             if mixed:       # open for the Auto axes only (jax's replicated={...})
                 used = {axis_name(a) for a in ts.axes()}
                 rest = tuple(n for n in mesh.names if n in mesh.explicit and n not in used)
