@@ -3,6 +3,7 @@ and peak memory of small IR programs under given (also hypothetical) shardings, 
 calibration against what XLA compiles for the bench programs."""
 import dataclasses
 
+import jax
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as PS
@@ -148,6 +149,29 @@ func @f(%a: f32[8,16] [{x}, {}], %w: f32[16,16] [{x}, {}]) -> (f32[8,16] [{x}, {
     assert cm.program_cost(p).collective_bytes == 1024      # one gather, reused
 
 
+@pytest.mark.parametrize("batch, gathers", [(32, 2), (256, 1)])
+def test_a_weight_gathered_inside_xlas_dot_groups_is_gathered_again(batch, gathers):
+    """The forward and backward dots of one 2-D-sharded weight: XLA groups the forward
+    dot on the operand whose shard is the smaller for its partitions (a tie: the
+    weight) and gathers it inside the groups, out of reach of its reshard cache, so the
+    backward dot's gather of the same weight is a second one; with a larger batch it
+    groups on x and both dots share one gather. The model counts what XLA compiles."""
+    mesh = shardc.make_mesh((2, 4), ("data", "model"),
+                            axis_types=(shardc.AxisType.Auto,) * 2)
+
+    def f(x, w, g):         # w's uses in x @ w and its vjp's g @ w.T
+        return x @ w, shardc.lax.dot_general(g, w, (((1,), (1,)), ((), ())))
+    args = [jax.device_put(np.ones(s, np.float32), NamedSharding(mesh, spec)) for s, spec in
+            (((batch, 128), PS("data")), ((128, 256), PS("data", "model")),
+             ((batch, 256), PS("data", "model")))]
+    outs = (NamedSharding(mesh, PS("data", "model")), NamedSharding(mesh, PS("data")))
+    compiled = shardc.jit(f, out_shardings=outs).lower(*args).compile()
+    colls = collectives(compiled.as_text(), mesh)
+    assert sum(c.kind == "all-gather" for c in colls) == gathers
+    predicted = cm.program_cost(compiled.lowered.traced.program).collective_bytes
+    assert predicted == sum(c.bytes * c.runs for c in colls)
+
+
 TWO_SUMS = """mesh <x=2>
 func @f(%a: f32[4,8] [{}, {x}], %b: f32[8,16] [{x}, {}], %c: f32[8,16] [{x}, {}]) \
 -> (f32[4,16] [{}, {}], f32[4,16] [{}, {}]) {
@@ -244,6 +268,11 @@ CALIBRATED = {
     "transformer_block/2-d": ("transformer_block",
                               lambda x, p: (PS("data", None, None), _two_d(p))),
     "deep_mlp/fsdp": ("deep_mlp", lambda x, p: (PS(DM, None), _fsdp(p))),
+    # the weights' other dims over data: XLA gathers each weight twice, once inside the
+    # dot groups (see test_a_weight_gathered_inside_xlas_dot_groups_is_gathered_again)
+    "train_step/2-d": ("train_step", lambda ps, x: (
+        [{"g": PS(), "w1": PS("data", "model"), "w2": PS("model", "data")} for _ in ps],
+        PS("data")), DM),
     # tensor parallel over all 8, activations replicated (AUTO's choice): XLA keeps the
     # forward's residuals in the new parameters' buffers until it writes them
     "train_step/tp": ("train_step", lambda ps, x: (

@@ -53,3 +53,98 @@ def test_einsum_preferred_element_type(pref, mesh2x4):
 def test_einsum_weak_scalar(mesh2x4):
     compare(lambda m, x: m.einsum("ij,->ij", x, 2.0), [_data((3, 4), jnp.bfloat16, 0)],
             [P()], mesh2x4, numpy_ref=False)
+
+
+def test_grad_of_a_bf16_dot_accumulating_in_f32(mesh2x4):
+    """A bf16 matmul with preferred_element_type=f32 (mixed precision): its gradient's dots
+    take the f32 cotangent as it is (the bf16 operand upcast), each result rounded to
+    bf16 after, as jax's transpose; shardc rounded the cotangent to bf16 first (one bf16
+    ulp off)."""
+    import jax
+
+    import shardc
+
+    x, w = _data((16, 64), jnp.bfloat16, 0), _data((64, 32), jnp.bfloat16, 1)
+    x = jax.device_put(x, jax.NamedSharding(mesh2x4, P("x")))
+    w = jax.device_put(w, jax.NamedSharding(mesh2x4, P(None, "y")))
+
+    def loss(m, lax):
+        def f(x, w):
+            y = lax.dot_general(x, w, (((1,), (0,)), ((), ())),
+                                preferred_element_type=np.float32)
+            return m.sum(m.sin(y) * 1.37)
+        return f
+    ours = shardc.jit(shardc.grad(loss(shardc.numpy, shardc.lax), argnums=(0, 1)))(x, w)
+    ref = jax.jit(jax.grad(loss(jnp, jax.lax), argnums=(0, 1)))(x, w)
+    for a, b in zip(ours, ref):
+        assert a.dtype == b.dtype == jnp.bfloat16
+        np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+
+
+@pytest.mark.parametrize("name", ["matmul", "dot", "tensordot", "inner", "vdot"])
+def test_products_accumulate_into_preferred_element_type(name, mesh2x4):
+    """bf16 products with preferred_element_type=f32 accumulate into f32, bit for bit as
+    jax's (they multiplied in bf16 and converted the product after: a few 1e-6 off)."""
+    import jax
+
+    import shardc
+    x = jax.device_put(_data((16, 64), jnp.bfloat16, 0), jax.NamedSharding(mesh2x4, P("x")))
+    y = jax.device_put(_data((64, 32), jnp.bfloat16, 1), jax.NamedSharding(mesh2x4, P()))
+    args = {"tensordot": (1,)}.get(name, ())
+
+    def f(m):
+        def g(x, y):
+            a, b = (x[0], y[:, 0]) if name == "vdot" else (x, y.T if name == "inner" else y)
+            return getattr(m, name)(a, b, *args, preferred_element_type=np.float32)
+        return g
+    ours, ref = shardc.jit(f(shardc.numpy))(x, y), jax.jit(f(jnp))(x, y)
+    assert ours.dtype == ref.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+
+
+def _precisions(text):
+    import re
+    return re.findall(r"precision = \[(\w+), (\w+)\]", text)
+
+
+def test_precision_reaches_the_lowering(mesh2x4):
+    """precision= (jax.lax.Precision, its names, a pair) and jax_default_matmul_precision
+    lower to the dots' precision_config as jax's, the gradient's dots included: it
+    decides TF32 on GPUs and the bf16 passes on TPUs (shardc dropped it)."""
+    import jax
+
+    import shardc
+
+    x = jax.device_put(_data((16, 64), np.float32, 0), jax.NamedSharding(mesh2x4, P("x")))
+    w = jax.device_put(_data((64, 32), np.float32, 1), jax.NamedSharding(mesh2x4, P()))
+    H = jax.lax.Precision.HIGHEST
+    cases = [lambda m, lax: lambda x, w: m.matmul(x, w, precision=H),
+             lambda m, lax: lambda x, w: m.einsum("ij,jk->ik", x, w, precision="highest"),
+             lambda m, lax: lambda x, w: lax.dot_general(
+                 x, w, (((1,), (0,)), ((), ())), precision=(jax.lax.Precision.HIGH, H)),
+             lambda m, lax: jax.grad(lambda x, w: m.sum(m.dot(x, w, precision="float32")))
+             if m is jnp else shardc.grad(lambda x, w: m.sum(m.dot(x, w, precision="float32")))]
+    for case in cases:
+        ours = shardc.jit(case(shardc.numpy, shardc.lax)).lower(x, w).as_text()
+        ref = jax.jit(case(jnp, jax.lax)).lower(x, w).as_text()
+        assert _precisions(ours) == _precisions(ref) != []
+        assert all(p != ("DEFAULT", "DEFAULT") for p in _precisions(ours))
+    # jax code under shardc.jit keeps its precision; the config sets the default
+    jaxcode = case(jnp, jax.lax)
+    assert _precisions(shardc.jit(jaxcode).lower(x, w).as_text()) == _precisions(ref)
+    with jax.default_matmul_precision("tensorfloat32"):
+        ours = shardc.jit(lambda x, w: shardc.numpy.matmul(x, w)).lower(x, w).as_text()
+        ref = jax.jit(lambda x, w: jnp.matmul(x, w)).lower(x, w).as_text()
+    assert _precisions(ours) == _precisions(ref) == [("HIGH", "HIGH")]
+
+
+def test_a_dot_algorithm_preset_is_a_clear_error():
+    import jax
+
+    import shardc
+    preset = jax.lax.DotAlgorithmPreset.BF16_BF16_F32
+    x = np.ones((4, 4), np.float32)
+    with pytest.raises(shardc.ShardcError, match="DotAlgorithmPreset"):
+        shardc.jit(lambda x: shardc.numpy.matmul(x, x, precision=preset))(x)
+    with pytest.raises(shardc.ShardcError, match="DotAlgorithmPreset"):
+        shardc.jit(lambda x: jnp.matmul(x, x, precision=preset))(x)

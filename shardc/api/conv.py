@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ShardcError, wrap_public
 from ..ops import lax as L
 from ..ops.conv import conv_general_dilated_p, dilate_dim
+from .precision import canonical_precision
 from .numpy._util import (aval, canonical_dtype, check_arraylike, promote_dtypes,
                           promote_dtypes_inexact)
 
@@ -91,25 +92,6 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
     return pads
 
 
-_PRECISIONS = {"DEFAULT", "HIGH", "HIGHEST"}
-
-
-def _precision(precision):
-    if precision is None:
-        return None
-    ps = precision if isinstance(precision, (tuple, list)) else (precision, precision)
-    out = []
-    for p in ps:
-        name = getattr(p, "name", None) or str(p).upper()
-        name = {"BFLOAT16": "DEFAULT", "TENSORFLOAT32": "HIGH", "FLOAT32": "HIGHEST",
-                "FASTEST": "DEFAULT"}.get(name, name)
-        if name not in _PRECISIONS:
-            raise ShardcError(f"unknown precision {p!r}: use None, 'default', 'high' or "
-                              "'highest' (or jax.lax.Precision)")
-        out.append(name)
-    return tuple(out)
-
-
 def _ints(name, what, v, n):
     try:
         t = tuple(int(x) for x in v)
@@ -155,7 +137,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                   rhs_dilation=rhs_dilation, dimension_numbers=tuple(map(tuple, dn)),
                   feature_group_count=int(feature_group_count),
                   batch_group_count=int(batch_group_count))
-    prec = _precision(precision)
+    prec = canonical_precision(precision)
     if prec is not None:
         params["precision"] = prec
     if preferred_element_type is not None:
@@ -255,7 +237,7 @@ def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
     kernel per output position (as jax's)."""
     check_arraylike("conv_general_dilated_local", lhs, rhs)
     lhs, rhs = promote_dtypes(lhs, rhs)
-    prec = _precision(precision)
+    prec = canonical_precision(precision)
     patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
                                            lhs_dilation, rhs_dilation, dimension_numbers,
                                            precision=None if prec is None else prec[0])
@@ -266,7 +248,8 @@ def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
     lb = sorted(lb)
     from ..ops.linalg import dot_general_p
     out = dot_general_p.bind(patches, rhs, contracting=((ospec[1],), (rspec[1],)),
-                             batch=(tuple(lb), tuple(rb)))
+                             batch=(tuple(lb), tuple(rb)),
+                             **({} if prec is None else {"precision": prec}))
     nd = aval(out).ndim
     return L.transpose(out, _moveaxis_perm(out, (nd - 2, nd - 1), (ospec[0], ospec[1])))
 

@@ -141,9 +141,13 @@ def with_sharding_constraint(x, shardings):
 
 @takes_out_sharding
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    from .precision import canonical_precision
     (lc, rc), (lb, rb) = dimension_numbers
     extra = {} if preferred_element_type is None else \
         {"preferred_element_type": canonical_dtype(preferred_element_type)}
+    prec = canonical_precision(precision)
+    if prec is not None:
+        extra["precision"] = prec
     return _dot_ops.dot_general_p.bind(
         lhs, rhs, contracting=(tuple(lc), tuple(rc)), batch=(tuple(lb), tuple(rb)), **extra)
 

@@ -312,11 +312,12 @@ def op_cost(op, in_dims=None, out_dims=None, mesh=None, hw=CPU, seen=None,
     ins, outs = _io_dims(op, in_dims, out_dims, mesh)
     pl = _plan(op, rule, ins, outs, mesh)
     comm = []
-    for v, t, cs in zip(op.inputs, pl.targets, pl.operand_comms):
+    grouped = _grouped_operand(op, rule, ins, outs, mesh) if seen is not None else None
+    for i, (v, t, cs) in enumerate(zip(op.inputs, pl.targets, pl.operand_comms)):
         if t is None or not cs:
             continue
         if seen is not None:
-            key = (id(v), _key(t))
+            key = (id(v), _key(t), grouped if i == (grouped or (None,))[0] else None)
             if key in seen:
                 continue
             seen.add(key)
@@ -334,6 +335,37 @@ def op_cost(op, in_dims=None, out_dims=None, mesh=None, hw=CPU, seen=None,
 
 def _key(d):
     return tuple(tuple(x) for x in d)
+
+
+def _grouped_operand(op, rule, ins, outs, mesh):
+    """(operand index, axes) of the operand a contraction whose operands both keep sharded
+    non-contracting dims in the result is grouped on by XLA's dot partitioner, which
+    then reshards that operand per device group, out of reach of its reshard cache: a
+    reshard there is paid again even when another op already made the same one. XLA
+    groups on the lhs when lhs_nc * |rhs shard| < rhs_nc * |lhs shard| (n_c: the
+    partitions of an operand's non-contracting dims; dot_handler.cc
+    LhsIsBestMatchForNonContractingPartitioning), else on the rhs. None otherwise."""
+    if len(rule.operands) != 2 or len(rule.results) != 1 or REDUCTION not in rule.kinds \
+            or None in ins:
+        return None
+    sizes = rule.sizes
+    res = _factors_of(rule.results[0], outs[0], sizes)
+    own = [{f for d in m for f in d} for m in rule.operands]
+    kept = {f for d in rule.results[0] for f in d}
+    if any(res.get(f) for f in own[0] & own[1] & kept):     # batch grouping comes first
+        return None
+    nc, axes = [], []
+    for i, (m, d) in enumerate(zip(rule.operands, ins)):
+        p = _factors_of(m, d, sizes)
+        fs = sorted((own[i] - own[1 - i]) & kept)
+        a = [x for f in fs for x in p.get(f, ())]
+        if ax.total_size(a) == 1 or any(p.get(f, []) != res.get(f, []) for f in fs):
+            return None
+        nc.append(ax.total_size(a))
+        axes.append(tuple(a))
+    b = [local_bytes(v.aval, d, mesh) for v, d in zip(op.inputs, ins)]
+    i = 0 if nc[0] * b[1] < nc[1] * b[0] else 1
+    return i, axes[i]
 
 
 def reshard_cost(aval, src, dst, mesh, hw=CPU) -> Cost:

@@ -267,10 +267,9 @@ def _round(x, *, rounding_method):
 @rule("dot_general")
 def _dot_general(x, y, *, dimension_numbers, precision=None, preferred_element_type=None,
                  out_sharding=None):
-    (lc, rc), (lb, rb) = dimension_numbers
-    return with_sharding(out_sharding, _bind, "dot_general", x, y,
-                         contracting=(tuple(lc), tuple(rc)), batch=(tuple(lb), tuple(rb)),
-                         preferred_element_type=preferred_element_type)
+    from ..api.lax import dot_general
+    return with_sharding(out_sharding, dot_general, x, y, dimension_numbers, precision,
+                         preferred_element_type)
 
 
 @rule("top_k")
@@ -284,9 +283,9 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
           feature_group_count, batch_group_count, precision=None, preferred_element_type=None,
           out_sharding=None):
     from ..api.conv import conv_general_dilated
-    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                                dimension_numbers, feature_group_count, batch_group_count,
-                                preferred_element_type=preferred_element_type)
+    return with_sharding(out_sharding, conv_general_dilated, lhs, rhs, window_strides, padding,
+                         lhs_dilation, rhs_dilation, dimension_numbers, feature_group_count,
+                         batch_group_count, precision, preferred_element_type)
 
 
 @rule("dynamic_slice")

@@ -14,7 +14,7 @@ def _free(ndim, *dim_lists):
     return [d for d in range(ndim) if d not in used]
 
 
-def _dot_shape(a, b, *, contracting, batch, preferred_element_type=None):
+def _dot_shape(a, b, *, contracting, batch, preferred_element_type=None, precision=None):
     (ac, bc), (ab, bb) = contracting, batch
     if a.dtype != b.dtype:
         raise ShardcError(f"dot_general needs operands of one dtype, got {a} and {b}")
@@ -32,7 +32,8 @@ def _dot_shape(a, b, *, contracting, batch, preferred_element_type=None):
     return Aval(shape, preferred_element_type or a.dtype, a.weak and b.weak)
 
 
-def _dot_rule(ins, outs, *, contracting, batch, preferred_element_type=None):
+def _dot_rule(ins, outs, *, contracting, batch, preferred_element_type=None,
+              precision=None):
     a, b = ins
     (ac, bc), (ab, bb) = contracting, batch
     r = RuleBuilder(ins, outs)
@@ -55,7 +56,8 @@ def _dims(xs):
     return "[" + ", ".join(map(str, xs)) + "]"
 
 
-def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None):
+def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None,
+               precision=None):
     (ac, bc), (ab, bb) = contracting, batch
     parts = []
     if ab:
@@ -65,7 +67,8 @@ def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None):
         parts += [f"lhs_contracting_dimensions = {_dims(ac)}",
                   f"rhs_contracting_dimensions = {_dims(bc)}"]
     props = {"dot_dimension_numbers": "#stablehlo.dot<" + ", ".join(parts) + ">",
-             "precision_config": "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]"}
+             "precision_config": "[" + ", ".join(
+                 f"#stablehlo<precision {p}>" for p in precision or ("DEFAULT",) * 2) + "]"}
     return ctx.op("stablehlo.dot_general", [a, b], [tensor_type(x) for x in ctx.in_avals],
                   [tensor_type(ctx.out_avals[0])], props)
 
@@ -85,7 +88,7 @@ def _ranges_like(*xs):
         start += len(x)
 
 
-def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False):
+def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False, extra=None):
     from .shape import transpose_p
     (x_contract, y_contract), (x_batch, y_batch) = contracting, batch
     x_kept = _free(x_aval.ndim, x_contract, x_batch)
@@ -97,7 +100,7 @@ def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False):
     order = sorted(range(len(y_contract)), key=lambda i: y_contract[i])
     x_contract_sorted_by_y = [x_contract[i] for i in order]
     out = dot_general_p.bind(g, y, contracting=(tuple(ans_y), tuple(y_kept)),
-                             batch=(tuple(ans_batch), tuple(y_batch)))
+                             batch=(tuple(ans_batch), tuple(y_batch)), **(extra or {}))
     perm_src = list(x_batch) + list(x_kept) + x_contract_sorted_by_y
     perm = tuple(sorted(range(len(perm_src)), key=lambda i: perm_src[i]))
     if perm == tuple(range(len(perm))):
@@ -105,22 +108,27 @@ def _transpose_lhs(g, y, x_aval, y_aval, contracting, batch, swap_ans=False):
     return transpose_p.bind(out, permutation=perm)
 
 
-def _dot_vjp(ctx, cts, x, y, *, contracting, batch, preferred_element_type=None):
+def _dot_vjp(ctx, cts, x, y, *, contracting, batch, preferred_element_type=None,
+             precision=None):
     from .lax import convert_element_type
     g = cts[0]
     xa, ya = ctx.in_avals
     if preferred_element_type is not None and g.dtype != xa.dtype:
-        g = convert_element_type(g, xa.dtype)
+        # as jax's transpose: the cotangent's dots run in its dtype (a bf16 matmul's
+        # f32 cotangent is not rounded to bf16 first), each result rounded after
+        x, y = (convert_element_type(v, g.dtype) for v in (x, y))
     (xc, yc), (xb, yb) = contracting, batch
-    dx = _transpose_lhs(g, y, xa, ya, contracting, batch)
-    dy = _transpose_lhs(g, x, ya, xa, (yc, xc), (yb, xb), swap_ans=True)
-    return [dx, dy]
+    extra = {} if precision is None else {"precision": precision}     # as jax's: unswapped
+    dx = _transpose_lhs(g, y, xa, ya, contracting, batch, extra=extra)
+    dy = _transpose_lhs(g, x, ya, xa, (yc, xc), (yb, xb), swap_ans=True, extra=extra)
+    return [d if d.dtype == a.dtype else convert_element_type(d, a.dtype)
+            for d, a in ((dx, xa), (dy, ya))]
 
 
 dot_general_p.vjp = _dot_vjp
 
 
-def _dot_batch(ctx, args, batched, *, contracting, batch, preferred_element_type=None):
+def _dot_batch(ctx, args, batched, *, contracting, batch, **extra):
     """vmap: both operands mapped -> one more batch dim (it leads the result); one mapped
     -> a free dim of it, moved to the front of the result."""
     from .batching import move_dim, shift_axes
@@ -130,16 +138,15 @@ def _dot_batch(ctx, args, batched, *, contracting, batch, preferred_element_type
     if ba and bb_:
         out = dot_general_p.bind(a, b, contracting=(shift_axes(ac), shift_axes(bc)),
                                  batch=((0, *shift_axes(ab)), (0, *shift_axes(bb))),
-                                 preferred_element_type=preferred_element_type)
+                                 **extra)
         return out, True
     if ba:
         out = dot_general_p.bind(a, b, contracting=(shift_axes(ac), bc),
                                  batch=(shift_axes(ab), bb),
-                                 preferred_element_type=preferred_element_type)
+                                 **extra)
         return move_dim(out, len(ab), 0), True
     out = dot_general_p.bind(a, b, contracting=(ac, shift_axes(bc)),
-                             batch=(ab, shift_axes(bb)),
-                             preferred_element_type=preferred_element_type)
+                             batch=(ab, shift_axes(bb)), **extra)
     from .lax import aval
     lhs_free = aval(a).ndim - len(ac) - len(ab)
     return move_dim(out, len(ab) + lhs_free, 0), True

@@ -7,6 +7,7 @@ from ...errors import ShardcError
 from ...ir.program import Aval, Lit
 from ...ops import linalg
 from ..explicit import takes_out_sharding
+from ..precision import canonical_precision
 from ...ops import reduce as red
 from ...ops.common import check_axis
 from ._shapes import expand_dims, reshape, squeeze, transpose
@@ -16,30 +17,43 @@ from ._util import (aval, broadcast_to, canonical_dtype, check_arraylike, conver
     promote_dtypes, result_type)
 
 
-def _dot_general(a, b, contracting, batch, name):
+def _dot_general(a, b, contracting, batch, name, pref=None, precision=None):
+    """dot_general of a and b in their common dtype; `pref` (preferred_element_type,
+    canonical) the product's dtype: the dot accumulates into it, as jax's."""
     a, b = promote_dtypes(a, b)
-    return linalg.dot_general_p.bind(a, b, contracting=contracting, batch=batch)
+    out = linalg.dot_general_p.bind(a, b, contracting=contracting, batch=batch,
+                                    **_dot_params(aval(a).dtype, pref, precision))
+    return out if pref is None else convert(out, pref)
 
 
-def _pref(out, preferred_element_type):
-    """preferred_element_type: the product's dtype (shardc accumulates as XLA does)."""
-    if preferred_element_type is None:
-        return out
-    return convert(out, canonical_dtype(preferred_element_type))
+def _dot_params(dt, pref, precision):
+    """dot_general's optional params: preferred_element_type (when it is not the
+    operands' dtype) and precision (when not the default)."""
+    out = {}
+    if pref is not None and pref != dt:
+        out["preferred_element_type"] = pref
+    prec = canonical_precision(precision)
+    if prec is not None:
+        out["precision"] = prec
+    return out
+
+
+def _pref(preferred_element_type):
+    return None if preferred_element_type is None else canonical_dtype(preferred_element_type)
 
 
 @takes_out_sharding
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """jnp.dot: sum over the last axis of a and the second-to-last of b."""
-    if preferred_element_type is not None:
-        return _pref(dot(a, b), preferred_element_type)
+    pref = _pref(preferred_element_type)
     check_arraylike("dot", a, b)
     na, nb = aval(a).ndim, aval(b).ndim
     if na == 0 or nb == 0:
-        return multiply(a, b)
+        out = multiply(a, b)
+        return out if pref is None else convert(out, pref)
     contract = ((na - 1,), (0,)) if nb == 1 else ((na - 1,), (nb - 2,))
     _check_contract("dot", a, b, contract)
-    return _dot_general(a, b, contract, ((), ()), "dot")
+    return _dot_general(a, b, contract, ((), ()), "dot", pref, precision)
 
 
 def _check_contract(name, a, b, contract):
@@ -53,15 +67,15 @@ def _check_contract(name, a, b, contract):
 @takes_out_sharding
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """jnp.matmul: batch dims broadcast; size-1 batch dims are squeezed, as jax does."""
-    if preferred_element_type is not None:
-        return _pref(matmul(a, b), preferred_element_type)
+    pref = _pref(preferred_element_type)
     ta, tb = type(a), type(b)
-    if (ta is _Tracer or ta in _ARRAYS) and (tb is _Tracer or tb in _ARRAYS):
+    if pref is None and (ta is _Tracer or ta in _ARRAYS) and (tb is _Tracer or tb in _ARRAYS):
         # the common call: two matrices of one type, nothing to promote or broadcast
         x, y = aval(a), aval(b)
         if len(x.shape) == 2 == len(y.shape) and x.shape[1] == y.shape[0] and \
                 x.dtype == y.dtype and x.weak == y.weak and x.dtype != dtypes.bool_:
-            return linalg.dot_general_p.bind(a, b, contracting=((1,), (0,)), batch=((), ()))
+            return linalg.dot_general_p.bind(a, b, contracting=((1,), (0,)), batch=((), ()),
+                                             **_dot_params(x.dtype, None, precision))
     check_arraylike("matmul", a, b)
     sa, sb = aval(a).shape, aval(b).shape
     for i, s in enumerate((sa, sb)):
@@ -75,7 +89,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
         raise ShardcError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim of "
                           f"the first) != {kb} (second-to-last dim of the second)")
     if a_mat and b_mat and len(sa) == 2 and len(sb) == 2:     # no batch dims
-        return _dot_general(a, b, ((1,), (0,)), ((), ()), "matmul")
+        return _dot_general(a, b, ((1,), (0,)), ((), ()), "matmul", pref, precision)
     ab = sa[:-2] if a_mat else ()
     bb = sb[:-2] if b_mat else ()
     nbatch = max(len(ab), len(bb))
@@ -114,7 +128,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     b = squeeze(b, tuple(b_sq)) if b_sq else b
     na, nb = aval(a).ndim, aval(b).ndim
     out = _dot_general(a, b, ((na - 1,), (nb - 1 - b_mat,)), (tuple(a_batch), tuple(b_batch)),
-                       "matmul")
+                       "matmul", pref, precision)
     out = transpose(out, perm)
     if both_sq:
         out = expand_dims(out, tuple(both_sq))
@@ -128,18 +142,17 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
     if dtypes.is_complex(aval(a).dtype):
         from ...ops.complex import conj_p
         a = conj_p.bind(a)
-    return dot(reshape(a, (-1,)), reshape(b, (-1,)),
+    return dot(reshape(a, (-1,)), reshape(b, (-1,)), precision=precision,
                preferred_element_type=preferred_element_type)
 
 
 @takes_out_sharding
 def inner(a, b, *, precision=None, preferred_element_type=None):
-    if preferred_element_type is not None:
-        return _pref(inner(a, b), preferred_element_type)
     na, nb = aval(a).ndim, aval(b).ndim
     if na == 0 or nb == 0:
-        return multiply(a, b)
-    return tensordot(a, b, ((na - 1,), (nb - 1,)))
+        return dot(a, b, preferred_element_type=preferred_element_type)
+    return tensordot(a, b, ((na - 1,), (nb - 1,)), precision=precision,
+                     preferred_element_type=preferred_element_type)
 
 
 def outer(a, b, out=None):
@@ -151,8 +164,7 @@ def outer(a, b, out=None):
 
 @takes_out_sharding
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
-    if preferred_element_type is not None:
-        return _pref(tensordot(a, b, axes), preferred_element_type)
+    pref = _pref(preferred_element_type)
     check_arraylike("tensordot", a, b)
     na, nb = aval(a).ndim, aval(b).ndim
     if isinstance(axes, int):
@@ -168,7 +180,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
         ca = tuple(check_axis("tensordot", x, na) for x in ca)
         cb = tuple(check_axis("tensordot", x, nb) for x in cb)
     _check_contract("tensordot", a, b, (ca, cb))
-    return _dot_general(a, b, (ca, cb), ((), ()), "tensordot")
+    return _dot_general(a, b, (ca, cb), ((), ()), "tensordot", pref, precision)
 
 
 # ---------------------------------------------------------------- einsum
@@ -227,13 +239,12 @@ def _strong(dtype):
     return Lit(core._scalar(0, dtype), Aval((), dtype, False))
 
 
-def _einsum_dot(x, y, contracting, batch, pref):
+def _einsum_dot(x, y, contracting, batch, pref, precision):
     """dot_general of two operands in their common dtype, giving `pref` (jax's
     preferred_element_type) where that is wider."""
     x, y = promote_dtypes(x, y)
-    dt = aval(x).dtype
-    extra = {} if pref == dt else {"preferred_element_type": pref}
-    return linalg.dot_general_p.bind(x, y, contracting=contracting, batch=batch, **extra)
+    return linalg.dot_general_p.bind(x, y, contracting=contracting, batch=batch,
+                                     **_dot_params(aval(x).dtype, pref, precision))
 
 
 @takes_out_sharding
@@ -269,7 +280,7 @@ def einsum(subscripts, *operands, optimize=None, precision=None,
         contract = [c for c in t if c in u and c not in later]
         dims = lambda term, cs: tuple(term.index(c) for c in cs)  # noqa: E731
         x = _einsum_dot(x, y, (dims(t, contract), dims(u, contract)),
-                        (dims(t, batch), dims(u, batch)), pref)
+                        (dims(t, batch), dims(u, batch)), pref, precision)
         t = "".join(batch) + "".join(c for c in t if c not in batch and c not in contract) + \
             "".join(c for c in u if c not in batch and c not in contract)
     x, t = _sum_unused(x, t, set(out), pref)
