@@ -15,14 +15,10 @@ def _name(p):
     name = getattr(p, "name", None) or str(p).upper()
     name = _ALIASES.get(name, name)
     if name not in _NAMES:
-        from jax.lax import DotAlgorithmPreset
-        if isinstance(p, DotAlgorithmPreset) or name in DotAlgorithmPreset.__members__:
-            raise ShardcError(
-                f"precision={p} (a DotAlgorithmPreset) is not one shardc lowers: pass "
-                "jax.lax.Precision.DEFAULT / HIGH / HIGHEST, or cast the operands and set "
-                "preferred_element_type= for the accumulation type")
-        raise ShardcError(f"unknown precision {p!r}: use None, 'default', 'high' or "
-                          "'highest' (or jax.lax.Precision)")
+        raise ShardcError(
+            f"precision={p!r} is not one shardc lowers: pass None, 'default', 'high' or "
+            "'highest' (or jax.lax.Precision); for a DotAlgorithmPreset, cast the "
+            "operands and set preferred_element_type= for the accumulation type")
     return name
 
 
