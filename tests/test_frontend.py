@@ -362,3 +362,18 @@ def test_jax_ops_with_out_sharding_on_sharded_contractions():
             assert tuple(jax.typeof(out).sharding.spec) == (*spec, None, None)[:2]
         v = put(mesh, X, P(("x", "y")))
         both(jax.grad(lambda v: jnp.sum(v @ v) + jnp.sum(v * X)), v, mesh=mesh)
+
+
+def test_jax_conv_with_out_sharding_takes_its_type():
+    """jax's conv_general_dilated(out_sharding=) on an Explicit mesh: the result's type is
+    the sharding (the frontend dropped it, leaving the batch-sharded type)."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    rng = np.random.default_rng(0)
+    lhs = put(mesh, rng.normal(size=(4, 3, 8, 8)).astype(np.float32), P("x"))
+    rhs = put(mesh, rng.normal(size=(8, 3, 3, 3)).astype(np.float32), P())
+
+    def f(a, b):
+        return jax.lax.conv_general_dilated(a, b, (1, 1), "SAME", out_sharding=P(None, "y"))
+    with jax.set_mesh(mesh):
+        out = both(f, lhs, rhs, mesh=mesh)
+        assert str(jax.typeof(out)) == "float32[4,8@y,8,8]"
