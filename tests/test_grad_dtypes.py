@@ -96,3 +96,26 @@ def test_dtype_errors_as_jax(name, call, match):
     with pytest.raises((TypeError, NotImplementedError), match=match) as err:
         call(shardc, snp)
     assert isinstance(err.value, shardc.ShardcError)
+
+
+WEAK = {    # the gradient of a Python float is weak if jax's is (its weak seed, and the
+            # transpose of a weak-to-strong conversion giving back a weak cotangent)
+    "square": lambda m: lambda x: x * x,
+    "sin": lambda m: lambda x: m.sin(x),
+    "promoted": lambda m: lambda x: (x * np.ones(3, np.float32)).sum(),
+    "both": lambda m: lambda x: x * x + (x * np.ones(3, np.float32)).sum(),
+    "bf16": lambda m: lambda x: (x * m.ones(3, m.bfloat16)).sum().astype(m.float32),
+    "stack": lambda m: lambda x: m.sum(m.stack([x, 2 * x])),
+}
+
+
+@pytest.mark.parametrize("name", WEAK)
+@pytest.mark.parametrize("x", [1.5, np.float32(1.5)], ids=["python", "f32"])
+def test_weak_type_of_gradients_is_jaxs(name, x):
+    want = jax.grad(WEAK[name](jnp))(x)
+    for got in (shardc.grad(WEAK[name](snp))(x), shardc.jit(shardc.grad(WEAK[name](snp)))(x)):
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    (v, g), (jv, jg) = shardc.value_and_grad(WEAK[name](snp))(x), \
+        jax.value_and_grad(WEAK[name](jnp))(x)
+    assert (v.weak_type, g.weak_type) == (jv.weak_type, jg.weak_type)

@@ -24,10 +24,10 @@ from ..trace import core
 _tree = jax.tree_util
 
 
-def _in_jit(fn, *args):
+def _in_jit(name, fn, *args):
     """fn(*args) under shardc.jit when no trace is active (as jax runs control flow)."""
-    from .jit import jit
-    return jit(fn)(*args)
+    from .jit import internal_jit
+    return internal_jit(fn, name)(*args)
 
 
 def _paths(tree_like):
@@ -91,7 +91,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=None):
     if not callable(true_fun) or not callable(false_fun):
         raise ShardcTypeError("cond: true_fun and false_fun arguments should be callable.")
     if core.current_builder() is None:
-        return _in_jit(lambda p, ops: cond(p, true_fun, false_fun, *ops), pred, operands)
+        return _in_jit("cond", lambda p, ops: cond(p, true_fun, false_fun, *ops), pred, operands)
     a = core.aval_of(pred)
     if a.shape != ():
         raise ShardcTypeError(f"Pred must be a scalar, got {pred_str(pred)} of shape "
@@ -124,7 +124,7 @@ def switch(index, branches, *operands, operand=None):
         if not callable(b):
             raise ShardcTypeError("switch: every branch must be callable")
     if core.current_builder() is None:
-        return _in_jit(lambda i, ops: switch(i, branches, *ops), index, operands)
+        return _in_jit("switch", lambda i, ops: switch(i, branches, *ops), index, operands)
     a = core.aval_of(index)
     if a.shape != ():
         raise ShardcTypeError(f"Branch index must be scalar, got {a} of shape {a.shape}.")
@@ -177,7 +177,7 @@ def while_loop(cond_fun, body_fun, init_val):
     """Repeat body_fun on the carry while cond_fun(carry), as jax.lax.while_loop (not
     reverse-differentiable, as jax's)."""
     if core.current_builder() is None:
-        return _in_jit(lambda v: while_loop(cond_fun, body_fun, v), init_val)
+        return _in_jit("while_loop", lambda v: while_loop(cond_fun, body_fun, v), init_val)
     leaves, tree = _tree.tree_flatten(init_val)
     avals = _avals(leaves)
 
@@ -221,7 +221,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     bounds are concrete (so it is reverse-differentiable), else a while loop."""
     lo, hi = _concrete_int(lower), _concrete_int(upper)
     if core.current_builder() is None:
-        return _in_jit(lambda v: fori_loop(lower, upper, body_fun, v, unroll=unroll),
+        return _in_jit("fori_loop", lambda v: fori_loop(lower, upper, body_fun, v, unroll=unroll),
                        init_val)
     idt = _index_dtype(lower, upper)
     if lo is not None and hi is not None:
@@ -275,7 +275,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     if not callable(f):
         raise ShardcTypeError("scan: f argument should be callable.")
     if core.current_builder() is None:
-        return _in_jit(lambda c, x: scan(f, c, x, length, reverse, unroll), init, xs)
+        return _in_jit("scan", lambda c, x: scan(f, c, x, length, reverse, unroll), init, xs)
     x_leaves, x_tree = _tree.tree_flatten(xs)
     lens = [core.aval_of(x).shape[0] if core.aval_of(x).shape else None for x in x_leaves]
     for p, x, n in zip(_paths(xs), x_leaves, lens):

@@ -27,9 +27,18 @@ def _is_arraylike(x):
     return isinstance(x, (bool, int, float, np.generic, np.ndarray, jax.Array))
 
 
-def _eager(fn):
-    """Run `fn` under shardc.jit when called outside a trace, compiled once per signature;
-    arguments with no array leaves (flags, functions) are static, as jax.grad allows."""
+def _eager(name):
+    """A decorator: run `fn` under shardc.jit when called outside a trace, compiled once
+    per signature (`name` in NaN errors); arguments with no array leaves (flags,
+    functions) are static, as jax.grad allows."""
+    return functools.partial(_eager_fn, name=name)
+
+
+def _fname(fun):
+    return getattr(fun, "__name__", "fun")
+
+
+def _eager_fn(fn, name):
     jitted = {}
 
     @functools.wraps(fn)
@@ -41,8 +50,8 @@ def _eager(fn):
                        if not all(map(_is_arraylike, _tree.tree_leaves(a))))
         j = jitted.get(static)
         if j is None:
-            from .jit import jit
-            j = jitted[static] = jit(fn, static_argnums=static)
+            from .jit import internal_jit
+            j = jitted[static] = internal_jit(fn, name, static_argnums=static)
         return j(*args, **kwargs)
     return wrapper
 
@@ -69,7 +78,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     if reduce_axes:
         raise ShardcNotImplementedError("reduce_axes argument to grad is deprecated")
 
-    @_eager
+    @_eager(f"grad({_fname(fun)})")
     @api_boundary
     def vg(*args, **kwargs):
         single, nums = _argnums(argnums, len(args))
@@ -93,9 +102,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             raise ShardcError("grad requires a function with a scalar output, got "
                               f"{oa if oa is not None else type(out).__name__}")
         _check_output("grad", oa.dtype, holomorphic)
-        from . import numpy as snp
         gl = [np.zeros(core.aval_of(x).shape, jax.dtypes.float0) for x in leaves]
-        for k, g in zip(diff, vjp_fn(snp.ones((), oa.dtype))):
+        # the seed is 1 of the output's type, weak if it is (as jax's `_one(ans)`)
+        for k, g in zip(diff, vjp_fn(L.full((), 1, oa.dtype, weak=oa.weak))):
             gl[k] = g
         g = _tree.tree_unflatten(tree, gl)
         g = g[0] if single else g
@@ -164,10 +173,11 @@ def _eager_vjp(fun, has_aux):
     key = (fun, has_aux)
     got = _eager_vjps.get(key)
     if got is None:
-        from .jit import jit
+        from .jit import internal_jit
+        name = f"vjp({_fname(fun)})"
         got = _eager_vjps[key] = (
-            jit(lambda *p: fun(*p)),
-            jit(lambda p, c: _traced_vjp(lambda *q: fun(*q), p, has_aux)[2](c)))
+            internal_jit(lambda *p: fun(*p), name),
+            internal_jit(lambda p, c: _traced_vjp(lambda *q: fun(*q), p, has_aux)[2](c), name))
     return got
 
 
@@ -192,8 +202,8 @@ def jvp(fun, primals, tangents):
     if _tree.tree_structure(primals) != _tree.tree_structure(tangents):
         raise ShardcError("jvp: primals and tangents must have the same structure")
     if core.current_builder() is None:
-        from .jit import jit
-        return jit(lambda p, t: jvp(fun, p, t))(primals, tangents)
+        from .jit import internal_jit
+        return internal_jit(lambda p, t: jvp(fun, p, t), f"jvp({_fname(fun)})")(primals, tangents)
     leaves, tree = _tree.tree_flatten(primals)
     region, caps, out_tree = _scratch(fun, leaves, tree)
     if any(needs_forward(op) for op in region.ops):

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
-from .grad import _argnums, _check_input, _check_output, _eager, jvp, vjp
+from .grad import _argnums, _check_input, _check_output, _eager, _fname, jvp, vjp
 
 _tree = jax.tree_util
 _USE_VMAP = True
@@ -106,7 +106,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
 
     @functools.wraps(fun)
-    @_eager
+    @_eager(f"jacfwd({_fname(fun)})")
     @api_boundary
     def jacfun(*args, **kwargs):
         from .numpy._util import aval, convert
@@ -153,7 +153,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
 
     @functools.wraps(fun)
-    @_eager
+    @_eager(f"jacrev({_fname(fun)})")
     @api_boundary
     def jacfun(*args, **kwargs):
         from .numpy._util import aval, convert

@@ -17,9 +17,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ..trace import core, types
 from ..ir import dtypes
 from ..runtime import backend as runtime
+from ..runtime import special
 from . import autojit
 from .argcheck import check_static, summary
-from .stages import _ARRAY, _X64, Lowered, Traced, _fun_name, gc_paused
+from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned, user_loc
 from ..ir.program import Aval, Lit
@@ -93,7 +94,7 @@ class Jitted:
     """A function compiled by shardc on first call for each argument signature."""
 
     def __init__(self, fun, in_shardings=None, out_shardings=None, static_argnums=(),
-                 static_argnames=(), donate_argnums=(), memory_budget=None):
+                 static_argnames=(), donate_argnums=(), memory_budget=None, _internal=None):
         if not callable(fun):
             raise TypeError(f"shardc.jit needs a function, got {fun!r}")
         functools.update_wrapper(self, fun)
@@ -128,8 +129,20 @@ class Jitted:
             self.donate_argnums, len(pos) if pos is not None else None))
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
+        # with jit disabled the dispatcher runs `fun` itself, as jax.jit's does; shardc's
+        # own jits (see internal_jit) compile regardless and are named in NaN errors
+        run, deopt = (fun, None) if _internal is None else \
+            (self._compiled_anyway, special.primitive_fun(_internal))
         self._dispatch = runtime.dispatcher(_fun_name(fun), self._cache_miss,
-                                            self._static_nums, sorted(self._static_names))
+                                            self._static_nums, sorted(self._static_names),
+                                            fun=run, deopt=deopt)
+
+    def _compiled_anyway(self, *args, **kwargs):
+        prev = special.disable_jit.swap_local(False)
+        try:
+            return self._dispatch(*args, **kwargs)
+        finally:
+            special.disable_jit.set_local(prev)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -140,7 +153,7 @@ class Jitted:
 
     def _fast_key(self, args, kwargs):
         """(key, dynamic leaves) of a call: everything a compiled program depends on."""
-        ctx = (_X64.value, current_mesh())
+        ctx = (runtime.config_key(), current_mesh())
         if not kwargs and not self._static_nums:
             # the common call: placed jax.Arrays, keyed inline (this runs while XLA's
             # threads may still be busy with the last call, so every step counts)
@@ -172,6 +185,8 @@ class Jitted:
         keys = _has_keys((args, kwargs))
         try:
             out, entry, leaves = self._call(args, kwargs)
+            if entry is not None:       # run (not traced inline into an outer trace)
+                special.check(self._dispatch, args, kwargs, out)
         except Exception as e:
             cleaned(e)
             raise
@@ -268,7 +283,7 @@ class Jitted:
         specs = self._specs(leaves, given, mesh) if search is None else \
             [ArgSpec(core.aval_of(x), None, False) for x in leaves]
         key = (treedef, static, skw, tuple((s.aval, s.sharding) for s in specs),
-               mesh.mesh, mesh.devices, dtypes.x64_enabled(), search)
+               mesh.mesh, mesh.devices, runtime.config_key(), search)
         auto = [i for i, s in enumerate(given) if is_auto(s)]
         ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
                    static_nums=static_nums, n_args=len(args), dyn=dyn, dkw=dkw, auto=auto,
@@ -519,6 +534,14 @@ def _as_value(b, x):
         (v2,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)], user_loc())
         return v2
     return v
+
+
+def internal_jit(fun, name, **kw):
+    """A jit shardc makes itself, to run a transform, sampler or control-flow op outside
+    a trace: under jax.disable_jit it compiles all the same (what it runs needs a
+    trace), and under jax_debug_nans a NaN it returns is reported as from `name`, as
+    one op's (its ops are not run one by one)."""
+    return Jitted(fun, _internal=name, **kw)
 
 
 @api_boundary

@@ -76,7 +76,7 @@ def _spec_for_axis(a, name):
 
 def _build(f, name, axes, ndims, in_tree, out_axes, devs):
     from . import numpy as snp
-    from .jit import jit
+    from .jit import internal_jit
     from .shard_map import shard_map
     mesh = jax.sharding.Mesh(np.array(devs), (name,))
     flat_specs = [PartitionSpec() if a is None else PartitionSpec(*([None] * (a % nd) + [name]))
@@ -93,5 +93,5 @@ def _build(f, name, axes, ndims, in_tree, out_axes, devs):
         leaves, tree = _tree.tree_flatten(out)
         ys = [y if a is None else snp.expand_dims(y, a) for y, a in zip(leaves, oaxes)]
         return _tree.tree_unflatten(tree, ys)
-    return jit(shard_map(body, mesh=mesh, in_specs=specs, out_specs=out_specs,
-                         check_vma=False))
+    return internal_jit(shard_map(body, mesh=mesh, in_specs=specs, out_specs=out_specs,
+                                  check_vma=False), f"pmap({getattr(f, '__name__', 'fun')})")

@@ -117,10 +117,10 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
             key = None if specs is None else (_tree.tree_structure(args), tuple(specs))
             fn = compiled.get(key)
             if fn is None:
-                from .jit import jit
-                fn = compiled[key] = jit(wrapped if key is None else shard_map(
+                from .jit import internal_jit
+                fn = compiled[key] = internal_jit(wrapped if key is None else shard_map(
                     f, out_specs=out_specs, in_specs=_tree.tree_unflatten(key[0], specs),
-                    mesh=mesh, axis_names=axis_names, check_vma=check_vma))
+                    mesh=mesh, axis_names=axis_names, check_vma=check_vma), _name(f))
             return fn(*args)
         m = _resolve_mesh(mesh)
         manual = _manual_axes(m, axis_names)
@@ -148,16 +148,20 @@ def _call_with_static(wrapped, in_specs, args, compiled):
         it, st = iter(d), dict(static)
         return wrapped(*_tree.tree_unflatten(
             tree, [st[i] if i in st else next(it) for i in range(len(leaves))]))
-    from .jit import jit
+    from .jit import internal_jit
     try:
         key = ("static", tree, static)
         hash(key)
     except TypeError:
-        return jit(run)(*dyn)
+        return internal_jit(run, _name(wrapped))(*dyn)
     fn = compiled.get(key)
     if fn is None:
-        fn = compiled[key] = jit(run)
+        fn = compiled[key] = internal_jit(run, _name(wrapped))
     return fn(*dyn)
+
+
+def _name(f):
+    return f"shard_map({getattr(f, '__name__', 'fun')})"
 
 
 def _concrete_in_specs(mesh, axis_names, args):

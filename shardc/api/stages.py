@@ -16,6 +16,7 @@ from ..ir.program import Program, Snapshot, print_program
 from ..lower.emit import lower as lower_program
 from ..propagate import passes
 from ..runtime import backend as runtime
+from ..runtime import special
 from ..runtime.meshes import MeshInfo
 from ..trace import core
 
@@ -245,13 +246,17 @@ class Compiled:
                                        [i for i, d in enumerate(p.meta.get("donate") or ())
                                         if d])
         self._entry = _Entry(self._exe, ins, t.out_tree)
-        self._dispatch = runtime.dispatcher(_fun_name(t.jitted.fun), self._cache_miss)
+        # a NaN under jax_debug_nans is named after the program (nothing to re-run)
+        name = _fun_name(t.jitted.fun)
+        self._dispatch = runtime.dispatcher(name, self._cache_miss,
+                                            deopt=special.primitive_fun(f"compiled {name}"))
 
     __call__ = property(operator.attrgetter("_dispatch"))   # as Jitted's
 
     def _cache_miss(self, *args, **kwargs):
         try:
             out = self._call(args, kwargs)
+            special.check(self._dispatch, args, kwargs, out)
         except Exception as e:
             cleaned(e)
             raise

@@ -60,9 +60,10 @@ class _Linearized:
         if core.current_builder() is not None:
             return jvp(self._fun, self._primals, tangents)[1]
         if self._jitted is None:
-            from .jit import jit
+            from .jit import internal_jit
             fun = self._fun
-            self._jitted = jit(lambda p, t: jvp(fun, p, t)[1])
+            self._jitted = internal_jit(lambda p, t: jvp(fun, p, t)[1],
+                                        f"linearize({getattr(fun, '__name__', 'fun')})")
         return self._jitted(self._primals, tangents)
 
     def __repr__(self):
@@ -84,8 +85,9 @@ def linearize(fun, *primals, has_aux=False):
     else:
         f, aux = fun, None
         if core.current_builder() is None:
-            from .jit import jit
-            out = jit(lambda *p: fun(*p))(*primals)
+            from .jit import internal_jit
+            out = internal_jit(lambda *p: fun(*p),
+                               f"linearize({getattr(fun, '__name__', 'fun')})")(*primals)
         else:
             out = fun(*primals)
     leaves, tree = _tree.tree_flatten(primals)
@@ -100,6 +102,6 @@ def _call_aux(fun, primals):
             raise ShardcError("has_aux=True needs the function to return (output, aux)")
         return tuple(got)
     if core.current_builder() is None:
-        from .jit import jit
-        return jit(checked)(*primals)
+        from .jit import internal_jit
+        return internal_jit(checked, getattr(fun, "__name__", "fun"))(*primals)
     return checked(*primals)

@@ -106,13 +106,14 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
 def _under_jit(vmapped, args, kwargs):
     from .grad import _is_arraylike
-    from .jit import jit
+    from .jit import internal_jit
     static = tuple(i for i, a in enumerate(args)
                    if not all(map(_is_arraylike, _tree.tree_leaves(a))))
     cache = vmapped.__dict__.setdefault("_jitted", {})
     j = cache.get(static)
     if j is None:
-        j = cache[static] = jit(vmapped, static_argnums=static)
+        name = f"vmap({getattr(vmapped.__wrapped_vmap__, '__name__', 'fun')})"
+        j = cache[static] = internal_jit(vmapped, name, static_argnums=static)
     return j(*args, **kwargs)
 
 

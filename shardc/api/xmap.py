@@ -93,8 +93,8 @@ def xmap(fun, in_axes, out_axes, *, axis_names=(), axis_sizes=None, axis_resourc
     @api_boundary
     def xmapped(*args):
         if core.current_builder() is None:
-            from .jit import jit
-            return jit(xmapped)(*args)
+            from .jit import internal_jit
+            return internal_jit(xmapped, f"xmap({getattr(fun, '__name__', 'fun')})")(*args)
         return _xmap_traced(fun, in_axes, out_axes, sizes, resources, args)
     return xmapped
 

@@ -174,10 +174,16 @@ _LATTICE = {
 
 
 @functools.lru_cache(maxsize=None)
-def _upper_bounds(x64: bool) -> dict:
+def _upper_bounds(x64: bool, strict: bool = False) -> dict:
     lattice = dict(_LATTICE)
     if not x64:   # never form a 64-bit type from 32-bit inputs
         lattice["u32"] = ["i32", "u64"]
+    if strict:    # jax_numpy_dtype_promotion='strict': only weak scalars promote
+        lattice = {n: [] for n in lattice}
+        real = [n for n in lattice if n in _FROM_SHORT and n != "bool"]
+        lattice.update({"i*": ["f*"] + [n for n in real if is_int(_FROM_SHORT[n])],
+                        "f*": ["c*"] + [n for n in real if is_float(_FROM_SHORT[n])],
+                        "c*": ["c64", "c128"]})
     ub = {}
     for node in lattice:
         seen, todo = {node}, [node]
@@ -197,8 +203,13 @@ def _node(dtype: np.dtype, weak: bool) -> str:
     return _SHORT[dtype]
 
 
-def _no_path(keys):
+def _no_path(keys, strict=False):
     names = tuple(str(d) for d, _ in keys)
+    if strict:
+        raise TypePromotionError(
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
+            "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the "
+            "desired output type, or set jax_numpy_dtype_promotion=standard.")
     small = [d for d, _ in keys if d in SMALL_FLOATS or d in _INTN]
     why = (f"to avoid unintended promotion, {small[0]} does not promote implicitly; "
            "convert explicitly, e.g. x.astype('float32')") if small else \
@@ -207,22 +218,23 @@ def _no_path(keys):
 
 
 @functools.lru_cache(maxsize=4096)
-def _promote(keys: tuple, x64: bool) -> tuple[np.dtype, bool]:
-    ub = _upper_bounds(x64)
+def _promote(keys: tuple, x64: bool, strict: bool = False) -> tuple[np.dtype, bool]:
+    ub = _upper_bounds(x64, strict)
     dtypes = [d for d, _ in keys]
     weaks = [w for _, w in keys]
     if len(set(dtypes)) == 1 and not all(weaks):
         return dtypes[0], False
-    if all(weaks):
+    concrete = all(weaks) and not strict    # as jax: strict mode keeps the weak nodes
+    if concrete:
         nodes = {_SHORT[d] for d in dtypes}
     else:
         nodes = {_node(d, w) for d, w in keys}
     common = frozenset.intersection(*(ub[n] for n in nodes))
     lubs = [c for c in common if common <= ub[c]]
     if len(lubs) != 1:
-        _no_path(keys)
+        _no_path(keys, strict)
     (lub,) = lubs
-    if all(weaks):
+    if concrete:
         out, weak = _FROM_SHORT[lub], True
     elif lub == "i*":
         out, weak = (int64 if x64 else int32), True
@@ -240,7 +252,12 @@ def promote(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """JAX's result type of (dtype, weak) pairs: the least upper bound on the lattice."""
     if len(typed) == 1:
         return typed[0]
-    return _promote(tuple(typed), x64_enabled())
+    return _promote(tuple(typed), x64_enabled(), _strict())
+
+
+def _strict() -> bool:
+    from jax._src.config import numpy_dtype_promotion   # thread-aware, as x64
+    return numpy_dtype_promotion.value == "strict"
 
 
 def python_scalar_dtype(x) -> np.dtype:

@@ -400,7 +400,8 @@ def _vjps():
         if dtypes.is_complex(new_dtype) and not dtypes.is_complex(a.dtype):
             from .complex import real_p
             g = real_p.bind(g)      # the transpose of the embedding ℝ → ℂ
-        return (L.convert_element_type(g, a.dtype),)
+        # back to the operand's type, weak if it was (as jax's transpose)
+        return (L.convert_element_type(g, a.dtype, a.weak),)
     defvjp(convert_element_type_p, convert_vjp)
     defvjp(integer_pow_p, lambda c, g, x, *, y: (
         L.zeros_like(x) if y == 0 else L.mul(g, L.mul(float(y), L.integer_pow(x, y - 1))),))

@@ -17,6 +17,10 @@ from jax._src.array import ArrayImpl as ARRAY_TYPE  # noqa: F401 (jax.Array's cl
 from jax._src.tree_util import default_registry as _pytrees
 from jax._src import xla_bridge
 from jax._src.config import enable_x64 as X64  # noqa: F401 (X64.value: x64 on, thread-aware)
+from jax._src.config import default_matmul_precision as _PRECISION
+from jax._src.config import threefry_partitionable as _PARTITIONABLE
+from jax._src.config import numpy_dtype_promotion as _DTYPE_PROMOTION
+from jax._src.config import numpy_rank_promotion as _RANK_PROMOTION
 from jax._src.lib import _jax
 from jax._src.lib import xla_client as xc
 
@@ -24,6 +28,14 @@ from ..errors import ShardcError
 from ..ir.primitive import install_x64
 
 install_x64(X64)
+
+
+def config_key():
+    """The jax config values a traced program depends on (x64, the default matmul
+    precision, the threefry counter layout, jax.numpy's promotion rules; thread-aware,
+    so context managers count): part of every compiled program's key, as of jax.jit's."""
+    return (X64.value, _PRECISION.value, _PARTITIONABLE.value, _DTYPE_PROMOTION.value,
+            _RANK_PROMOTION.value)
 
 
 # ---------------------------------------------------------------- CPU collectives
@@ -97,7 +109,8 @@ class FastpathData(NamedTuple):
 flatten = _pytrees.flatten   # jax.tree_util.tree_flatten without its Python wrapper
 
 
-def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_arg=None):
+def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_arg=None,
+               fun=None, deopt=None):
     """A callable that dispatches cached calls in C++ (jaxlib's `pjit` dispatch object,
     the one behind jax's own cached calls): it keys each call on the pytree
     structure, static arguments, each leaf's dtype, shape, weak type and sharding, and
@@ -105,9 +118,14 @@ def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_ar
     `cache_miss(*args, **kwargs)`, which returns `(outputs, FastpathData or None,
     False)`; with FastpathData, later calls with that key never enter Python: leaves
     that are not arrays sharded as the program's inputs go through `place_arg(x,
-    sharding, layout, ...)` (default `shard_arg`). Every dispatcher has a cache of its own."""
-    return _jax.pjit(name, None, cache_miss, list(static_argnums), list(static_argnames),
-                     (), _pytrees, place_arg or shard_arg)
+    sharding, layout, ...)` (default `shard_arg`). Every dispatcher has a cache of its own.
+    Under `jax.disable_jit()` it calls `fun` instead (None: an error, as jax's AOT calls);
+    `deopt` is what jax_debug_nans re-runs or names (see runtime.special)."""
+    d = _jax.pjit(name, fun, cache_miss, list(static_argnums), list(static_argnames),
+                  (), _pytrees, place_arg or shard_arg)
+    if deopt is not None or fun is not None:
+        d._fun = deopt if deopt is not None else fun
+    return d
 
 
 def fastpath(exe: "Executable", in_shardings, outputs, out_tree) -> FastpathData | None:

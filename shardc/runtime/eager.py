@@ -18,6 +18,7 @@ import numpy as np
 from ..trace import core, types
 from ..propagate import passes
 from . import backend as runtime
+from . import special
 from ..errors import UNKNOWN, user_loc
 from ..ir.program import Lit, Op, Program, Value, fmt_param
 from ..lower.emit import lower
@@ -56,7 +57,13 @@ def apply(prim, args, params):
     """Run one primitive now. Python scalars become (weak) arguments, so one executable
     serves every value; results are committed only if an input was (as in jax)."""
     if types.ANY_LENIENT[0] and types.is_lenient():   # an out_sharding= op: untyped result
-        return _run(prim, args, params)[0]
+        return _checked(prim, _run(prim, args, params)[0])
+    if special.disable_jit.value:   # one op still compiles (as jax's apply_primitive)
+        prev = special.disable_jit.swap_local(False)
+        try:
+            return apply(prim, args, params)
+        finally:
+            special.disable_jit.set_local(prev)
     for a in args:
         if type(a) is not _ARRAY:
             break
@@ -78,7 +85,7 @@ def apply(prim, args, params):
         elif t in _PY_SCALARS:
             aval, v = core.aval_of(a), a
         else:
-            return _run(prim, args, params)[0]
+            return _checked(prim, _run(prim, args, params)[0])
         if lits is None:
             lits, args = [None] * len(args), list(args)
         # a literal (or Python scalar) travels as a rank-0 NumPy array of its dtype, placed
@@ -103,11 +110,25 @@ def _dispatcher(prim, params, lits):
         if lits is not None:
             args = [a if aval is None else Lit(a.item(), aval) for a, aval in zip(args, lits)]
         out, entry = _run(prim, args, params)
+        special.check(d, args, {}, out)
         exe, in_shardings, multiple = entry
         outs = out if multiple else [out]
         return out, runtime.fastpath(exe, in_shardings, outs,
                                      runtime.flatten(out)[1]), False
-    return runtime.dispatcher(prim.name, miss, place_arg=_place_arg)
+    d = runtime.dispatcher(prim.name, miss, place_arg=_place_arg,
+                           deopt=special.primitive_fun(prim.name))
+    return d
+
+
+_NAMED: dict = {}    # primitive -> a stand-in carrying its name, for the NaN check
+
+
+def _checked(prim, out):
+    d = _NAMED.get(prim)
+    if d is None:
+        d = _NAMED[prim] = type("op", (), {"_fun": special.primitive_fun(prim.name)})()
+    special.check(d, (), {}, out)
+    return out
 
 
 _consts: dict = {}      # (dtype, bytes, sharding) -> a placed rank-0 array

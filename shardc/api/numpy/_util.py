@@ -5,7 +5,7 @@ import numpy as np
 
 from ...trace import core
 from ...ir import dtypes
-from ...errors import ShardcError, ShardcTypeError
+from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...ir.program import Aval, Lit
 from ...ops import lax as _lax
 from ...ops import shape as shp
@@ -157,8 +157,31 @@ def promote_shapes(name, *xs):
     nonscalar = [s for s in shapes if s]
     if not nonscalar or all(s == nonscalar[0] for s in nonscalar):
         return list(xs)
+    if len({len(s) for s in nonscalar}) > 1:
+        _rank_promotion(name, shapes)
     target = broadcast_shapes(name, *shapes)
     return [x if not s else broadcast_to(x, target) for x, s in zip(xs, shapes)]
+
+
+def _rank_promotion(name, shapes):
+    """jax_numpy_rank_promotion='warn' / 'raise': jax's warning or error."""
+    from jax._src.config import numpy_rank_promotion
+    how = numpy_rank_promotion.value
+    if how == "allow":
+        return
+    shapes = " ".join(map(str, shapes))
+    if how == "warn":
+        import warnings
+        warnings.warn(f"Following NumPy automatic rank promotion for {name} on shapes {shapes}. "
+                      "Set the jax_numpy_rank_promotion config option to 'allow' to disable "
+                      "this warning; for more information, see "
+                      "https://docs.jax.dev/en/latest/rank_promotion_warning.html.",
+                      stacklevel=2)
+        return
+    raise ArgumentError(f"Operands could not be broadcast together for {name} on shapes "
+                      f"{shapes} and with the config option jax_numpy_rank_promotion='raise'. "
+                      "For more information, see "
+                      "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
 
 
 def promote_args(name, *xs):

@@ -38,7 +38,15 @@ def _resolve_impl(impl, dtype=None):
         if impl is not None:
             raise ArgumentError("Cannot specify both `impl` and `dtype` arguments")
         impl = dtype
-    if impl is None or impl == "threefry2x32" or impl is IMPL or impl == KEY_DTYPE:
+    if impl is None:
+        import jax
+        impl = jax.config.jax_default_prng_impl     # jax's keys follow it
+        if impl == "threefry2x32":
+            return
+        raise ShardcError(f"jax_default_prng_impl is {impl!r}, and shardc.random implements "
+                          "only the threefry2x32 PRNG (bit for bit): pass "
+                          "impl='threefry2x32', or leave the config at its default")
+    if impl == "threefry2x32" or impl is IMPL or impl == KEY_DTYPE:
         return
     raise ShardcError(f"shardc.random implements only the threefry2x32 PRNG, got {impl!r}")
 

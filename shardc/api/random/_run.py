@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import ShardcTypeError
 from ...ir import dtypes
+from ...runtime import backend as runtime
 from ...trace import core
 
 _JITS: dict = {}
@@ -19,11 +20,11 @@ def run(fn, *args, **static):
         # (so `x ** p` is lax.pow, not an unrolled integer power, as in jax)
         args = [_weak(a) if type(a) in (int, float) else a for a in args]
         return fn(*args, **static)
-    k = (fn, tuple(sorted(static.items())), dtypes.x64_enabled())
+    k = (fn, tuple(sorted(static.items())), runtime.config_key())
     j = _JITS.get(k)
     if j is None:
-        from ..jit import jit
-        j = _JITS[k] = jit(functools.partial(fn, **static))
+        from ..jit import internal_jit
+        j = _JITS[k] = internal_jit(functools.partial(fn, **static), fn.__name__.strip("_"))
     return j(*args)
 
 

@@ -1,7 +1,10 @@
-"""Threefry-2x32 from shardc's own uint32 ops, as jax's partitionable scheme
-(`jax_threefry_partitionable=True`): the counters of element i of a shape are the
-high and low words of i, computed per element from iotas (so each shard hashes its
-own counters and nothing is gathered)."""
+"""Threefry-2x32 from shardc's own uint32 ops, with jax's two counter layouts. The
+partitionable one (`jax_threefry_partitionable=True`, jax's default): the counters of
+element i of a shape are the high and low words of i, computed per element from
+iotas (so each shard hashes its own counters and nothing is gathered). The original
+one (the flag False): a flat run of counters whose first half is paired with its
+second, the hashes concatenated (and, for 8/16/64-bit values, words split or joined).
+The flag is read when a program is traced, and is part of shardc.jit's cache key."""
 from __future__ import annotations
 
 import math
@@ -15,6 +18,8 @@ from ...ops import lax as L
 from ...ops.bits import bitcast_convert_type_p
 
 U32 = np.dtype(np.uint32)
+U64 = np.dtype(np.uint64)
+_BLOCK = 2 ** 32 - 1     # the original layout hashes at most this many counters per key
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
@@ -71,23 +76,33 @@ def threefry2x32(k1, k2, x1, x2):
     return x
 
 
+def partitionable():
+    import jax
+    return bool(jax.config.jax_threefry_partitionable)
+
+
 def iota_2x32_shape(shape):
-    """(hi, lo) uint32 words of the row-major flat index of each element of `shape`."""
+    """(hi, lo) uint32 words of the row-major flat index of each element of `shape`:
+    summed in uint32 while every index fits, in uint64 beyond (as jax's lowering)."""
     if not shape:
         return u32(0), u32(0)
     shape = tuple(int(d) for d in shape)
-    if math.prod(shape) > 2 ** 32:
-        raise ShardcError(f"random arrays of more than 2**32 elements (shape {shape}) are "
-                          "not supported yet")
+    n = math.prod(shape)
+    if n > 2 ** 64:
+        raise ShardcError(f"random bits array of size exceeding 2 ** 64 (shape {shape})")
+    dt = U64 if n > 2 ** 32 else U32
     lo = None
     stride = 1
     for d in reversed(range(len(shape))):
-        term = L.iota(U32, shape, d)
+        term = L.iota(dt, shape, d)
         if stride != 1:
-            term = L.mul(term, stride)
+            term = L.mul(term, L.full((), stride, dt))
         lo = term if lo is None else L.add(term, lo)
         stride *= shape[d]
-    return L.full(shape, 0, U32), lo
+    if dt == U32:
+        return L.full(shape, 0, U32), lo
+    return (L.convert_element_type(shr(lo, L.full((), 32, U64)), U32),
+            L.convert_element_type(lo, U32))
 
 
 def _hash(data, shape):
@@ -111,8 +126,63 @@ def _hash(data, shape):
 def split(data, shape):
     """`shape` new keys (uint32 (*B, *shape, 2)) from each key of `data`."""
     from .. import numpy as jnp
+    if not partitionable():
+        batch = tuple(L.aval(data).shape[:-1])
+        return L.reshape(_hash_flat(data, 2 * math.prod(shape)), (*batch, *shape, 2))
     b1, b2 = _hash(data, shape)
     return jnp.stack([b1, b2], axis=L.aval(b1).ndim)
+
+
+def _hash_flat(data, n):
+    """jax's original layout: the hashes of the counters 0..n-1 under each key of
+    `data` (*B, 2), (*B, n) uint32: counter i < n/2 is paired with counter i + n/2 (an
+    odd n pairs its middle one with 0 and drops that pair's second hash), the pairs'
+    two hashes concatenated."""
+    from .. import numpy as jnp
+    batch = tuple(L.aval(data).shape[:-1])
+    nb, h = len(batch), (n + 1) // 2
+    x1 = L.iota(U32, (*batch, h), nb)
+    x2 = L.add(x1, u32(h))
+    if n % 2:       # the pad counter is 0
+        x2 = jnp.where(L.lt(x1, u32(h - 1)), x2, u32(0))
+    k1, k2 = data[..., 0], data[..., 1]
+    if batch:
+        k1, k2 = (L.broadcast_in_dim(k, (*batch, h), range(nb)) for k in (k1, k2))
+    else:
+        k1, k2 = jnp.reshape(k1, ()), jnp.reshape(k2, ())
+    y1, y2 = threefry2x32(k1, k2, x1, x2)
+    out = jnp.concatenate([y1, y2], axis=nb)
+    return out[..., :n] if n % 2 else out
+
+
+def _bits_original(data, bit_width, shape):
+    """jax's original random bits: ceil(bit_width * size / 32) hashed counters, in
+    blocks of _BLOCK under keys split off `data` when there are more."""
+    from .. import numpy as jnp
+    batch = tuple(L.aval(data).shape[:-1])
+    nb, size = len(batch), math.prod(shape)
+    count = -(-bit_width * size // 32)
+    nblocks, rem = divmod(count, _BLOCK)
+    if not nblocks:
+        bits = _hash_flat(data, rem)
+    else:
+        keys = split(data, (nblocks + 1,))
+        blocks = _hash_flat(keys[..., :-1, :], _BLOCK)
+        bits = jnp.concatenate([L.reshape(blocks, (*batch, nblocks * _BLOCK)),
+                                _hash_flat(keys[..., -1, :], rem)], axis=nb)
+    dtype = np.dtype(f"uint{bit_width}")
+    if bit_width == 64:     # the first half's words are the high ones
+        hi, lo = (L.convert_element_type(b, dtype) for b in jnp.split(bits, 2, axis=nb))
+        bits = bitor(shl(hi, 32), lo)
+    elif bit_width < 32:    # each word's values from its low bits up
+        per = 32 // bit_width
+        wide = (*batch, count, per)
+        words = L.broadcast_in_dim(bits, wide, range(nb + 1))
+        shifts = L.mul(L.iota(U32, wide, nb + 1), u32(bit_width))
+        parts = ew.and_p.bind(*L._operands(shr(words, shifts), u32(2 ** bit_width - 1)))
+        bits = L.convert_element_type(L.reshape(parts, (*batch, count * per)), dtype)
+        bits = bits[..., :size]
+    return L.reshape(bits, (*batch, *shape))
 
 
 def fold_in(data, msg):
@@ -125,6 +195,8 @@ def fold_in(data, msg):
 
 def random_bits(data, bit_width, shape):
     """Random bits of `shape` (after the keys' batch dims, if any)."""
+    if not partitionable():
+        return _bits_original(data, bit_width, tuple(int(d) for d in shape))
     b1, b2 = _hash(data, shape)
     dtype = np.dtype(f"uint{bit_width}")
     if bit_width == 64:
