@@ -174,7 +174,6 @@ class Lowered:
         return self.as_text()
 
 
-_X64 = runtime.X64
 _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at import:
 #                              shardc.distributed.initialize() must come before any)
 

@@ -18,7 +18,7 @@ from jax._src.config import debug_infs, debug_nans, disable_jit  # noqa: F401
 
 from ..ir import dtypes
 
-__all__ = ["check", "primitive_fun", "disable_jit"]
+__all__ = ["check", "check_op", "primitive_fun", "disable_jit"]
 
 
 def check(dispatcher, args, kwargs, out):
@@ -50,6 +50,14 @@ def check(dispatcher, args, kwargs, out):
         "jax.numpy.nan)(...)`. \n\nIt may be possible to avoid the invalid value by "
         "removing the `jit` decorator, at the cost of losing optimizations. \n\nIf you "
         "see this error, consider opening a bug report at https://github.com/jax-ml/jax.")
+
+
+def check_op(name, out):
+    """check() for a result with no dispatcher: one op's, named `name`."""
+    if debug_nans.value or debug_infs.value:
+        kind = _invalid(out)
+        if kind is not None:
+            raise FloatingPointError(f"invalid value ({kind}) encountered in {name}")
 
 
 def _invalid(out):
