@@ -38,6 +38,8 @@ from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
 from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
                              jacrev, linearize)
+from .api.transpose import linear_transpose  # noqa: E402
+from jax import named_call, named_scope  # noqa: E402  (ops traced inside carry the name)
 from . import distributed  # noqa: E402
 from . import checkpoints  # noqa: E402  (orbax is imported when a checkpoint is used)
 from . import sharding  # noqa: E402  (jax.sharding's API)
@@ -61,7 +63,7 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
             "make_array_from_single_device_arrays", "process_allgather", "process_count",
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
-            "hessian"]
+            "hessian", "linear_transpose", "named_call", "named_scope"]
 __all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimental",
             "closure_convert", "custom_gradient", "jacobian"]
 __version__ = "0.1.0"

@@ -6,6 +6,8 @@ import os
 import sys
 import types
 
+from jax._src.source_info_util import current_name_stack as _name_stack  # (pinned jax)
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -57,11 +59,19 @@ def lib_path(filename: str) -> str:
 
 class Loc(tuple):
     """A user source location: (file, line); `lib`, when the user's line called into a
-    library (flax, optax) that bound the op, is that library's innermost line (a Loc)."""
+    library (flax, optax) that bound the op, is that library's innermost line (a Loc);
+    `scope`, the named scopes the op was bound in ("block/mlp": named_scope, a flax
+    module's path), which name it in XLA's op metadata and profiles."""
     __slots__ = ()
 
-    def __new__(cls, file: str, line: int, lib: Loc | None = None):
+    def __new__(cls, file: str, line: int, lib: Loc | None = None, scope: str | None = None):
+        if scope:
+            return tuple.__new__(cls, (file, line, lib, scope))
         return tuple.__new__(cls, (file, line) if lib is None else (file, line, lib))
+
+    @property
+    def scope(self):
+        return self[3] if len(self) > 3 else None
 
     @property
     def file(self):
@@ -122,11 +132,68 @@ class at_loc:
         _AT[0] = self.prev
 
 
+# Named scopes: jax's name stack (jax.named_scope, which shardc.named_scope is;
+# named_call; a flax module's path; jax.grad's jvp(...) inside shardc.jit), then the
+# scopes of the imported jaxpr equation being translated (relative to it, as jax's
+# lowering extends them).
+SCOPE: list = [""]
+_scoped_cache: dict = {}
+_stacks: dict = {}
+
+
+def current_scope() -> str:
+    ns = _name_stack()
+    own = SCOPE[0]
+    if not ns.stack:
+        return own
+    text = _stacks.get(ns)
+    if text is None:
+        text = str(ns)
+        if len(_stacks) < 1024:
+            _stacks[ns] = text
+    return f"{text}/{own}" if own else text
+
+
+class in_scope:
+    """`with in_scope(name):` ops bound inside are in the named scope `name`, inside the
+    scopes open already (an imported equation's name stack)."""
+    __slots__ = ("name", "prev")
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.prev = prev = SCOPE[0]
+        if self.name:
+            SCOPE[0] = f"{prev}/{self.name}" if prev else self.name
+
+    def __exit__(self, *exc):
+        SCOPE[0] = self.prev
+
+
+def scoped(loc: Loc, scope: str) -> Loc:
+    """`loc` inside the named scope `scope` (outside the scope it already has)."""
+    key = (loc, scope)
+    got = _scoped_cache.get(key)
+    if got is None:
+        inner = loc.scope
+        got = Loc(loc[0], loc[1], loc.lib, f"{scope}/{inner}" if inner else scope)
+        if len(_scoped_cache) < 4096:
+            _scoped_cache[key] = got
+    return got
+
+
 def user_loc(depth=1) -> Loc:
     """The innermost stack frame that is user code (not shardc, numpy, jax, the standard
     library or a library in site-packages), starting `depth` frames above this call
     (callers may skip frames they know are internal); with the innermost library frame
-    on the way, if any, as its `lib`."""
+    on the way, if any, as its `lib`; in the named scopes open now."""
+    loc = _user_loc(depth + 1)
+    scope = current_scope()
+    return scoped(loc, scope) if scope else loc
+
+
+def _user_loc(depth) -> Loc:
     global _anchor
     if _AT[0] is not None:
         return _AT[0]

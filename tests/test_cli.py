@@ -273,8 +273,10 @@ def test_flax_optax_train_step_ir_explain():
     assert "%params_params_down_kernel: f32[256,64] [{model}, {}]" in header
     assert "%opt_state_1_0_count: i32[] []" in header
     assert "%x: f32[16,8,64] [{data}, {}, {}]" in header and "%y: i32[16] [{data}]" in header
-    # the ops' lines: the user's (the model, the loss, the update) with flax's and optax's
-    assert re.search(r'loc\("flax_optax_train.py":45 in "flax/linen/linear.py":\d+\)', out)
+    # the ops' lines: the user's (the model, the loss, the update) with flax's and optax's,
+    # in the module's named scope (under jax.value_and_grad's jvp)
+    assert re.search(r'loc\("jvp\(Block\)/down"\("flax_optax_train.py":45 in '
+                     r'"flax/linen/linear.py":\d+\)\)', out)
     assert re.search(r"// %\d+: .*from argument params_params_down_kernel via .*"
                      r"@flax_optax_train\.py:\d+", out)
     assert re.search(r"// %\d+: .*@flax_optax_train\.py:69 "

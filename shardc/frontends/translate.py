@@ -94,7 +94,10 @@ def eval_jaxpr(jaxpr, consts, args):
         return literal(v) if type(v) is jcore.Literal else env[v]
     for eqn in jaxpr.eqns:
         loc = _loc(eqn.source_info)
-        with errors.at_loc(loc):
+        # the equation's name stack (jax.named_scope, a flax module's path, jvp(...)),
+        # relative to the enclosing equation's, as jax's lowering extends it
+        scope = str(eqn.source_info.name_stack) if eqn.source_info is not None else ""
+        with errors.at_loc(loc), errors.in_scope(scope):
             outs = apply(eqn.primitive, [read(v) for v in eqn.invars], eqn.params)
         if not eqn.primitive.multiple_results:
             outs = [outs]

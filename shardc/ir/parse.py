@@ -14,7 +14,7 @@ from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 _DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
 _TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}}|\{{auto\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
-_LOC_RE = re.compile(r'\s*loc\("([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?\)\s*$')
+_LOC_RE = re.compile(r'\s*loc\((?:"([^"]*)"\()?"([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?\)?\)\s*$')
 
 
 class ParseError(ShardcError):
@@ -332,8 +332,8 @@ def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines, ex):
     loc = UNKNOWN
     lm = _LOC_RE.search(line)
     if lm:
-        lib = Loc(lm.group(3), int(lm.group(4))) if lm.group(3) is not None else None
-        loc = Loc(lm.group(1), int(lm.group(2)), lib)
+        lib = Loc(lm.group(4), int(lm.group(5))) if lm.group(4) is not None else None
+        loc = Loc(lm.group(2), int(lm.group(3)), lib, lm.group(1))
         line = line[:lm.start()]
     paren = line.find("(")
     if paren < 0:

@@ -267,7 +267,9 @@ def fmt_loc(loc: Loc) -> str:
         return ""
     lib = loc.lib
     via = "" if lib is None else f' in "{lib_path(lib.file)}":{lib.line}'
-    return f' loc("{os.path.basename(loc.file)}":{loc.line}{via})'
+    where = f'"{os.path.basename(loc.file)}":{loc.line}{via}'
+    scope = loc.scope
+    return f' loc("{scope}"({where}))' if scope else f' loc({where})'
 
 
 class _Namer:

@@ -86,7 +86,9 @@ def _loc(op_name, loc) -> str:
         if lib is not None:     # the library's line called from the user's
             where = (f'callsite("{_esc(lib.file)}":{lib.line}:0 at "{_esc(loc.file)}"'
                      f'({where}))')
-        t = f' loc("{op_name}"({where}))'
+        scope = loc.scope
+        t = f' loc("{_esc(scope)}/{op_name}"({where}))' if scope else \
+            f' loc("{op_name}"({where}))'
         if len(_LOCS) < 4096:
             _LOCS[key] = t
     return t

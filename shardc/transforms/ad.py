@@ -17,7 +17,7 @@ from ..trace import core, types
 from ..ir import dtypes
 from ..ir.primitive import Trait, nondiff  # noqa: F401  (nondiff re-exported)
 from ..trace.core import Primitive, Tracer
-from ..errors import ShardcError, ShardcTypeError
+from ..errors import ShardcError, ShardcTypeError, current_scope, in_scope
 from ..ir.program import Lit
 from ..ir.sharding import Sharding
 from ..ops import lax as L
@@ -97,18 +97,23 @@ def _rebind(op, ins, evaluate):
     return outs
 
 
-def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None):
+def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
+             ints=False, emitted=None):
     """Cotangents of `wrt_vals` given cotangents of `out_vals`, by walking `ops` backwards.
 
     Values are IR Values of `builder`; cotangents are tracers (or None for zero).
     `level` names the differentiation (see _claim). `active`: the wrt_vals that depend
-    on what is differentiated outside (default: all); only ops reading them count."""
+    on what is differentiated outside (default: all); only ops reading them count.
+    `ints`: integer values carry cotangents too (linear_transpose of an integer
+    function). `emitted`, a list, gets (op, first, end) for the program ops each rule
+    bound (what linear_transpose's check reads)."""
     ct: dict = {}
     mc = builder.manual
     explicit = types.explicit_axes_of(builder)
+    carries = _carries_ct(ints)
 
     def add(v, c):
-        if c is None or isinstance(v, Lit) or not _is_float(v.aval):
+        if c is None or isinstance(v, Lit) or not carries(v.aval):
             return
         c = _fit(c, v.aval)
         if explicit and v.aval.ts is not None and type(c) is Tracer and \
@@ -138,18 +143,36 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None)
         if rule is nondiff:
             continue
         if not getattr(rule, "keeps_none", False):   # (a rule that tells None from zero)
-            cts = _zeros_for_none(cts, op.outputs)
+            cts = _zeros_for_none(cts, op.outputs, carries)
         ctx = VjpCtx(op, [_as_tracer(builder, v) for v in op.outputs], builder, level,
                      [type(v) is not Lit and id(v) in active for v in op.inputs])
         ins = [_as_tracer(builder, v) for v in op.inputs]
-        if explicit:    # cotangents get their primals' types (as jax's out_sharding=)
-            with types.lenient():
+        first = len(builder.program.ops)
+        with in_scope(_transposed(op.loc)):
+            if explicit:    # cotangents get their primals' types (as jax's out_sharding=)
+                with types.lenient():
+                    in_cts = rule(ctx, cts, *ins, **op.params)
+            else:
                 in_cts = rule(ctx, cts, *ins, **op.params)
-        else:
-            in_cts = rule(ctx, cts, *ins, **op.params)
+        if emitted is not None:
+            emitted.append((op, first, len(builder.program.ops)))
         for v, c in zip(op.inputs, in_cts):
             add(v, c)
     return [ct.get(id(w)) for w in wrt_vals]
+
+
+def _transposed(loc):
+    """The named scope of an op's backward ops: transpose(its scope), as jax names them
+    (the part of its scope open around the differentiation too stays outside)."""
+    scope = loc.scope if loc is not None else None
+    if not scope:
+        return None
+    here = current_scope()
+    if here and scope.startswith(here + "/"):
+        scope = scope[len(here) + 1:]
+    elif scope == here:
+        return None
+    return f"transpose({scope})"
 
 
 def _retype(c, ts, builder):
@@ -177,9 +200,16 @@ def _unvary(mc, v, c):
     return psum_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
 
 
-def _zeros_for_none(cts, vals):
+def _carries_ct(ints):
+    """Which values have cotangents: floats, and integers when `ints`."""
+    if not ints:
+        return _is_float
+    return lambda a: _is_float(a) or dtypes.is_int(a.dtype)
+
+
+def _zeros_for_none(cts, vals, carries=_is_float):
     """Cotangents with a zero array for each float value nothing differentiates."""
-    return [c if c is not None or not _is_float(v.aval) else zeros_like_aval(v.aval)
+    return [c if c is not None or not carries(v.aval) else zeros_like_aval(v.aval)
             for c, v in zip(cts, vals)]
 
 
@@ -209,13 +239,16 @@ def _constant(x):
     return constant_p.bind(value=arr.astype(dtypes.canonicalize(arr.dtype), copy=False))
 
 
-def _traced_vjp(f, primals, has_aux=False):
-    """In the current trace: (out, aux, vjp_fn) for f at `primals` (a tuple)."""
+def _traced_vjp(f, primals, has_aux=False, linear=None):
+    """In the current trace: (out, aux, vjp_fn) for f at `primals` (a tuple).
+    `linear` (linear_transpose's name for f): vjp_fn checks that f is linear, and
+    transposes integer functions too."""
     b = core.current_builder()
     leaves, tree = _tree.tree_flatten(primals)
     xs, origs = [], []
     for x in leaves:
-        _check_diff_input(x, "differentiation")
+        if linear is None:
+            _check_diff_input(x, "differentiation")
         # A fresh value per primal (as jax gives the primal a new variable): f sees
         # only the copy, so a value f closes over -- even the primal's own -- is a
         # constant of the differentiation, not a second use of the primal.
@@ -244,7 +277,11 @@ def _traced_vjp(f, primals, has_aux=False):
         if ct_tree != out_tree:
             raise ShardcError(f"vjp: the cotangent's structure {ct_tree} does not match the "
                               f"output's {out_tree}")
-        res = backward(ops, b, out_vals, ct_leaves, wrt, level)
+        if linear is None:
+            res = backward(ops, b, out_vals, ct_leaves, wrt, level)
+        else:
+            from .linear import transpose
+            res = transpose(ops, b, out_vals, ct_leaves, wrt, level, linear)
         res = [r if r is not None else zeros_like_aval(w.aval) for r, w in zip(res, wrt)]
         seen = set()
         for i, (w, r) in enumerate(zip(origs, res)):   # gradients are sharded like the

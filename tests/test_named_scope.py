@@ -1,0 +1,83 @@
+"""Named scopes (shardc.named_scope / named_call, which are jax's; flax module paths; jax's
+jvp/transpose names inside shardc.jit) name ops in the IR, the lowered module and XLA's op
+metadata, as jax's lowering names them."""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as snp
+from shardc.ir.parse import parse_program
+from shardc.ir.program import print_program
+
+
+def f(x):
+    with shardc.named_scope("block"):
+        y = snp.sin(x)
+        with jax.named_scope("inner"):        # the same stack as shardc's
+            y = y @ x
+    return shardc.named_call(lambda v: v + 1, name="head")(y)
+
+
+def _scopes(text):
+    return re.findall(r'(\w+)\(.*loc\("([^"]+)"\(', text)
+
+
+def test_ir_names_and_round_trip():
+    prog = shardc.jit(f).trace(np.ones((4, 4), np.float32))._program
+    text = print_program(prog)
+    assert _scopes(text) == [("sin", "block"), ("dot_general", "block/inner"),
+                             ("add", "head")]
+    assert print_program(parse_program(text)) == text
+
+
+def test_lowered_and_compiled_op_names():
+    low = shardc.jit(f).lower(np.ones((4, 4), np.float32))
+    text = low.as_text(debug_info=True)
+    for name in ("block/sin", "block/inner/dot_general", "head/add"):
+        assert f'loc("{name}"' in text
+    assert 'op_name="block/inner/dot_general"' in low.compile().as_text()
+
+
+def test_backward_ops_are_named_after_their_forward_ops():
+    def loss(x):
+        with jax.named_scope("outer"):        # open around the differentiation too
+            return shardc.grad(lambda v: f(v).sum())(x)
+    got = _scopes(print_program(shardc.jit(loss).trace(np.ones((4, 4), np.float32))._program))
+    assert ("sin", "outer/block") in got and ("cos", "outer/transpose(block)") in got
+    assert ("dot_general", "outer/transpose(block/inner)") in got
+
+
+def test_jax_code_and_transforms():
+    def g(x):
+        with jax.named_scope("jblock"):
+            return jnp.cos(x) * 3
+    got = _scopes(print_program(shardc.jit(jax.grad(g)).trace(1.0)._program))
+    assert ("sin", "jvp(jblock)") in got and ("neg", "transpose(jvp(jblock))") in got
+    # jax's own names for the same program
+    want = jax.jit(jax.grad(g)).lower(1.0).as_text(debug_info=True)
+    assert "jvp(jblock)/sin" in want and "transpose(jvp(jblock))/neg" in want
+
+
+def test_flax_module_paths():
+    nn = pytest.importorskip("flax.linen")
+
+    class M(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(4)(nn.relu(nn.Dense(8)(x)))
+    m = M()
+    x = jnp.ones((2, 3))
+    p = m.init(jax.random.key(0), x)
+    got = _scopes(print_program(shardc.jit(m.apply).trace(p, x)._program))
+    assert ("dot_general", "M/Dense_0") in got and ("dot_general", "M/Dense_1") in got
+    assert ("add", "M/Dense_1") in got       # the bias: a shardc op on a shardc value
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="named_scope name argument must be a string"):
+        with shardc.named_scope(3):
+            pass
