@@ -8,10 +8,28 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
+
+
+_PARAM = type(pytest.param(0))
+
+
+def sample(cases, every, unpack=False):
+    """A sweep's parametrize list with every `every`-th case in `make test` and the rest
+    marked slow (`make test-slow` runs them all). `unpack`: plain cases are tuples of
+    several arguments."""
+    out = []
+    for i, c in enumerate(cases):
+        if not isinstance(c, _PARAM):
+            c = pytest.param(*c) if unpack else pytest.param(c)
+        if i % every:
+            c = pytest.param(*c.values, id=c.id, marks=[*c.marks, pytest.mark.slow])
+        out.append(c)
+    return out
 
 
 def place(mesh, arrays, specs):

@@ -15,7 +15,7 @@ import shardc.numpy as snp
 from shardc.ir import dtypes
 from shardc.ir.parse import parse_program
 from shardc.ir.program import print_program
-from helpers import Case, compare_cases
+from helpers import Case, compare_cases, sample
 
 SMALL = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
          "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "int4", "uint4"]
@@ -88,7 +88,7 @@ def _data(name, shape=(8, 16), seed=0):
 LAYOUTS = [P(), P("x", None), P(None, "y"), P("x", "y")]
 
 
-@pytest.mark.parametrize("name", NEW)
+@pytest.mark.parametrize("name", sample(NEW, 2))
 def test_arithmetic_values_dtypes_and_shardings(mesh2x4, name):
     """+, *, scalar mixes, comparisons, max and conversions under jit in four layouts:
     values, dtypes, weak types and output shardings as jax.jit's (XLA computes the

@@ -8,7 +8,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from helpers import Case, assert_close, compare_cases, data
+from helpers import Case, assert_close, compare_cases, data, sample
 
 EAGER = {
     # elementwise
@@ -52,7 +52,7 @@ EAGER = {
 }
 
 
-@pytest.mark.parametrize("layout", ["2d", "rows", "single"])
+@pytest.mark.parametrize("layout", sample(["2d", "single", "rows"], 2))
 def test_eager_ops(mesh2x4, layout):
     """Every function on committed sharded arrays (and on single-device arrays)."""
     x, y = data((8, 16), np.float32), data((8, 16), np.float32, seed=1)

@@ -71,9 +71,10 @@ SIZED = {
 }
 
 
-# the sharded layouts in `make test`, the replicated one too in `make test-slow`
+# one sharded layout in `make test`, the other and the replicated one too in `make
+# test-slow`
 LAYOUTS = [pytest.param([P("x"), P("x", "y")], id="x"),
-           pytest.param([P(None, "y"), P("y")], id="y"),
+           pytest.param([P(None, "y"), P("y")], id="y", marks=pytest.mark.slow),
            pytest.param([None, None], id="replicated", marks=pytest.mark.slow)]
 
 
