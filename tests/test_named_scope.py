@@ -12,6 +12,7 @@ import shardc
 import shardc.numpy as snp
 from shardc.ir.parse import parse_program
 from shardc.ir.program import print_program
+from jax.sharding import PartitionSpec as P
 
 
 def f(x):
@@ -81,3 +82,16 @@ def test_errors():
     with pytest.raises(TypeError, match="named_scope name argument must be a string"):
         with shardc.named_scope(3):
             pass
+
+
+def test_backward_of_a_retraced_body_is_transposed_once():
+    # shard_map's gradient rule re-traces its body inside the rule's own scope
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def loss(x):
+        with shardc.named_scope("sm"):
+            y = shardc.shard_map(lambda v: snp.sin(v) * 2, mesh=mesh, in_specs=P("x"),
+                                 out_specs=P("x"))(x)
+        return y.sum()
+    text = print_program(shardc.jit(shardc.grad(loss)).trace(np.ones(8, np.float32))._program)
+    assert {s for _, s in _scopes(text)} == {"sm", "transpose(sm)"}
