@@ -103,3 +103,22 @@ def test_a_folded_user_of_a_while_result_compiles(case):
     assert got.dtype == ref.dtype and got.shape == ref.shape
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5)
     assert same_sharding(got.sharding, ref.sharding, got.ndim)
+
+
+def test_clipped_scatter_max_gradient_is_the_finite_difference():
+    # (fuzz seed 21003063124) indices past the end are clipped onto row 0, so the update
+    # 0 replaces x's negative entries there: their gradient is 0. jax 0.10.2's is 1 (its
+    # JVP counts the ties with a FILL_OR_DROP scatter, which drops the clipped indices);
+    # shardc follows the function, checked by central differences
+    x = np.array([[1.525, -4.03, -0.144, 3.868]], np.float32)
+
+    def f(v):
+        return v.at[snp.array([3, 2, 1, 3])].max(0.0, mode="clip").sum()
+    got = np.asarray(shardc.jit(shardc.grad(f))(x))
+    eps, fd = 1e-2, np.zeros_like(x)
+    for j in range(x.shape[1]):
+        e = np.zeros_like(x)
+        e[0, j] = eps
+        fd[0, j] = (float(shardc.jit(f)(x + e)) - float(shardc.jit(f)(x - e))) / (2 * eps)
+    np.testing.assert_allclose(got, fd, atol=1e-3)
+    np.testing.assert_array_equal(got, [[1.0, 0.0, 0.0, 1.0]])
