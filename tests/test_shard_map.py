@@ -316,3 +316,25 @@ def test_psum_of_a_python_int_is_the_axis_size():
     got = shardc.jit(shardc.shard_map(body(shardc.lax), **spec))(v)
     want = jax.jit(jax.shard_map(body(jax.lax), **spec))(v)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (2, 4)])
+def test_psum_of_booleans_counts_and_pmean_divides(shape):
+    """As jax's: psum of booleans is an int32 count (it was their OR: a wrong value), and
+    pmean is psum / size in true division, so integers and booleans average to float32,
+    over an axis of one device too (it returned int32 there)."""
+    mesh = jax.make_mesh(shape, ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
+    xs = {"bool": np.arange(24).reshape(8, 3) % 3 == 0,
+          "int32": (np.arange(24) % 5).astype(np.int32).reshape(8, 3),
+          "bfloat16": np.arange(24, dtype=jnp.bfloat16).reshape(8, 3)}
+    for name in ("psum", "pmean", "pmax"):
+        for x in xs.values():
+            outs = []
+            for smap, lax_ in ((shardc.shard_map, shardc.lax), (jax.shard_map, jax.lax)):
+                f = smap(lambda v: getattr(lax_, name)(v, "x"), mesh=mesh, in_specs=P("x"),
+                         out_specs=P())
+                outs.append((shardc.jit if smap is shardc.shard_map else jax.jit)(f)(x))
+            got, want = outs
+            assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type), (name, x.dtype)
+            np.testing.assert_array_equal(np.asarray(got, np.float32),
+                                          np.asarray(want, np.float32))

@@ -5,6 +5,7 @@ Each takes one mesh axis name or a tuple of them; pytrees are mapped leaf by lea
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from ..trace import core
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
@@ -62,6 +63,15 @@ def _reduction(prim, name, x, axis_name, scale_invariant):
     return _map(one, x)
 
 
+def _bool_to_int32(v):
+    if aval(v).dtype != np.bool_:
+        return v
+    if not core.is_tracer(v):
+        return np.asarray(v, np.int32)
+    from ..ops import lax as L
+    return L.convert_element_type(v, np.dtype(np.int32))
+
+
 def _as_tracer(x):
     from . import numpy as snp
     return snp.asarray(x)
@@ -72,6 +82,7 @@ def psum(x, axis_name):
     """Sum over the devices along `axis_name`; the result is the same on all of them.
     Of values known at trace time (no traced leaf), as jax: each times the axes' size,
     as it is -- `psum(1, "x")` is the Python int size of "x" (`range(psum(1, "x"))`)."""
+    x = _map(_bool_to_int32, x)       # as jax's: a psum of booleans counts them
     leaves = _tree.tree_leaves(x)
     if leaves and not any(core.is_tracer(v) for v in leaves):
         _, _, sizes = _axes("psum", axis_name)
@@ -100,7 +111,9 @@ def pmean(x, axis_name):
     n = 1
     for s in sizes:
         n *= s
-    return _map(lambda v: snp.divide(v, n) if n != 1 else v, psum(x, axis_name))
+    # true division, as jax's `psum(x) / psum(1)`: integers average to floats, over one
+    # device too
+    return _map(lambda v: snp.divide(v, n), psum(x, axis_name))
 
 
 @api_boundary
