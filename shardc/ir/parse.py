@@ -14,7 +14,8 @@ from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 _DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
 _TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}}|\{{auto\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
-_LOC_RE = re.compile(r'\s*loc\((?:"([^"]*)"\()?"([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?\)?\)\s*$')
+_WHERE = r'"([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?'       # "f.py":12 in "lib.py":3
+_LOC_RE = re.compile(rf'\s*loc\((?:"([^"]*)"\({_WHERE}\)|{_WHERE})\)\s*$')  # scope optional
 
 
 class ParseError(ShardcError):
@@ -332,8 +333,11 @@ def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines, ex):
     loc = UNKNOWN
     lm = _LOC_RE.search(line)
     if lm:
-        lib = Loc(lm.group(4), int(lm.group(5))) if lm.group(4) is not None else None
-        loc = Loc(lm.group(2), int(lm.group(3)), lib, lm.group(1))
+        scope = lm.group(1)
+        file, line_no, lib_file, lib_line = lm.groups()[1:5] if scope is not None else \
+            lm.groups()[5:9]
+        lib = Loc(lib_file, int(lib_line)) if lib_file is not None else None
+        loc = Loc(file, int(line_no), lib, scope)
         line = line[:lm.start()]
     paren = line.find("(")
     if paren < 0:
