@@ -95,3 +95,19 @@ def test_backward_of_a_retraced_body_is_transposed_once():
         return y.sum()
     text = print_program(shardc.jit(shardc.grad(loss)).trace(np.ones(8, np.float32))._program)
     assert {s for _, s in _scopes(text)} == {"sm", "transpose(sm)"}
+
+
+@pytest.mark.parametrize("name", ['we"ird\\ {x}\nscope {', "a//b", "tab\there\r\u2028é"])
+def test_any_scope_name_prints_parses_and_lowers(name):
+    """jax.named_scope takes any string: a quote, backslash, newline, '//' or '{' in it
+    neither ends the IR's literal, line or op nor breaks the lowered module."""
+    def g(x):
+        with jax.named_scope(name):
+            y = snp.sin(x) * 2
+            return shardc.lax.fori_loop(0, 2, lambda i, c: c + y, y)
+    x = np.ones(4, np.float32)
+    text = print_program(shardc.jit(g).trace(x)._program)
+    back = parse_program(text)
+    assert print_program(back) == text
+    assert {op.loc.scope for op in back.ops} == {name}
+    np.testing.assert_allclose(shardc.jit(g)(x), 3 * 2 * np.sin(x), rtol=1e-6)

@@ -14,8 +14,38 @@ from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 _DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
 _TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}}|\{{auto\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
-_WHERE = r'"([^"]*)":(\d+)(?: in "([^"]*)":(\d+))?'       # "f.py":12 in "lib.py":3
-_LOC_RE = re.compile(rf'\s*loc\((?:"([^"]*)"\({_WHERE}\)|{_WHERE})\)\s*$')  # scope optional
+_STR = r'"((?:[^"\\]|\\[n"\\]|\\[0-9A-Fa-f]{2})*)"'  # a literal as program.quote writes
+_WHERE = rf'{_STR}:(\d+)(?: in {_STR}:(\d+))?'      # "f.py":12 in "lib.py":3
+_LOC_RE = re.compile(rf'\s*loc\((?:{_STR}\({_WHERE}\)|{_WHERE})\)\s*$')  # scope optional
+
+
+def _unquote(s):
+    """The string a literal matched by _STR stands for (program.quote inverted)."""
+    if s is None or "\\" not in s:
+        return s
+    out, i = bytearray(), 0
+    while i < len(s):
+        c, nxt = s[i], s[i + 1:i + 2]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif nxt in ('n', '"', "\\"):
+            out += b"\n" if nxt == "n" else nxt.encode()
+            i += 2
+        else:                                   # \XX: one UTF-8 byte
+            out.append(int(s[i + 1:i + 3], 16))
+            i += 3
+    return out.decode(errors="replace")
+
+
+def _uncomment(line):
+    """`line` without its '//' comment; a '//' inside a string literal (a scope such as
+    "a//b") is not one."""
+    cut = line.find("//")
+    if cut < 0 or '"' not in line[:cut]:
+        return line[:cut] if cut >= 0 else line
+    m = re.match(r'(?:[^"/]|/(?!/)|' + _STR + r')*', line)
+    return line[:m.end()]
 
 
 class ParseError(ShardcError):
@@ -231,7 +261,7 @@ def parse_program(text: str) -> Program:
     """Parse IR text into a Program (shardings and locations included). Any mistake in
     the text is a ParseError naming its line and column. The IR line of each op is in
     `program.meta["ir_lines"]` (op -> line), for errors found later (the verifier's)."""
-    lines = [(i + 1, ln.split("//")[0].rstrip()) for i, ln in enumerate(text.splitlines())]
+    lines = [(i + 1, _uncomment(ln).rstrip()) for i, ln in enumerate(text.splitlines())]
     lines = [(n, ln) for n, ln in lines if ln.strip()]
     cur = [lines[0] if lines else (1, "")]      # the line being parsed, for errors
     try:
@@ -333,11 +363,11 @@ def _parse_op(prog, line, lineno, lines, pos, env, cur, ir_lines, ex):
     loc = UNKNOWN
     lm = _LOC_RE.search(line)
     if lm:
-        scope = lm.group(1)
+        scope = _unquote(lm.group(1))
         file, line_no, lib_file, lib_line = lm.groups()[1:5] if scope is not None else \
             lm.groups()[5:9]
-        lib = Loc(lib_file, int(lib_line)) if lib_file is not None else None
-        loc = Loc(file, int(line_no), lib, scope)
+        lib = Loc(_unquote(lib_file), int(lib_line)) if lib_file is not None else None
+        loc = Loc(_unquote(file), int(line_no), lib, scope)
         line = line[:lm.start()]
     paren = line.find("(")
     if paren < 0:

@@ -266,10 +266,29 @@ def fmt_loc(loc: Loc) -> str:
     if loc is UNKNOWN or loc is None:
         return ""
     lib = loc.lib
-    via = "" if lib is None else f' in "{lib_path(lib.file)}":{lib.line}'
-    where = f'"{os.path.basename(loc.file)}":{loc.line}{via}'
+    via = "" if lib is None else f' in {quote(lib_path(lib.file))}:{lib.line}'
+    where = f'{quote(os.path.basename(loc.file))}:{loc.line}{via}'
     scope = loc.scope
-    return f' loc("{scope}"({where}))' if scope else f' loc({where})'
+    return f' loc({quote(scope)}({where}))' if scope else f' loc({where})'
+
+
+def quote(s: str) -> str:
+    """`s` as a string literal of the IR and of MLIR: a quote, backslash or control
+    character in a file or scope name (jax.named_scope takes any string) must not end
+    the literal or the line. Escapes are MLIR's: \\" \\\\ \\n and \\XX per UTF-8 byte."""
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    out = []
+    for c in s:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif not c.isprintable():
+            out.extend(f"\\{b:02X}" for b in c.encode())
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
 
 
 class _Namer:

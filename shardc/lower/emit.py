@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..errors import ShardcError
-from ..ir.program import Aval, Lit, Program
+from ..ir.program import Aval, Lit, Program, quote
 from ..ir.sharding import Sharding
 
 MESH = "@mesh"
@@ -71,23 +71,19 @@ def sharding_per_value(shs) -> str:
 _LOCS: dict = {}
 
 
-def _esc(file):
-    return file.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def _loc(op_name, loc) -> str:
     if loc is None or not loc.line:
         return ""
     key = (op_name, loc)
     t = _LOCS.get(key)
     if t is None:
-        where = f'"{_esc(loc.file)}":{loc.line}:0'
+        where = f'{quote(loc.file)}:{loc.line}:0'
         lib = loc.lib
         if lib is not None:     # the library's line called from the user's
-            where = (f'callsite("{_esc(lib.file)}":{lib.line}:0 at "{_esc(loc.file)}"'
+            where = (f'callsite({quote(lib.file)}:{lib.line}:0 at {quote(loc.file)}'
                      f'({where}))')
         scope = loc.scope
-        t = f' loc("{_esc(scope)}/{op_name}"({where}))' if scope else \
+        t = f' loc({quote(scope + "/" + op_name)}({where}))' if scope else \
             f' loc("{op_name}"({where}))'
         if len(_LOCS) < 4096:
             _LOCS[key] = t
