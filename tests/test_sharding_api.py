@@ -320,8 +320,9 @@ def test_creation_device_and_out_sharding_inside_jit(mesh8):
     s = NamedSharding(mesh8, P("x"))
     out = shardc.jit(lambda: snp.zeros(8, device=s) + 1)()
     assert out.sharding == s
-    out = shardc.jit(lambda v: snp.zeros_like(v, out_sharding=s) + v)(np.ones(8))
-    assert out.sharding == s
+    for mod, jit in ((snp, shardc.jit), (jnp, jax.jit)):   # out_sharding: Explicit axes only
+        with pytest.raises(ValueError, match="Auto"):
+            jit(lambda v: mod.zeros_like(v, out_sharding=s) + v)(np.ones(8))
     out = shardc.jit(lambda: snp.arange(8, device=jax.devices()[0]))()   # no constraint
     np.testing.assert_array_equal(out, np.arange(8))
     for mod in (snp, jnp):
@@ -387,3 +388,40 @@ def test_shard_map_in_specs_none_is_a_static_input(mesh8):
     g = shardc.jit(lambda v: shardc.shard_map(body, mesh=mesh8, in_specs=(P("x"), None, None),
                                               out_specs=P("x"))(v, "scale", 5))
     np.testing.assert_array_equal(g(X), X * 5)
+
+
+def _auto_axis_cases(lib, np_):
+    rs = shardc.reshard if lib is shardc else jax.sharding.reshard
+    aa = shardc.sharding.auto_axes if lib is shardc else jax.sharding.auto_axes
+    A = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    E = explicit_mesh()
+    M = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    return [   # (function, context mesh, jitted, jax refuses it)
+        (lambda x: rs(x, P("x")), A, True, True),
+        (lambda x: rs(x, NamedSharding(A, P("x"))), A, False, True),
+        (lambda x: np_.zeros((8,), out_sharding=P("x")) + x[:, 0], A, True, True),
+        (lambda x: np_.dot(x, x.T, out_sharding=P("x")), A, True, True),
+        (lambda x: x.at[0].set(1.0, out_sharding=P("x")), A, True, True),
+        (lambda x: rs(x, P("y")), M, True, True),
+        (lambda x: rs(x, P("x")), M, True, False),
+        (lambda x: aa(lambda v: rs(v, P("x")), axes="x", out_sharding=P())(x), E, True, True),
+        (lambda x: aa(lambda v: v * 2, axes="x", out_sharding=P("x"))(x), E, True, False),
+        (lambda x: np_.zeros((8, 4), device=NamedSharding(A, P("x"))) + x, A, True, False),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_out_sharding_and_reshard_take_explicit_axes_only_as_jax(case):
+    """jax refuses an Auto or Manual axis in reshard / out_sharding= (a constraint there
+    is with_sharding_constraint's); shardc took it as a constraint."""
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    for lib, np_ in ((jax, jnp), (shardc, snp)):
+        f, mesh, jitted, refused = _auto_axis_cases(lib, np_)[case]
+        with lib.set_mesh(mesh):
+            g = lib.jit(f) if jitted else f
+            xs = jax.device_put(x, NamedSharding(mesh, P()))
+            if refused:
+                with pytest.raises(ValueError, match="Auto"):
+                    g(xs)
+            else:
+                g(xs)

@@ -13,17 +13,21 @@ import functools
 import jax
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from ..errors import ShardcError, api_boundary
+from ..errors import ArgumentError, ShardcError, api_boundary
 from ..trace import core, types
 
 _tree = jax.tree_util
 
 
-def apply_out_sharding(x, out_sharding, what="out_sharding"):
+def apply_out_sharding(x, out_sharding, what="out_sharding", check=True):
     """`x` resharded to `out_sharding` (a NamedSharding or PartitionSpec; None keeps x):
-    what an op's `out_sharding=` does to its result."""
+    what an op's `out_sharding=` does to its result. `check`: refuse Auto and Manual
+    axes, as jax does for a user's out_sharding= and reshard (device= and device_put,
+    and shardc's own uses, constrain those too)."""
     if out_sharding is None:
         return x
+    if check:
+        _check_explicit_only(out_sharding, what)
     from .lax import _constraint_leaf
     return _constraint_leaf(x, out_sharding, reshard=True)
 
@@ -42,6 +46,40 @@ def reshard(xs, out_shardings):
                               "a PartitionSpec under set_mesh); got None")
         out.append(apply_out_sharding(x, s, "reshard"))
     return _tree.tree_unflatten(tree, out)
+
+
+def _check_explicit_only(s, what):
+    """jax's canonicalize_sharding: an out_sharding= or reshard names Explicit axes only;
+    an Auto or Manual one (on the sharding's mesh, or where this traces: auto_axes,
+    shard_map) is an error, not a constraint."""
+    spec = getattr(s, "spec", s)
+    if not isinstance(spec, PartitionSpec):
+        return
+    kinds = {}
+    if isinstance(s, NamedSharding):
+        kinds.update(zip(s.mesh.axis_names, s.mesh.axis_types))
+    b = core.current_builder()
+    if b is not None:
+        here = _axis_types(b)[1]
+    else:
+        am = jax.sharding.get_abstract_mesh()
+        here = {} if am.empty else dict(zip(am.axis_names, am.axis_types))
+    for n, t in here.items():
+        if t != AxisType.Explicit or n not in kinds:
+            kinds[n] = t
+    named = [a for p in spec.partitions if p is not None and p is not PartitionSpec.UNCONSTRAINED
+             for a in (p if isinstance(p, tuple) else (p,))]
+    for a in [*named, *sorted(spec.unreduced), *sorted(spec.reduced)]:
+        kind = kinds.get(a)
+        if kind in (AxisType.Auto, AxisType.Manual):
+            fix = ("inside shard_map it is manual: name only the other axes" if
+                   kind == AxisType.Manual else "constrain Auto axes with "
+                   "with_sharding_constraint, or make the axis Explicit (the mesh's "
+                   "axis_types=, or explicit_axes)")
+            raise ArgumentError(
+                f"{spec} passed to {what} names the axis {a!r}, which is {kind.name} "
+                f"here: out_sharding= and reshard take Explicit axes only, as in jax; "
+                f"{fix}")
 
 
 def _axis_types(b):
@@ -175,7 +213,8 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
                 leaves, tree = _tree.tree_flatten(out)
                 specs = [typeof(o).sharding.spec if core.is_tracer(o) else None
                          for o in leaves]
-            pinned = [o if s is None else reshard(o, NamedSharding(_mesh_of(), s))
+            pinned = [o if s is None else apply_out_sharding(      # Auto axes too
+                      o, NamedSharding(_mesh_of(), s), "explicit_axes", check=False)
                       for o, s in zip(leaves, specs)]
             return _tree.tree_unflatten(tree, pinned)
         return run(args, kwargs)
