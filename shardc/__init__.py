@@ -39,6 +39,7 @@ from . import ad_checkpoint  # noqa: E402
 from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
                              jacrev, linearize)
 from .api.transpose import linear_transpose  # noqa: E402
+from . import custom_batching  # noqa: E402
 from jax import named_call, named_scope  # noqa: E402  (ops traced inside carry the name)
 from . import distributed  # noqa: E402
 from . import checkpoints  # noqa: E402  (orbax is imported when a checkpoint is used)
@@ -65,5 +66,5 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian", "linear_transpose", "named_call", "named_scope"]
 __all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimental",
-            "closure_convert", "custom_gradient", "jacobian"]
+            "closure_convert", "custom_gradient", "jacobian", "custom_batching"]
 __version__ = "0.1.0"

@@ -106,6 +106,21 @@ def test_custom_vjp_and_custom_jvp_rules_are_used():
     both(jax.grad(loss), x)
 
 
+def test_custom_vjp_whose_fwd_calls_the_function_itself():
+    """jax's usual pattern, `fwd(x) = f(x), res`: translating fwd met the same call again
+    and traced its fwd again, without end (RecursionError), under jit, grad and vmap."""
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (f(x), jnp.cos(x) * 2), lambda res, g: (res * g,))
+    x = jnp.asarray(X[0])
+    np.testing.assert_allclose(shardc.jit(f)(x), jnp.sin(x), rtol=1e-6)
+    for t in (jax.grad(lambda v: f(v).sum()), jax.vmap(jax.grad(f)),
+              jax.vmap(jax.grad(jax.grad(f)))):
+        np.testing.assert_allclose(shardc.jit(t)(x), t(x), rtol=1e-6)
+    np.testing.assert_allclose(shardc.grad(lambda v: f(v).sum())(x), 2 * jnp.cos(x), rtol=1e-6)
+
+
 def test_control_flow(mesh2x4):
     x = put(mesh2x4, X, P("x"))
 

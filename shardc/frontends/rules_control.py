@@ -139,14 +139,27 @@ def _custom_vjp_call(*args, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts, out_tr
                          lambda xs: eval_closed(call_jaxpr, consts + list(xs)))
 
 
+_IN_FWD: list = []    # the user bwd functions of the custom_vjp calls whose fwd translates
+
+
 def custom_vjp_of(consts, primals, fwd_outs, bwd, out_trees, primal=None):
     """shardc's custom_vjp over translated jax pieces: fwd_outs(primals) gives jax's
     fwd outputs (residuals not forwarded from inputs, then the outputs); bwd is jax's
     flat bwd (residuals, output cotangents -> input cotangents, consts' first)."""
     from ..transforms.ad import custom_vjp
+    key = _origin(bwd)
+    if primal is not None and key in _IN_FWD:
+        # fwd calling its own function (`return f(x), res`, jax's usual pattern): the
+        # function, as shardc's own custom_vjp does; a new custom rule would trace fwd
+        # again, without end
+        return list(primal(primals))
 
     def split(xs):
-        outs = fwd_outs(xs)
+        _IN_FWD.append(key)
+        try:
+            outs = fwd_outs(xs)
+        finally:
+            _IN_FWD.pop()
         _, res_tree, input_fwds = out_trees()
         n_res = res_tree.num_leaves - sum(f is not None for f in input_fwds)
         it = iter(outs[:n_res])
@@ -167,10 +180,38 @@ def custom_vjp_of(consts, primals, fwd_outs, bwd, out_trees, primal=None):
     return list(f(*primals))
 
 
+def _origin(bwd):
+    """The user's bwd function behind jax's `bwd` (a WrappedFun): where it is defined,
+    which vmap's re-wrapping keeps (a batched bwd is a fresh closure)."""
+    info = getattr(bwd, "debug_info", None)
+    where = getattr(info, "func_src_info", None)
+    return where if where else id(getattr(bwd, "f", bwd))
+
+
 def _zero_ct(g, p):
     if g is None or isinstance(g, SymbolicZero) or type(g).__name__ == "Zero":
         return _zeros_like(p) if is_inexact(core.aval_of(p).dtype) else None
     return g
+
+
+@rule("custom_vmap_call")
+def _custom_vmap_call(*args, call, rule, in_tree, out_tree):
+    """jax.custom_batching.custom_vmap: shardc's custom_vmap of the call's jaxpr on the
+    flat operands (jax's consts first), whose rule is jax's, run on shardc's values."""
+    from jax.tree_util import tree_unflatten
+
+    from ..api.custom_batching import custom_vmap, flat_outputs
+    def fun(*xs):
+        return eval_closed(call, list(xs))
+    fun.__name__ = getattr(rule, "__name__", "custom_vmap")
+    f = custom_vmap(fun)
+
+    @f.def_vmap
+    def flat_rule(axis_size, in_batched, *xs):
+        out, out_batched = rule(axis_size, tree_unflatten(in_tree, in_batched),
+                                *tree_unflatten(in_tree, xs))
+        return flat_outputs(rule, out_tree, out, out_batched)
+    return list(f(*args))
 
 
 @rule("custom_linear_solve")

@@ -14,3 +14,4 @@ from . import scatter, take  # noqa: E402,F401
 from . import linalg_decomp  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
 from . import callback, callback_io  # noqa: E402,F401
+from . import custom_vmap  # noqa: E402,F401

@@ -388,6 +388,14 @@ class custom_vjp:
         self.fwd = self.bwd = None
         self._in_fwd = 0
 
+    def __getattr__(self, name):
+        """Other attributes are the wrapped function's (as jax's forward_attr): a
+        decorator stacked on another one reaches its def_vmap / defvjp."""
+        fun = self.__dict__.get("fun")
+        if fun is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(fun, name)
+
     def defvjp(self, fwd, bwd):
         self.fwd, self.bwd = fwd, bwd
         return self

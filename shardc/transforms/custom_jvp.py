@@ -33,6 +33,14 @@ class custom_jvp:
         self.jvp = None
         self.symbolic_zeros = False
 
+    def __getattr__(self, name):
+        """Other attributes are the wrapped function's (as jax's forward_attr): a
+        decorator stacked on another one reaches its def_vmap / defvjp."""
+        fun = self.__dict__.get("fun")
+        if fun is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(fun, name)
+
     def defjvp(self, jvp, symbolic_zeros=False):
         """symbolic_zeros: the rule gets a jax.custom_derivatives.SymbolicZero for the
         tangent of each input nothing differentiates (and may return them)."""
@@ -57,29 +65,6 @@ class custom_jvp:
             return out, total
         self.defjvp(jvp)
 
-    def _resolve(self, args, kwargs):
-        """Positional arguments, defaults filled in (as jax's resolve_kwargs)."""
-        fun = self.fun
-        if isinstance(fun, functools.partial):    # (an opaque signature, as jax's)
-            fun = lambda *a, **k: None   # noqa: E731
-        try:
-            bound = inspect.signature(fun).bind(*args, **kwargs)
-        except ValueError:      # (no signature: a builtin)
-            if kwargs:
-                raise
-            return args
-        except TypeError as e:
-            raise ShardcTypeError(
-                "The input arguments to the custom_jvp-decorated function "
-                f"{getattr(self.fun, '__name__', self.fun)} could not be resolved to "
-                f"positional-only arguments. Binding failed with the error:\n{e}") from e
-        bound.apply_defaults()
-        passed = [k for k in bound.kwargs if k in kwargs]
-        if passed:
-            raise ShardcTypeError("The following keyword arguments could not be resolved "
-                                  f"to positions: {', '.join(passed)}")
-        return bound.args
-
     @api_boundary
     def __call__(self, *args, **kwargs):
         from ..ops.custom_jvp import CustomJvpRule, custom_jvp_call_p
@@ -87,7 +72,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError("No JVP defined for custom_jvp function "
                                  f"{getattr(self.fun, '__name__', self.fun)} using defjvp.")
-        args = self._resolve(args, kwargs)
+        args = resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
         b = core.current_builder()
         if b is None:
             return self.fun(*args)
@@ -114,3 +99,28 @@ class custom_jvp:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+
+def resolve_kwargs(fun, args, kwargs, kind):
+    """Positional arguments of a call of the `kind`-decorated `fun`, defaults filled in
+    (as jax's resolve_kwargs)."""
+    named = getattr(fun, "__name__", fun)
+    if isinstance(fun, functools.partial):    # (an opaque signature, as jax's)
+        fun = lambda *a, **k: None   # noqa: E731
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except ValueError:      # (no signature: a builtin)
+        if kwargs:
+            raise
+        return args
+    except TypeError as e:
+        raise ShardcTypeError(
+            f"The input arguments to the {kind}-decorated function {named} could not be "
+            f"resolved to positional-only arguments. Binding failed with the error:\n{e}"
+        ) from e
+    bound.apply_defaults()
+    passed = [k for k in bound.kwargs if k in kwargs]
+    if passed:
+        raise ShardcTypeError("The following keyword arguments could not be resolved "
+                              f"to positions: {', '.join(passed)}")
+    return bound.args
