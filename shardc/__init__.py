@@ -25,7 +25,7 @@ from .runtime.autospec import AUTO  # noqa: E402
 from .api.device import device_put  # noqa: E402
 from .api.explicit import reshard, typeof  # noqa: E402
 from jax.sharding import AxisType  # noqa: E402
-from .api.shard_map import shard_map  # noqa: E402
+from .api.shard_map import shard_map, smap  # noqa: E402
 from .api.pmap import pmap  # noqa: E402
 from .transforms.ad import custom_vjp, shard_alike  # noqa: E402
 from .api.grad import grad, jvp, value_and_grad, vjp  # noqa: E402
@@ -36,8 +36,8 @@ from . import experimental  # noqa: E402
 from .api.xmap import xmap  # noqa: E402
 from .api.remat import checkpoint, checkpoint_policies, remat  # noqa: E402
 from . import ad_checkpoint  # noqa: E402
-from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, hessian, jacfwd,  # noqa: E402
-                             jacrev, linearize)
+from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, fwd_and_bwd,  # noqa: E402
+                             hessian, jacfwd, jacrev, linearize)
 from .api.transpose import linear_transpose  # noqa: E402
 from . import custom_batching  # noqa: E402
 from jax import named_call, named_scope  # noqa: E402  (ops traced inside carry the name)
@@ -66,5 +66,6 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
             "hessian", "linear_transpose", "named_call", "named_scope"]
 __all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimental",
-            "closure_convert", "custom_gradient", "jacobian", "custom_batching"]
+            "closure_convert", "custom_gradient", "jacobian", "custom_batching", "fwd_and_bwd",
+            "smap"]
 __version__ = "0.1.0"

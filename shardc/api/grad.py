@@ -168,30 +168,22 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, redu
 _eager_vjps: dict = {}
 
 
-def _eager_vjp(fun, has_aux):
-    """The compiled forward and backward of vjp outside a trace, made once per function."""
-    key = (fun, has_aux)
-    got = _eager_vjps.get(key)
-    if got is None:
-        from .jit import internal_jit
-        name = f"vjp({_fname(fun)})"
-        got = _eager_vjps[key] = (
-            internal_jit(lambda *p: fun(*p), name),
-            internal_jit(lambda p, c: _traced_vjp(lambda *q: fun(*q), p, has_aux)[2](c), name))
-    return got
-
-
 @api_boundary
 def vjp(fun, *primals, has_aux=False):
-    """(f(*primals), vjp_fn) where vjp_fn(ct) gives the cotangents of the primals."""
+    """(f(*primals), vjp_fn[, aux]) where vjp_fn(ct) gives the cotangents of the primals;
+    vjp_fn is a pytree of residuals, as jax's (it may leave and enter jitted functions).
+    Outside a trace the forward pass runs compiled, once per function and signature."""
     if core.current_builder() is None:
-        fwd_j, back = _eager_vjp(fun, has_aux)
-        out = fwd_j(*primals)
-        if has_aux:
-            out, aux = out
-            return out, (lambda ct: back(primals, ct)), aux
-        return out, (lambda ct: back(primals, ct))
+        key = (fun, has_aux)
+        fwd = _eager_vjps.get(key)
+        if fwd is None:
+            from .jit import internal_jit
+            fwd = _eager_vjps[key] = internal_jit(
+                lambda *p: vjp(fun, *p, has_aux=has_aux), f"vjp({_fname(fun)})")
+        return fwd(*primals)
+    from .vjp_fn import make_vjp
     out, aux, fn = _traced_vjp(fun, primals, has_aux)
+    fn = make_vjp(fn, out)
     return (out, fn, aux) if has_aux else (out, fn)
 
 

@@ -344,3 +344,45 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     results = add_shard_map(body, in_vals, in_sh, out_sh, loc)
     return _tree.tree_unflatten(out_tree, results)
 
+
+
+def smap(f=None, /, *, in_axes=Infer, out_axes, axis_name):
+    """shard_map over the one mesh axis `axis_name`, mapping argument dims `in_axes`
+    (an int, None, or a tuple per positional argument; default: read from the types,
+    with the axis Explicit) and result dims `out_axes`, as jax.smap."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise ShardcTypeError(f"smap axis_name should be a `str` or a `Hashable`, but got "
+                              f"{axis_name}")
+    infer = _is_infer(in_axes)
+    if in_axes is not None and not infer and not isinstance(in_axes, (int, tuple)):
+        raise ShardcTypeError(
+            "smap in_axes must be an int, None, jax.sharding.Infer, or a tuple of entries "
+            f"corresponding to the positional arguments passed to the function, but got "
+            f"{in_axes}.")
+    if not infer and not all(isinstance(a, int) for a in _tree.tree_leaves(in_axes)):
+        raise ShardcTypeError("smap in_axes must be an int, None, jax.sharding.Infer, or "
+                              f"(nested) container with those types as leaves, but got {in_axes}.")
+    if not all(isinstance(a, int) for a in _tree.tree_leaves(out_axes)):
+        raise ShardcTypeError("smap out_axes must be an int, None, or (nested) container "
+                              f"with those types as leaves, but got {out_axes}.")
+
+    def spec(axis):
+        return PartitionSpec() if axis is None else PartitionSpec(*[None] * axis, axis_name)
+    is_none = lambda x: x is None   # noqa: E731
+    in_specs = in_axes if infer else _tree.tree_map(spec, in_axes, is_leaf=is_none)
+    mapped = shard_map(f, in_specs=in_specs, out_specs=_tree.tree_map(
+        spec, out_axes, is_leaf=is_none), axis_names={axis_name}, check_vma=True)
+
+    @functools.wraps(f)
+    def call(*args):
+        if infer:
+            m = _resolve_mesh(None)
+            if axis_name in m.axis_names and _axis_type(m, axis_name) != AxisType.Explicit:
+                raise ShardcTypeError(
+                    f"in_axes was not specified when axis_name={frozenset({axis_name})} was "
+                    f"of type {_axis_type(m, axis_name)}: pass in_axes=, or make the axis "
+                    "Explicit")
+        return mapped(*args)
+    return call

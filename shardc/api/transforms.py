@@ -105,3 +105,30 @@ def _call_aux(fun, primals):
         from .jit import internal_jit
         return internal_jit(checked, getattr(fun, "__name__", "fun"))(*primals)
     return checked(*primals)
+
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """(fwd, bwd) as jax.fwd_and_bwd: fwd(*args) is vjp(fun) at the `argnums` arguments,
+    (out, residuals[, aux]); bwd(residuals, ct) their cotangents. Jitted (the default),
+    each compiles once and the residuals are arrays passed between them."""
+    from .grad import _argnums, vjp
+    if not callable(fun):
+        raise ShardcTypeError(f"Expected a callable value, got {fun!r}")
+
+    def fwd(*args):
+        single, nums = _argnums(argnums, len(args))
+
+        def partial(*dyn):
+            full = list(args)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            return fun(*full)
+        return vjp(partial, *[args[i] for i in nums], has_aux=has_aux)
+
+    def bwd(f_vjp, outgrad):
+        g = f_vjp(outgrad)
+        return g[0] if isinstance(argnums, int) else g
+    if jitted:
+        from .jit import jit
+        fwd, bwd = jit(fwd), jit(bwd)
+    return fwd, bwd

@@ -1,0 +1,117 @@
+"""The function vjp returns, as jax's `VJP`: called on a cotangent it gives the primals'
+cotangents; as a pytree its leaves are the residuals, the forward values the backward
+pass reads. So it crosses jit boundaries: `shardc.jit(lambda x: vjp(f, x))` returns one
+holding arrays, and a jitted `bwd(vjp_fn, ct)` takes one (jax.fwd_and_bwd's pattern).
+
+Inside the trace that made it, a call differentiates in place. Flattening it (a jit
+returning it) traces the backward pass once into a region whose block arguments are the
+cotangents; the values the region captures are the residuals. An unflattened one
+re-traces that region on its leaves, compiled per region when called outside a trace.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..errors import ShardcError, api_boundary
+from ..ir.program import Lit
+from ..ops import lax as L
+from ..ops.region import trace_region
+from ..trace import core
+from ..transforms.ad import eval_ops
+
+_tree = jax.tree_util
+
+
+class _Backward:
+    """The backward pass as a region: (cotangents, residuals) -> the primals' cotangents."""
+    __slots__ = ("region", "out_tree", "in_tree", "ct_avals", "jitted")
+
+    def __init__(self, region, out_tree, in_tree, ct_avals):
+        self.region, self.out_tree, self.in_tree = region, out_tree, in_tree
+        self.ct_avals, self.jitted = ct_avals, None
+
+    def __call__(self, cts, residuals):
+        outs = eval_ops(self.region, list(cts) + list(residuals))
+        return _tree.tree_unflatten(self.in_tree, [o.value if isinstance(o, Lit) else o
+                                                   for o in outs])
+
+
+@_tree.register_pytree_node_class
+class VJP:
+    """vjp's pullback: `fn(ct)`; a pytree of its residuals."""
+
+    def __init__(self, direct=None, builder=None, out_tree=None, out_avals=None,
+                 backward=None, residuals=()):
+        self._direct, self._builder = direct, builder
+        self._out_tree, self._out_avals = out_tree, out_avals
+        self._backward, self._residuals = backward, tuple(residuals)
+
+    @api_boundary
+    def __call__(self, ct):
+        if self._backward is None:          # in the trace that made it
+            if core.current_builder() is None:
+                raise ShardcError("a vjp function made inside a trace is called after that "
+                                  "trace ended: return it from the jitted function instead")
+            return self._direct(ct)
+        bw = self._backward
+        leaves, tree = _tree.tree_flatten(ct)
+        if tree != bw.out_tree:
+            raise ShardcError(f"vjp: the cotangent's structure {tree} does not match the "
+                              f"output's {bw.out_tree}")
+        for c, a in zip(leaves, bw.ct_avals):
+            if tuple(np.shape(c)) != tuple(a.shape):
+                raise ShardcError(f"vjp: a cotangent has shape {np.shape(c)}, the "
+                                  f"output it stands for {tuple(a.shape)}")
+        if core.current_builder() is not None:
+            return bw(_fit(leaves, bw.ct_avals), self._residuals)
+        if bw.jitted is None:
+            from .jit import internal_jit
+            bw.jitted = internal_jit(lambda c, r: bw(_fit(c, bw.ct_avals), r), "vjp")
+        return bw.jitted(leaves, list(self._residuals))
+
+    def tree_flatten(self):
+        if self._backward is None:
+            self._trace_backward()
+        return self._residuals, self._backward
+
+    @classmethod
+    def tree_unflatten(cls, backward, residuals):
+        return cls(backward=backward, residuals=residuals)
+
+    def _trace_backward(self):
+        b = core.current_builder()
+        inside = b
+        while inside is not None and inside is not self._builder:
+            inside = inside.parent
+        if inside is None:
+            raise ShardcError("a vjp function made inside a trace is used as a pytree "
+                              "(returned from jit, mapped over) after that trace ended")
+        in_tree = []
+
+        def body(*cts):
+            got = self._direct(_tree.tree_unflatten(self._out_tree, list(cts)))
+            leaves, t = _tree.tree_flatten(got)
+            in_tree.append(t)
+            return leaves, None
+        region, caps, _ = trace_region(self._out_avals, body, "vjp")
+        self._backward = _Backward(region, self._out_tree, in_tree[0], self._out_avals)
+        self._residuals = tuple(caps)
+
+
+def _fit(cts, avals):
+    """Cotangents with the outputs' dtypes (jax accepts a weak or other float type)."""
+    out = []
+    for c, a in zip(cts, avals):
+        if not core.is_tracer(c):
+            c = np.asarray(c, a.dtype)
+        elif core.aval_of(c).dtype != a.dtype:
+            c = L.convert_element_type(c, a.dtype)
+        out.append(c)
+    return out
+
+
+def make_vjp(vjp_fn, out):
+    """The VJP of a traced vjp: `vjp_fn` made in the current trace for outputs `out`."""
+    leaves, tree = _tree.tree_flatten(out)
+    return VJP(vjp_fn, core.current_builder(), tree, [core.aval_of(o) for o in leaves])

@@ -1,0 +1,94 @@
+"""vjp's function is a pytree of residuals, as jax's VJP: it leaves and enters jitted
+functions; jax.fwd_and_bwd on top of it compiles each half once."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+
+R = np.random.default_rng(0)
+X = R.normal(size=(8, 4)).astype(np.float32)
+W = R.normal(size=(4, 4)).astype(np.float32)
+CT = R.normal(size=(8, 4)).astype(np.float32)
+
+
+def sf(x, w):
+    return snp.tanh(x @ w) * x
+
+
+def jf(x, w):
+    return jnp.tanh(x @ w) * x
+
+
+def close(a, b):
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-6)
+
+
+def test_vjp_function_returned_from_jit_and_passed_into_jit():
+    want = jax.vjp(jf, X, W)[1](CT)
+    y, fn = shardc.jit(lambda x, w: shardc.vjp(sf, x, w))(X, W)
+    leaves = jax.tree_util.tree_leaves(fn)
+    assert leaves and all(isinstance(r, jax.Array) for r in leaves)     # residual arrays
+    close(fn(CT), want)                                       # called outside any trace
+    close(shardc.jit(lambda f, c: f(c))(fn, CT), want)        # an argument of a jit
+    close(shardc.jit(lambda f, c: f(c * 2))(fn, CT), jax.vjp(jf, X, W)[1](CT * 2))
+    close(shardc.vjp(sf, X, W)[1](CT), want)                  # eager vjp: the same object
+    close(y, jf(X, W))
+
+
+def test_vjp_function_keeps_the_shardings_of_the_primals(mesh2x4):
+    x = jax.device_put(X, NamedSharding(mesh2x4, P("x", None)))
+    w = jax.device_put(W, NamedSharding(mesh2x4, P(None, "y")))
+    _, fn = shardc.jit(lambda x, w: shardc.vjp(sf, x, w))(x, w)
+    gx, gw = shardc.jit(lambda f, c: f(c))(fn, CT)
+    close((gx, gw), jax.vjp(jf, X, W)[1](CT))
+    # as the pullback called in the trace that made it: sharded like the primals
+    igx, igw = shardc.jit(lambda x, w, c: shardc.vjp(sf, x, w)[1](c))(x, w, CT)
+    assert gx.sharding.spec == igx.sharding.spec == P("x")
+    assert gw.sharding.spec == igw.sharding.spec == P(None, "y")
+
+
+def test_vjp_function_inside_one_trace_and_with_aux():
+    def f(x, w):
+        y, fn, aux = shardc.vjp(lambda a: (sf(a, w), a.sum()), x, has_aux=True)
+        leaves, tree = jax.tree_util.tree_flatten(fn)       # flattened inside the trace
+        return fn(CT)[0] + jax.tree_util.tree_unflatten(tree, leaves)(CT)[0] + aux
+    want = 2 * jax.vjp(lambda a: jf(a, W), X)[1](CT)[0] + X.sum()
+    np.testing.assert_allclose(shardc.jit(f)(X, W), want, rtol=2e-5)
+
+
+def test_cotangent_mistakes_are_clear_errors():
+    _, fn = shardc.jit(lambda x, w: shardc.vjp(sf, x, w))(X, W)
+    with pytest.raises(shardc.ShardcError, match="cotangent's structure"):
+        fn((CT, CT))
+    with pytest.raises(shardc.ShardcError, match=r"cotangent has shape \(4, 4\)"):
+        fn(CT[:4])
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_fwd_and_bwd_as_jax_and_compiled_once(argnums):
+    fwd, bwd = shardc.fwd_and_bwd(sf, argnums=argnums)
+    jfwd, jbwd = jax.fwd_and_bwd(jf, argnums=argnums)
+    for i in range(3):
+        y, res = fwd(X + i, W)
+        g = bwd(res, CT)
+        jy, jres = jfwd(X + i, W)
+        close(y, jy)
+        close(g, jbwd(jres, CT))
+        assert jax.tree_util.tree_structure(g) == jax.tree_util.tree_structure(jbwd(jres, CT))
+    assert len(fwd._cache) == 1 and len(bwd._cache) == 1
+
+
+def test_fwd_and_bwd_with_aux_and_unjitted():
+    fwd, bwd = shardc.fwd_and_bwd(lambda x, w: (sf(x, w), x.sum()), argnums=0, has_aux=True)
+    y, res, aux = fwd(X, W)
+    np.testing.assert_allclose(aux, X.sum(), rtol=1e-6)
+    close(bwd(res, CT), jax.vjp(lambda a: jf(a, W), X)[1](CT)[0])
+    fwd, bwd = shardc.fwd_and_bwd(sf, argnums=1, jitted=False)
+    y, res = fwd(X, W)
+    close(bwd(res, CT), jax.vjp(lambda w: jf(X, w), W)[1](CT)[0])
