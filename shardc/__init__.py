@@ -41,6 +41,7 @@ from .api.transforms import (ShapeDtypeStruct, custom_jvp, eval_shape, fwd_and_b
 from .api.transpose import linear_transpose  # noqa: E402
 from . import custom_batching  # noqa: E402
 from jax import named_call, named_scope  # noqa: E402  (ops traced inside carry the name)
+from jax import ensure_compile_time_eval  # noqa: E402  (ops on constants run at trace time)
 from . import distributed  # noqa: E402
 from . import checkpoints  # noqa: E402  (orbax is imported when a checkpoint is used)
 from . import sharding  # noqa: E402  (jax.sharding's API)
@@ -64,7 +65,8 @@ __all__ += ["checkpoints", "devices", "distributed", "global_array_to_host_local
             "make_array_from_single_device_arrays", "process_allgather", "process_count",
             "process_index"]
 __all__ += ["custom_jvp", "eval_shape", "ShapeDtypeStruct", "linearize", "jacfwd", "jacrev",
-            "hessian", "linear_transpose", "named_call", "named_scope"]
+            "hessian", "linear_transpose", "named_call", "named_scope",
+            "ensure_compile_time_eval"]
 __all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimental",
             "closure_convert", "custom_gradient", "jacobian", "custom_batching", "fwd_and_bwd",
             "smap"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import jax
+from jax._src import config
 from jax._src import core as jcore
 from jax._src import source_info_util
 
@@ -129,8 +130,17 @@ class _Enter:
 _enter = _Enter
 
 
+def _folding():
+    return config.eager_constant_folding.value
+
+
+def _leave():
+    return jcore.set_current_trace(jcore.eval_trace)
+
+
 def install():
-    core.JAX_BRIDGE.update(jax_aval=jax_aval, jax_trace=TRACE, enter=_enter)
+    core.JAX_BRIDGE.update(jax_aval=jax_aval, jax_trace=TRACE, enter=_enter,
+                           folding=_folding, leave=_leave)
     # jax's own errors and source locations skip shardc's frames, as they skip jax's
     source_info_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
 

@@ -25,8 +25,11 @@ from . import types as _types
 
 # How jax sees shardc's tracers (set by shardc.frontends): `jax_aval(tracer)` is its
 # jax type, `jax_trace` the jax Trace that takes every jax primitive bound while shardc
-# traces, and `enter()` a context manager making that trace jax's current one.
-JAX_BRIDGE = {"jax_aval": None, "jax_trace": None, "enter": None}
+# traces, and `enter()` a context manager making that trace jax's current one; `folding()`
+# says whether jax.ensure_compile_time_eval is on, and `leave()` makes jax's eager trace
+# current (what shardc's eager ops run under).
+JAX_BRIDGE = {"jax_aval": None, "jax_trace": None, "enter": None, "folding": None,
+              "leave": None}
 
 
 class Tracer(jax.core.Tracer):
@@ -209,6 +212,9 @@ def is_tracer(x) -> bool:
 def bind(prim: Primitive, args, params):
     bs = _tls.builders
     if bs:
+        if folds(args):
+            with outside_traces():
+                return _eager[0](prim, args, params)
         return _bind_traced(bs[-1], prim, args, params)
     for a in args:
         if type(a) is Tracer:
@@ -217,6 +223,28 @@ def bind(prim: Primitive, args, params):
 
 
 set_binder(bind)
+
+
+def folds(args) -> bool:
+    """Whether a computation on `args` runs now although a trace is open: under
+    jax.ensure_compile_time_eval, when none of them is traced (its result is then a
+    concrete array Python control flow can read)."""
+    folding = JAX_BRIDGE["folding"]
+    return folding is not None and folding() and not any(type(a) is Tracer for a in args)
+
+
+class outside_traces:
+    """`with outside_traces():` runs as if no trace were open (shardc's and jax's)."""
+
+    def __enter__(self):
+        self.saved = list(_tls.builders)
+        _tls.builders.clear()
+        self.jax = JAX_BRIDGE["leave"]()
+        self.jax.__enter__()
+
+    def __exit__(self, *exc):
+        self.jax.__exit__(*exc)
+        _tls.builders[:] = self.saved
 
 
 def _no_eager(prim, args, params):

@@ -15,6 +15,9 @@ _JITS: dict = {}
 
 
 def run(fn, *args, **static):
+    if core.current_builder() is not None and core.folds(args):
+        with core.outside_traces():          # ensure_compile_time_eval: run it now
+            return run(fn, *args, **static)
     if core.current_builder() is not None:
         # as arguments of jax's jitted samplers, Python scalars are weakly typed arrays
         # (so `x ** p` is lax.pow, not an unrolled integer power, as in jax)
