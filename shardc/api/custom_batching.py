@@ -13,7 +13,7 @@ import jax
 
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..trace import core
-from ..transforms.custom_jvp import resolve_kwargs
+from ..transforms.custom_jvp import forward_attr, resolve_kwargs
 
 _tree = jax.tree_util
 
@@ -30,12 +30,7 @@ class custom_vmap:
         self.vmap_rule = None
 
     def __getattr__(self, name):
-        """Other attributes are the wrapped function's (as jax's forward_attr): a
-        decorator stacked on another one reaches its def_vmap / defvjp."""
-        fun = self.__dict__.get("fun")
-        if fun is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(fun, name)
+        return forward_attr(self, name)
 
     def def_vmap(self, vmap_rule):
         self.vmap_rule = vmap_rule

@@ -14,7 +14,7 @@ from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
 from ..trace import core
 from ..trace.core import Primitive
-from . import lax as L
+from .control import _fit
 from .region import bind_region, identity_flow, lower_inline
 
 
@@ -71,13 +71,6 @@ def _jvp(ctx, primals, tangents, *, rule):
     for k, j in enumerate(float_out):
         touts[j] = outs[m + k]
     return outs[:m], touts
-
-
-def _fit(t, like):
-    a = core.aval_of(like)
-    if t is None:
-        return L.zeros(a.shape, a.dtype)
-    return t if core.aval_of(t).dtype == a.dtype else L.convert_element_type(t, a.dtype)
 
 
 custom_vmap_call_p.jvp = _jvp

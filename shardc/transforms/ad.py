@@ -21,6 +21,7 @@ from ..errors import ShardcError, ShardcTypeError, current_scope, in_scope
 from ..ir.program import Lit
 from ..ir.sharding import Sharding
 from ..ops import lax as L
+from .custom_jvp import forward_attr
 
 _tree = jax.tree_util
 
@@ -389,12 +390,7 @@ class custom_vjp:
         self._in_fwd = 0
 
     def __getattr__(self, name):
-        """Other attributes are the wrapped function's (as jax's forward_attr): a
-        decorator stacked on another one reaches its def_vmap / defvjp."""
-        fun = self.__dict__.get("fun")
-        if fun is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(fun, name)
+        return forward_attr(self, name)
 
     def defvjp(self, fwd, bwd):
         self.fwd, self.bwd = fwd, bwd

@@ -34,12 +34,7 @@ class custom_jvp:
         self.symbolic_zeros = False
 
     def __getattr__(self, name):
-        """Other attributes are the wrapped function's (as jax's forward_attr): a
-        decorator stacked on another one reaches its def_vmap / defvjp."""
-        fun = self.__dict__.get("fun")
-        if fun is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(fun, name)
+        return forward_attr(self, name)
 
     def defjvp(self, jvp, symbolic_zeros=False):
         """symbolic_zeros: the rule gets a jax.custom_derivatives.SymbolicZero for the
@@ -124,3 +119,12 @@ def resolve_kwargs(fun, args, kwargs, kind):
         raise ShardcTypeError("The following keyword arguments could not be resolved "
                               f"to positions: {', '.join(passed)}")
     return bound.args
+
+
+def forward_attr(self, name):
+    """A custom_* wrapper's other attributes are the wrapped function's (jax's
+    forward_attr): a decorator stacked on another one reaches its def_vmap / defvjp."""
+    fun = self.__dict__.get("fun")
+    if fun is None or name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(fun, name)
