@@ -53,3 +53,22 @@ def test_without_it_a_branch_on_a_traced_value_is_an_error():
     with pytest.raises(Exception, match="(?i)concrete|bool|traced"):
         shardc.jit(h)(X)
     assert shardc.ensure_compile_time_eval is jax.ensure_compile_time_eval
+
+
+def test_collectives_stay_traced_inside_shard_map(mesh8):
+    """axis_index has no operands yet names the shard_map's axis: it is not folded (it
+    was, to an internal error). jax 0.10.2 folds it and raises "unbound axis name"."""
+    def body(np_, lax_):
+        def f(a):
+            with jax.ensure_compile_time_eval():
+                i = lax_.axis_index("x")
+            return a + i
+        return f
+    x = np.zeros(8, np.float32)
+    from jax.sharding import PartitionSpec as P
+    ours = shardc.jit(shardc.shard_map(body(snp, shardc.lax), mesh=mesh8, in_specs=P("x"),
+                                       out_specs=P("x")))(x)
+    np.testing.assert_array_equal(ours, np.arange(8))
+    with pytest.raises(NameError, match="unbound axis name"):
+        jax.jit(jax.shard_map(body(jnp, jax.lax), mesh=mesh8, in_specs=P("x"),
+                              out_specs=P("x")))(x)

@@ -66,8 +66,13 @@ def test_cotangent_mistakes_are_clear_errors():
     _, fn = shardc.jit(lambda x, w: shardc.vjp(sf, x, w))(X, W)
     with pytest.raises(shardc.ShardcError, match="cotangent's structure"):
         fn((CT, CT))
-    with pytest.raises(shardc.ShardcError, match=r"cotangent has shape \(4, 4\)"):
+    with pytest.raises(ValueError, match=r"got float32\[4, 4\], but expected float32\[8, 4\]"):
         fn(CT[:4])
+    # a complex cotangent for a real output lost its imaginary part silently
+    for call in (fn, lambda c: shardc.jit(lambda x, w, c: shardc.vjp(sf, x, w)[1](c))(X, W, c),
+                 lambda c: shardc.vjp(sf, X, W)[1](c)):
+        with pytest.raises(ValueError, match="got complex64"):
+            call(CT * (1 + 2j))
 
 
 @pytest.mark.parametrize("argnums", [0, 1, (0, 1)])

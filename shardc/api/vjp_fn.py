@@ -13,7 +13,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..errors import ShardcError, api_boundary
+from ..errors import ArgumentError, ShardcError, api_boundary
+from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import lax as L
 from ..ops.region import trace_region
@@ -49,20 +50,20 @@ class VJP:
 
     @api_boundary
     def __call__(self, ct):
-        if self._backward is None:          # in the trace that made it
+        bw = self._backward
+        out_tree, avals = (self._out_tree, self._out_avals) if bw is None else \
+            (bw.out_tree, bw.ct_avals)
+        leaves, tree = _tree.tree_flatten(ct)
+        if tree != out_tree:
+            raise ShardcError(f"vjp: the cotangent's structure {tree} does not match the "
+                              f"output's {out_tree}")
+        for c, a in zip(leaves, avals):
+            _check_cotangent(c, a)
+        if bw is None:                      # in the trace that made it
             if core.current_builder() is None:
                 raise ShardcError("a vjp function made inside a trace is called after that "
                                   "trace ended: return it from the jitted function instead")
             return self._direct(ct)
-        bw = self._backward
-        leaves, tree = _tree.tree_flatten(ct)
-        if tree != bw.out_tree:
-            raise ShardcError(f"vjp: the cotangent's structure {tree} does not match the "
-                              f"output's {bw.out_tree}")
-        for c, a in zip(leaves, bw.ct_avals):
-            if tuple(np.shape(c)) != tuple(a.shape):
-                raise ShardcError(f"vjp: a cotangent has shape {np.shape(c)}, the "
-                                  f"output it stands for {tuple(a.shape)}")
         if core.current_builder() is not None:
             return bw(_fit(leaves, bw.ct_avals), self._residuals)
         if bw.jitted is None:
@@ -97,6 +98,19 @@ class VJP:
         region, caps, _ = trace_region(self._out_avals, body, "vjp")
         self._backward = _Backward(region, self._out_tree, in_tree[0], self._out_avals)
         self._residuals = tuple(caps)
+
+
+def _check_cotangent(c, aval):
+    """A cotangent of the output's shape; a complex one for a real output would lose its
+    imaginary part, so it is refused (as jax refuses any other dtype)."""
+    shape = tuple(core.aval_of(c).shape) if core.is_tracer(c) else np.shape(c)
+    dt = core.aval_of(c).dtype if core.is_tracer(c) else np.result_type(c)
+    if tuple(shape) != tuple(aval.shape) or \
+            (dtypes.is_complex(dt) and not dtypes.is_complex(aval.dtype)):
+        raise ArgumentError(
+            f"unexpected type for argument to VJP function: got {np.dtype(dt).name}"
+            f"{list(shape)}, but expected {np.dtype(aval.dtype).name}{list(aval.shape)} "
+            "because the corresponding output of the differentiated function has that type")
 
 
 def _fit(cts, avals):

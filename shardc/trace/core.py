@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import dtypes
 from ..errors import TRACING, ShardcError, TracerError, forget_frames, user_loc
 from ..ir import primitive as _primitive
-from ..ir.primitive import (PRIMITIVES, Primitive, _shape_sig,  # noqa: F401
+from ..ir.primitive import (PRIMITIVES, Primitive, Vma, _shape_sig,  # noqa: F401
                             abstract_eval, set_binder)
 from ..ir.program import Aval, Lit, Op, Program, Value
 from . import types as _types
@@ -212,7 +212,7 @@ def is_tracer(x) -> bool:
 def bind(prim: Primitive, args, params):
     bs = _tls.builders
     if bs:
-        if folds(args):
+        if prim.vma is Vma.KEEP and folds(args):   # (a collective names the trace's axes)
             with outside_traces():
                 return _eager[0](prim, args, params)
         return _bind_traced(bs[-1], prim, args, params)
