@@ -266,11 +266,7 @@ UNTRANSLATED = {
                      "threefry2x32", "threefry4x32"], "device kernels and foreign calls"),
     # still to do
     **dict.fromkeys(["after_all", "create_token", "rng_bit_generator", "rng_uniform",
-                     "select_and_scatter",
-                     "linear_call",
-                     "tridiagonal", "hessenberg", "schur",
-                     "ormqr", "geqp3", "cholesky_update",
-                     "symmetric_product"], "not yet"),
+                     "select_and_scatter", "linear_call"], "not yet"),
 }
 
 

@@ -7,7 +7,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, wrap_public
-from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..ops import indexing as ix
@@ -16,7 +15,7 @@ from ..ops.reduce import identity_of
 from ..ops import shape as shp
 from ..trace import core
 from .lax_ops import _arr, _shape, index_in_dim
-from .numpy._util import aval, convert
+from .numpy._util import aval, default_fill, convert
 
 
 # ---------------------------------------------------------------- gather / scatter
@@ -76,8 +75,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     mask = shp.broadcast_in_dim_p.bind(ok, shape=oa.shape, broadcast_dimensions=batch_dims)
     dt = oa.dtype
     if fill_value is None:
-        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
-            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
+        fill_value = default_fill(dt)
     fill = Lit(core._scalar(fill_value, dt), oa.update(shape=(), weak=False))
     return ew.select_p.bind(mask, out, shp.broadcast_in_dim_p.bind(
         fill, shape=oa.shape, broadcast_dimensions=()))

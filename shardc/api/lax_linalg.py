@@ -6,6 +6,7 @@ from ..errors import ShardcError, wrap_public
 from ..ops import lax as L
 from ..ir import dtypes
 from ..ops import linalg_decomp as D
+from ..ops import linalg_forms as F
 from ..ops.complex import conj_p
 from .numpy._util import aval, check_arraylike, promote_dtypes_inexact
 
@@ -82,12 +83,24 @@ def householder_product(a, taus):
 
 
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
-    """(q, r) of x (Householder QR, as LAPACK's geqrf/orgqr)."""
-    if pivoting:
-        raise ShardcError("qr: pivoting=True is not supported by shardc (jax runs it with "
-                          "LAPACK's geqp3 only); use pivoting=False")
+    """(q, r) of x (Householder QR, as LAPACK's geqrf/orgqr); with pivoting, (q, r, p)
+    where x[..., p] = q @ r and p orders the columns as LAPACK's geqp3 does."""
     x = _arg("qr", x)
-    return tuple(D.qr_p.bind(x, full_matrices=bool(full_matrices)))
+    if not pivoting:
+        return tuple(D.qr_p.bind(x, full_matrices=bool(full_matrices)))
+    a = aval(x)
+    if 0 in a.shape[-2:]:
+        q, r = D.qr_p.bind(x, full_matrices=bool(full_matrices))
+        return q, r, L.zeros((*a.shape[:-2], a.shape[-1]), dtypes.int32)
+    _, p, _ = _geqp3(x, L.zeros((*a.shape[:-2], a.shape[-1]), dtypes.int32))
+    p = L.sub(p, 1)
+    # geqp3 factors x with its columns permuted by p: q and r are that matrix's QR, and
+    # the permutation is constant where differentiable, so qr's own gradient (jax's
+    # rule, which permutes the tangent the same way) holds
+    from . import numpy as snp
+    xp = snp.take_along_axis(x, snp.broadcast_to(p[..., None, :], a.shape), axis=-1)
+    q, r = D.qr_p.bind(xp, full_matrices=bool(full_matrices))
+    return q, r, p
 
 
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
@@ -195,6 +208,98 @@ def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
         return x, x
     _, x = scan(substitute, snp.zeros_like(y[0]), (c, y), reverse=True)
     return snp.moveaxis(x, 0, -2)
+
+
+def schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):
+    """(t, vs): the Schur form and Schur vectors of each square matrix (LAPACK's gees;
+    CPU only, as jax's), or (t,) without vectors."""
+    if sort_eig_vals:
+        raise NotImplementedError("The sort feature of LAPACK's gees routine is not "
+                                  "implemented.")
+    x = _arg("schur", x)
+    return tuple(F.schur_p.bind(x, compute_schur_vectors=bool(compute_schur_vectors)))
+
+
+def hessenberg(a):
+    """(a, taus): the upper Hessenberg form above the first subdiagonal, the Householder
+    reflectors below it and their scales (LAPACK's gehrd; CPU only, as jax's)."""
+    a = _arg("hessenberg", a)
+    return tuple(F.hessenberg_p.bind(a))
+
+
+def tridiagonal(a, *, lower=True):
+    """(arr, d, e, taus): a Hermitian matrix reduced to tridiagonal form (LAPACK's
+    sytrd / hetrd): the reflectors in arr, the diagonal d, off-diagonal e, and taus."""
+    a = _arg("tridiagonal", a)
+    return tuple(F.tridiagonal_p.bind(a, lower=bool(lower)))
+
+
+def _geqp3(a, jpvt):
+    """(a, jpvt, taus): column-pivoted QR (LAPACK's geqp3): R above the diagonal,
+    reflectors below, 1-based pivots (a nonzero jpvt entry fixes that column first)."""
+    a = _arg("geqp3", a)
+    check_arraylike("geqp3", jpvt)
+    return tuple(F.geqp3_p.bind(a, jpvt))
+
+
+def ormqr(a, taus, c, *, left=True, transpose=False):
+    """Q @ c, Q^H @ c, c @ Q or c @ Q^H for the Q of geqrf's reflectors in a and taus,
+    without forming Q (LAPACK's ormqr / unmqr)."""
+    a = _arg("ormqr", a)
+    check_arraylike("ormqr", taus, c)
+    a, taus, c = promote_dtypes_inexact(a, taus, c)
+    return F.ormqr_p.bind(a, taus, c, left=bool(left), transpose=bool(transpose))
+
+
+def cholesky_update(r_matrix, w_vector):
+    """The upper Cholesky factor of R^T R + w w^T from R's, in O(n^2): a Givens rotation
+    per row folds w into R (jax's algorithm)."""
+    from . import numpy as snp
+    from .control import fori_loop
+    check_arraylike("cholesky_update", r_matrix, w_vector)
+    r, w = promote_dtypes_inexact(r_matrix, w_vector)
+    n = aval(r).shape[-1] if aval(r).ndim == 2 else -1
+    if aval(r).shape != (n, n) or aval(w).shape != (n,):
+        raise ShardcError(f"cholesky_update needs an (n, n) matrix and an (n,) vector; got "
+                          f"{aval(r).shape} and {aval(w).shape}")
+    if dtypes.is_complex(aval(r).dtype):
+        raise ShardcError("cholesky_update needs real float arrays (as jax's)")
+    one, zero = snp.ones((), aval(r).dtype), snp.zeros((), aval(r).dtype)
+
+    def row(k, rw):
+        r, w = rw
+        x, y = r[k, k], w[k]
+        big = snp.maximum(snp.abs(x), snp.abs(y))
+        safe = snp.where(y == 0, one, big)
+        xs, ys = x / safe, y / safe
+        rh = 1 / snp.sqrt(xs * xs + ys * ys)
+        c = snp.where(y == 0, one, xs * rh)
+        s = snp.where(y == 0, zero, -ys * rh)
+        rk = r[k]
+        return r.at[k].set(c * rk - s * w), c * w + s * rk
+    return fori_loop(0, n, row, (r, w))[0]
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha=1., beta=0., symmetrize_output=False):
+    """alpha * a @ a^T + beta * c for a [..., m, n] and c [..., m, m]; with
+    symmetrize_output the upper triangle mirrors the lower one (as jax's)."""
+    from .numpy._linalg import matmul
+    check_arraylike("symmetric_product", a_matrix, c_matrix)
+    a, c = promote_dtypes_inexact(a_matrix, c_matrix)
+    if dtypes.is_complex(aval(a).dtype):
+        raise ShardcError("symmetric_product needs real float arrays (as jax's); got "
+                          f"{aval(a).dtype}")
+    sa, sc = aval(a).shape, aval(c).shape
+    if len(sa) < 2 or len(sc) != len(sa) or sc[-1] != sc[-2] or sa[-2] != sc[-1] or \
+            sa[:-2] != sc[:-2]:
+        raise ShardcError("symmetric_product expects a rectangular matrix of shape (..., m, n) "
+                          f"and a square matrix of shape (..., m, m); got {sa} and {sc}")
+    out = L.add(L.mul(alpha, matmul(a, _mT(a), precision="highest")), L.mul(beta, c))
+    if symmetrize_output:
+        from .numpy import tril
+        lower = tril(out)
+        out = L.add(lower, _mT(tril(out, -1)))
+    return out
 
 
 wrap_public(globals())

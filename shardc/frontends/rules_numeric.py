@@ -98,6 +98,42 @@ def _composite(*args, jaxpr, name=None, attributes=(), version=0):
     return eval_closed(jaxpr, list(args))
 
 
+@rule("conj")
+def _conj(x, *, input_dtype=None):
+    # jax's conj of a real array is that array as complex
+    from ..ir import dtypes
+    from ..ops.complex import conj_p
+    dt = core.aval_of(x).dtype
+    if dtypes.is_complex(dt):
+        return conj_p.bind(x)
+    return lax_ops.convert_element_type(x, dtypes.complex_dtype(dt))
+
+
+@rule("schur")
+def _schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):
+    from ..api.lax_linalg import schur
+    return list(schur(x, compute_schur_vectors=compute_schur_vectors,
+                      sort_eig_vals=sort_eig_vals))
+
+
+@rule("qr")
+def _qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
+    from ..api.lax_linalg import qr
+    return list(qr(x, pivoting=pivoting, full_matrices=full_matrices))
+
+
+@rule("cholesky_update")
+def _cholesky_update(r, w):
+    from ..api.lax_linalg import cholesky_update
+    return cholesky_update(r, w)
+
+
+@rule("symmetric_product")
+def _symmetric_product(a, c, *, alpha=1., beta=0.):
+    from ..api.lax_linalg import symmetric_product
+    return symmetric_product(a, c, alpha=alpha, beta=beta)
+
+
 @rule("tridiagonal_solve")
 def _tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
     from ..api.lax_linalg import tridiagonal_solve

@@ -66,21 +66,27 @@ class Em:
         return list(zip(names, out_avals))
 
     def custom_call(self, target, ins, out_avals, config, alias_operand=0):
+        """A LAPACK call. `config` values are ui8 codes or typed attribute text ("3 : i32",
+        "true"); `alias_operand` is the operand result 0 reuses, None, or a dict of
+        result index -> operand index."""
         _init_lapack()
         nb = self.nb
         multi = len(out_avals) > 1
-        alias = ("[#stablehlo.output_operand_alias<output_tuple_indices = "
-                 f"{'[0]' if multi else '[]'}, operand_index = {alias_operand}, "
-                 "operand_tuple_indices = []>]")
+        pairs = {0: alias_operand} if isinstance(alias_operand, int) else alias_operand or {}
+        alias = "[" + ", ".join(
+            "#stablehlo.output_operand_alias<output_tuple_indices = "
+            f"{f'[{o}]' if multi else '[]'}, operand_index = {i}, operand_tuple_indices = []>"
+            for o, i in sorted(pairs.items())) + "]"
         props = {
             "api_version": "1 : i32", "backend_config": '""',
             "call_target_name": f'"{target}"', "called_computations": "[]",
             "has_side_effect": "false",
             "operand_layouts": "[" + ", ".join(_layout(a.ndim, nb) for _, a in ins) + "]",
-            **({} if alias_operand is None else {"output_operand_aliases": alias}),
+            **({"output_operand_aliases": alias} if pairs else {}),
             "result_layouts": "[" + ", ".join(_layout(a.ndim, nb) for a in out_avals) + "]",
         }
-        cfg = ", ".join(f"{k} = {v} : ui8" for k, v in sorted(config.items()))
+        cfg = ", ".join(f"{k} = {v if isinstance(v, str) else f'{v} : ui8'}"
+                        for k, v in sorted(config.items()))
         attrs = {"mhlo.backend_config": "{" + cfg + "}",
                  "mhlo.frontend_attributes": f'{{num_batch_dims = "{nb}"}}',
                  "sdy.sharding_rule": self._sdy_rule([a for _, a in ins], out_avals)}

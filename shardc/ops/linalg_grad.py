@@ -153,17 +153,31 @@ def _qr_vjp(ctx, cts, x, *, full_matrices=True):
     q, r = ctx.outs
     a = L.aval(x)
     m, n = a.shape[-2:]
-    if m < n or (full_matrices and m != n):
-        raise ShardcError("Unimplemented case of QR decomposition derivative (as jax: m < n, "
-                          "or full_matrices=True on a non-square matrix)")
+    if m > n and full_matrices:
+        raise ShardcError("Unimplemented case of QR decomposition derivative: "
+                          "full_matrices=True on a tall matrix (use full_matrices=False)")
     _real_only("qr", a.dtype)
+    if m < n:
+        # x = [x1 x2]: (q, r1) = qr(x1) and r2 = q^T x2 (jax's wide-matrix rule, transposed)
+        b = a.shape[:-2]
+
+        def cols(v, lo, hi):
+            return L.slice(v, (0,) * len(b) + (0, lo), (*b, m, hi))
+        x2, r1, rbar1, rbar2 = cols(x, m, n), cols(r, 0, m), cols(rbar, 0, m), cols(rbar, m, n)
+        qbar = L.add(qbar, mm(x2, mT(rbar2)))
+        x1bar = _qr_thin_vjp(q, r1, qbar, rbar1)
+        return [L.concatenate([x1bar, mm(q, rbar2)], a.ndim - 1)]
+    return [_qr_thin_vjp(q, r, qbar, rbar)]
+
+
+def _qr_thin_vjp(q, r, qbar, rbar):
     m1 = mm(mT(q), qbar)
     m2 = mm(rbar, mT(r))
     om = L.sub(m1, m2)                                      # d/d omega
     bbar = L.sub(m2, m1)
     bbar = L.add(bbar, tril(L.sub(om, mT(om)), -1))
     cbar = L.add(qbar, mm(q, bbar))
-    return [solve(r, cbar, left_side=False, lower=False, transpose_a=True)]
+    return solve(r, cbar, left_side=False, lower=False, transpose_a=True)
 
 
 qr_p.vjp = _qr_vjp

@@ -34,7 +34,7 @@ from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, divide, floor_divide, greater, greater_equal, less, logical_and,
     logical_or, maximum, minimum, multiply, power, remainder, subtract, where)
-from ._util import aval, convert, result_type
+from ._util import aval, default_fill, convert, result_type
 from ._methods import _has_foreign
 from ..explicit import apply_out_sharding
 from ...transforms.ad import _retype
@@ -117,9 +117,7 @@ class _IndexUpdateRef:
                                   any(m.any() for m in _oob(xa.shape, entries))):
             return out
         if fill_value is None:
-            fill_value = (np.nan if dtypes.is_float(xa.dtype) else True
-                          if xa.dtype == dtypes.bool_ else np.iinfo(xa.dtype).min
-                          if dtypes.is_signed(xa.dtype) else np.iinfo(xa.dtype).max)
+            fill_value = default_fill(xa.dtype)
         return where(_oob_mask(xa.shape, entries), convert(fill_value, xa.dtype), out)
 
     def _moded(self, mode):

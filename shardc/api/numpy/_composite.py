@@ -16,7 +16,8 @@ from ._reductions import all as _all
 from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
 from ._ufuncs import (abs, add, equal, exp, floor, greater_equal, isinf, isnan, less, less_equal,
     log, logical_and, logical_or, maximum, multiply, remainder, subtract, where)
-from ._util import aval, canonical_dtype, check_arraylike, convert, promote_args_inexact
+from ._util import (aval, canonical_dtype, check_arraylike, convert, default_fill,
+                    promote_args_inexact)
 
 
 def _static_seq(v):
@@ -228,8 +229,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         valid = logical_and(greater_equal(idx, -n), less(idx, n))
     dt = aval(a).dtype
     if fill_value is None:      # jax's: NaN, True, the largest negative or positive int
-        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
-            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
+        fill_value = default_fill(dt)
     valid = reshape(valid, (1,) * axis + aval(valid).shape + (1,) * (nd - axis - 1))
     return where(valid, out, np.asarray(fill_value).astype(dt))
 

@@ -21,7 +21,7 @@ from ...trace import core
 from ._reductions import _cumulative, cumsum, sum as _sum
 from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
 from ._ufuncs import add, bitwise_and, bitwise_or, equal, isnan, less, logical_not, where
-from ._util import aval, canonical_dtype, check_arraylike, convert, promote_dtypes
+from ._util import aval, default_fill, canonical_dtype, check_arraylike, convert, promote_dtypes
 
 
 def asarray_(name, a):
@@ -167,8 +167,7 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
 def _filled(xa, out, ok, fill_value):
     dt = xa.dtype
     if fill_value is None:      # jax's: NaN, True, the largest negative or positive int
-        fill_value = np.nan if dtypes.is_float(dt) else True if dt == dtypes.bool_ else (
-            np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max)
+        fill_value = default_fill(dt)
     fill = L.full((), np.asarray(fill_value).astype(dt), dt)
     return L.select(ok, out, fill)
 

@@ -222,3 +222,13 @@ def canonical_dtype(dtype):
         return dtypes.canonicalize(np.dtype(dtype))
     except TypeError as e:
         raise ShardcError(str(e)) from None
+
+
+def default_fill(dt):
+    """jax's fill for out-of-bounds reads: NaN (complex too), True, or the most negative
+    (signed) or largest (unsigned) int."""
+    if dtypes.is_inexact(dt):
+        return np.nan
+    if dt == dtypes.bool_:
+        return True
+    return np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max

@@ -60,13 +60,17 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 def qr(a, mode="reduced"):
     (a,) = inexact("qr", a)
     _atleast2("qr", a)
+    if mode == "raw":       # LAPACK's geqrf output, transposed as NumPy's raw mode
+        from ...ops.linalg_decomp import geqrf_p
+        h, taus = geqrf_p.bind(a)
+        return QRResult(matrix_transpose(h), taus)
     if mode in ("reduced", "r", "full"):
         full = False
     elif mode == "complete":
         full = True
     else:
-        raise ShardcError(f"Unsupported QR decomposition mode '{mode}' (shardc has "
-                          "'reduced', 'complete' and 'r')")
+        raise ShardcError(f"Unsupported QR decomposition mode '{mode}' (modes: 'reduced', "
+                          "'complete', 'r', 'raw')")
     q, r = lax_linalg.qr(a, full_matrices=full)
     return r if mode == "r" else QRResult(q, r)
 
