@@ -2,11 +2,14 @@
 negative steps, None, ...) and integer-array indices (embedding lookups, x[:, idx],
 traced index arrays and scalars, several broadcast together), over layouts and dtypes;
 errors for what shardc cannot do."""
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
 import shardc
+import shardc.numpy as snp
 from helpers import LAYOUTS_2D, Case, compare_cases, data
 
 DTYPES = [np.bool_, np.int32, np.uint32, np.float16, "bfloat16", np.float32]
@@ -162,3 +165,16 @@ def test_static_index_out_of_bounds():
     with pytest.raises(shardc.ShardcError, match=r"test_ops_indexing.py:\d+: index 8 is out "
                        "of bounds for axis 0 with size 8"):
         f(np.ones((8, 16), np.float32))
+
+
+def test_out_of_bounds_complex_reads_fill_nan():
+    """jax fills an out-of-bounds complex read with nan+0j (shardc's default fill crashed
+    on complex dtypes: take, take_along_axis, .at[].get, lax.gather)."""
+    x = (np.arange(4) + 1j).astype(np.complex64)
+    i = np.array([0, 5, -7])
+    for f in (lambda m, x: m.take(x, i), lambda m, x: m.take_along_axis(x, i, axis=0),
+              lambda m, x: x.at[i].get(mode="fill")):
+        got = shardc.jit(lambda x: f(snp, x))(x)
+        want = jax.jit(lambda x: f(jnp, x))(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert np.isnan(np.asarray(got)[1].real)
