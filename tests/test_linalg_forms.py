@@ -128,6 +128,16 @@ JAX_CALLS = [
     ("symmetric_product", lambda a: jax.lax.linalg.symmetric_product(
         a, a, alpha=0.5, beta=2.0, symmetrize_output=True)),
     ("conj", lambda a: (jnp.conj(a), jax.lax.conj(a.real))),
+    # jax's own svd / eigh / eig inside shardc.jit (untranslatable until this test)
+    ("svd", lambda a: jnp.linalg.svd(a)),
+    ("svd_qr", lambda a: jax.lax.linalg.svd(a, algorithm=jax.lax.linalg.SvdAlgorithm.QR)),
+    ("svdvals", lambda a: jnp.linalg.svd(a, compute_uv=False)),
+    ("pinv_norm2_rank", lambda a: (jnp.linalg.pinv(a), jnp.linalg.norm(a, 2, axis=(1, 2)),
+                                   jnp.linalg.matrix_rank(a), jnp.linalg.cond(a))),
+    ("lstsq", lambda a: jnp.linalg.lstsq(a[0], a[1])[0]),
+    ("eigh", lambda a: jnp.linalg.eigh(a + jnp.conj(a.mT))),
+    ("eigvalsh", lambda a: jnp.linalg.eigvalsh(a + jnp.conj(a.mT))),
+    ("eig", lambda a: jnp.linalg.eigvals(a)),
 ]
 
 
@@ -180,6 +190,33 @@ def test_qr_gradients_match_jax():
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-4)
     with pytest.raises(shardc.ShardcError, match="full_matrices=True on a tall"):
         shardc.grad(lambda x: loss(*snp.linalg.qr(x, mode="complete")))(gen((5, 3)))
+
+
+def test_cpu_algorithms():
+    """jax's algorithm choices on CPU: SvdAlgorithm.QR is LAPACK's gesvd (jax's values,
+    not gesdd's), Jacobi / Polar / QDWH raise as jax's do, on both paths."""
+    a = gen((5, 3), 18)
+    for alg in shardc.lax.linalg.SvdAlgorithm:
+        if alg.name in ("JACOBI", "POLAR"):
+            with pytest.raises(NotImplementedError, match="not implemented on CPU"):
+                shardc.lax.linalg.svd(a, algorithm=alg)
+            continue
+        jalg = jax.lax.linalg.SvdAlgorithm[alg.name]
+        got = shardc.jit(lambda a: shardc.lax.linalg.svd(a, algorithm=alg))(a)
+        want = jax.jit(lambda a: jax.lax.linalg.svd(a, algorithm=jalg))(a)
+        for g, w in zip(got, want):
+            assert_close(g, w, f"svd {alg}")
+    for alg in ("QDWH", "JACOBI"):
+        with pytest.raises(NotImplementedError):
+            shardc.lax.linalg.eigh(herm(gen((3, 3))),
+                                   implementation=shardc.lax.linalg.EighImplementation[alg])
+        with pytest.raises(NotImplementedError):
+            shardc.jit(lambda a: jax.lax.linalg.eigh(
+                a, implementation=jax.lax.linalg.EighImplementation[alg]))(herm(gen((3, 3))))
+    with pytest.raises(NotImplementedError, match="subset_by_index"):
+        shardc.lax.linalg.svd(a, subset_by_index=(0, 1))
+    s_full = shardc.lax.linalg.svd(a, subset_by_index=(0, 3), compute_uv=False)
+    assert_close(s_full, jnp.linalg.svd(a, compute_uv=False), "whole subset")
 
 
 def test_errors():

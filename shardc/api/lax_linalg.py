@@ -2,6 +2,8 @@
 result order)."""
 from __future__ import annotations
 
+import enum
+
 from ..errors import ShardcError, wrap_public
 from ..ops import lax as L
 from ..ir import dtypes
@@ -49,15 +51,28 @@ def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,
                      conjugate_a=False, unit_diagonal=False):
     """x with op(a) @ x = b (left_side) or x @ op(a) = b, a triangular."""
     a = _arg("triangular_solve", a)
-    b = _arg("triangular_solve", b)
+    b = _arg("triangular_solve", b, min_ndim=1)
     a, b = promote_dtypes_inexact(a, b)
+    # b one dim short of a: a (stack of) vector(s), solved as one column (or row), as jax
+    singleton = aval(b).ndim == aval(a).ndim - 1
+    if singleton:
+        sb = aval(b).shape
+        b = L.reshape(b, (*sb, 1) if left_side else (*sb[:-1], 1, sb[-1]))
+    if aval(b).ndim < 2:
+        raise ShardcError(f"triangular_solve needs b of at least 2 dims (or one less than "
+                          f"a's), got shape {aval(b).shape}")
     if conjugate_a and not transpose_a:     # LAPACK conjugates only with a transpose
         a = conj_p.bind(a) if dtypes.is_complex(aval(a).dtype) else a
         conjugate_a = False
-    return D.triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
-                                     transpose_a=bool(transpose_a),
-                                     conjugate_a=bool(conjugate_a),
-                                     unit_diagonal=bool(unit_diagonal))
+    out = D.triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
+                                    transpose_a=bool(transpose_a),
+                                    conjugate_a=bool(conjugate_a),
+                                    unit_diagonal=bool(unit_diagonal))
+    if singleton:
+        nd = aval(out).ndim
+        out = L.reshape(out, aval(out).shape[:nd - 1] if left_side else
+                        (*aval(out).shape[:nd - 2], aval(out).shape[-1]))
+    return out
 
 
 def lu(x):
@@ -104,26 +119,79 @@ def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
 
 
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
-         subset_by_index=None):
-    """(v, w): eigenvectors (columns) and ascending eigenvalues of each Hermitian matrix."""
-    if subset_by_index is not None:
-        raise ShardcError("eigh: subset_by_index is not supported by shardc on CPU (as jax's "
-                          "LAPACK path); slice the full result")
+         subset_by_index=None, implementation=None):
+    """(v, w): eigenvectors (columns) and ascending eigenvalues of each Hermitian matrix
+    (LAPACK's syevd / heevd)."""
     x = _arg("eigh", x)
+    _full_subset(subset_by_index, aval(x).shape[-1], "eigh")
+    _eigh_algorithm(implementation)
     if symmetrize_input:
         x = symmetrize(x)
     return tuple(D.eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues)))
 
 
+class SvdAlgorithm(enum.Enum):
+    """svd's algorithm, as jax's: on CPU DEFAULT and DIVIDE_AND_CONQUER are LAPACK's
+    gesdd, QR its gesvd; JACOBI and POLAR are TPU/GPU algorithms."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+class EigImplementation(enum.Enum):
+    """eig's implementation, as jax's (shardc runs LAPACK's, on CPU)."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+class EighImplementation(enum.Enum):
+    """eigh's algorithm, as jax's (on CPU LAPACK's syevd; JACOBI and QDWH are not)."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+def _lapack_svd(algorithm):
+    name = getattr(algorithm, "name", None)             # shardc's enum or jax's
+    if algorithm is None or name in ("DEFAULT", "DIVIDE_AND_CONQUER"):
+        return "gesdd"
+    if name == "QR":
+        return "gesvd"
+    if name in ("JACOBI", "POLAR"):
+        raise NotImplementedError("The SVD Jacobi and Polar algorithms are not implemented "
+                                  "on CPU.")
+    raise ShardcError(f"svd: algorithm must be a shardc.lax.linalg.SvdAlgorithm, got "
+                      f"{algorithm!r}")
+
+
+def _full_subset(subset_by_index, k, name):
+    """jax runs subset_by_index on TPU only; the whole range is no subset."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, k):
+        raise NotImplementedError(f"{name}: subset_by_index not supported on CPU and GPU "
+                                  "(as jax); slice the full result")
+
+
+def _eigh_algorithm(algorithm):
+    algorithm = getattr(algorithm, "name", algorithm)    # shardc's enum or jax's
+    if algorithm == "QDWH":
+        raise NotImplementedError("QDWH implementation is only supported on TPU")
+    if algorithm == "JACOBI":
+        raise NotImplementedError("Jacobi implementation is not supported on CPU")
+
+
 def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
-    """(u, s, vh) of x (LAPACK's gesdd), or s alone if not compute_uv."""
-    if subset_by_index is not None:
-        raise ShardcError("svd: subset_by_index is not supported by shardc on CPU; slice the "
-                          "full result")
+    """(u, s, vh) of x (LAPACK's gesdd, or gesvd for SvdAlgorithm.QR), or s alone if not
+    compute_uv."""
     x = _arg("svd", x)
+    _full_subset(subset_by_index, min(aval(x).shape[-2:]), "svd")
+    routine = _lapack_svd(algorithm)
     if 0 in aval(x).shape[-2:]:
         return _empty_svd(x, full_matrices, compute_uv)
-    outs = D.svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    outs = D.svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv),
+                        algorithm=routine)
     if not compute_uv:
         return outs[0]
     s, u, vt = outs

@@ -109,6 +109,36 @@ def _conj(x, *, input_dtype=None):
     return lax_ops.convert_element_type(x, dtypes.complex_dtype(dt))
 
 
+# the decompositions' primitives: jax's api symmetrizes (eigh) or handles empty
+# matrices (svd) before binding, so these bind shardc's primitives alike, after jax's
+# CPU checks on the algorithm and subset
+
+@rule("svd")
+def _svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
+    from ..api import lax_linalg as LL
+    from ..ops.linalg_decomp import svd_p
+    LL._full_subset(subset_by_index, min(core.aval_of(x).shape[-2:]), "svd")
+    return list(svd_p.bind(x, full_matrices=full_matrices, compute_uv=compute_uv,
+                           algorithm=LL._lapack_svd(algorithm)))
+
+
+@rule("eigh")
+def _eigh(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, algorithm=None):
+    from ..api import lax_linalg as LL
+    from ..ops.linalg_decomp import eigh_p
+    LL._full_subset(subset_by_index, core.aval_of(x).shape[-1], "eigh")
+    LL._eigh_algorithm(algorithm)
+    return list(eigh_p.bind(x, lower=lower, sort_eigenvalues=sort_eigenvalues))
+
+
+@rule("eig")
+def _eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+         enable_eigvec_derivs=False, implementation=None, use_magma=None):
+    from ..ops.linalg_decomp import eig_p
+    return list(eig_p.bind(x, compute_left_eigenvectors=compute_left_eigenvectors,
+                           compute_right_eigenvectors=compute_right_eigenvectors))
+
+
 @rule("schur")
 def _schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):
     from ..api.lax_linalg import schur

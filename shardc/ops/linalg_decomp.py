@@ -352,20 +352,23 @@ def _svd_avals(a, full_matrices, compute_uv):
     return s, _out(a, (*batch, m, k)), _out(a, (*batch, k, n))
 
 
-def _svd_shape(a, *, full_matrices=True, compute_uv=True):
+def _svd_shape(a, *, full_matrices=True, compute_uv=True, algorithm="gesdd"):
     _check_matrix("svd", a)
+    if algorithm not in ("gesdd", "gesvd"):
+        raise ShardcError(f"svd: unknown LAPACK routine {algorithm!r} (gesdd or gesvd)")
     s, u, vt = _svd_avals(a, full_matrices, compute_uv)
     return (s, u, vt) if compute_uv else (s,)
 
 
-def _svd_lower(ctx, x, *, full_matrices=True, compute_uv=True):
+def _svd_lower(ctx, x, *, full_matrices=True, compute_uv=True, algorithm="gesdd"):
+    """gesdd (divide and conquer, jax's default) or gesvd (its SvdAlgorithm.QR)."""
     a = ctx.in_avals[0]
     nb = a.ndim - 2
     e = Em(ctx, nb)
     s_a, u_a, vt_a = _svd_avals(a, full_matrices, compute_uv)
     mode = (_A if full_matrices else _S) if compute_uv else _N
     _, s, u, vt, info = e.custom_call(
-        f"lapack_{lapack_prefix(a.dtype)}gesdd_ffi", [(x, a)],
+        f"lapack_{lapack_prefix(a.dtype)}{algorithm}_ffi", [(x, a)],
         [a, s_a, u_a, vt_a, Aval(a.shape[:nb], dtypes.int32)], {"mode": mode})
     s = e.nan_unless_ok(s, info)[0]
     if not compute_uv:

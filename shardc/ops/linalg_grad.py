@@ -210,7 +210,7 @@ eigh_p.vjp = _eigh_vjp
 
 # ---------------------------------------------------------------- svd
 
-def _svd_vjp(ctx, cts, x, *, full_matrices=True, compute_uv=True):
+def _svd_vjp(ctx, cts, x, *, full_matrices=True, compute_uv=True, algorithm="gesdd"):
     a = L.aval(x)
     _real_only("svd", a.dtype)
     m, n = a.shape[-2:]
