@@ -317,3 +317,17 @@ def test_complex_to_bool():
     for o, r in zip(ours, ref):
         np.testing.assert_array_equal(np.asarray(o), np.asarray(r))
         assert o.dtype == r.dtype
+
+
+def test_complex_maximum_minimum_are_lexicographic(mesh2x4):
+    """jax orders complex numbers by real part, then imaginary part; shardc lowered
+    max / min to stablehlo.maximum / minimum, which gave 2-1j for max(2-1j, 2+0j)."""
+    x = np.array([1 + 2j, 1, .5 + 3j, 2 - 1j, np.nan, 1 + 1j, 3, -1j], np.complex64)
+    y = np.array([1 + 1j, 1, 1, 2 + 0j, 1, complex(1, np.nan), 3 + 1j, 0], np.complex64)
+    for name in ("maximum", "minimum"):
+        xs = place(mesh2x4, [x, y], [P(("x", "y"))] * 2)
+        got = shardc.jit(getattr(snp, name))(*xs)
+        want = jax.jit(getattr(jnp, name))(*xs)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    got = shardc.jit(lambda a: shardc.lax.max(a, 1.5 + 0j))(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.lax.max(x, 1.5 + 0j)))

@@ -135,8 +135,32 @@ def _lower_pow(ctx, x, y):
 
 pow_p = Primitive("pow", shape_rule=_pow_shape, sharding_rule=pointwise, lower=_lower_pow,
                   prop_kind=PropKind.ELEMENTWISE)
-max_p = elementwise("max", "stablehlo.maximum", "any", 2)
-min_p = elementwise("min", "stablehlo.minimum", "any", 2)
+def _lower_minmax(hlo, direction, ctx, x, y):
+    """Complex numbers order lexicographically, real part first (as jax's lax.max /
+    min; stablehlo.maximum on complex does not), NaN as the comparisons make it."""
+    out = ctx.out_avals[0]
+    if not dtypes.is_complex(out.dtype):
+        return _lower(hlo, ctx, x, y)
+    x, y = expand_scalars(ctx, (x, y), out.shape)
+    t = tensor_type(out)
+    rt = tensor_type(out.update(dtype=dtypes.real_dtype(out.dtype)))
+    bt = tensor_type(out.update(dtype=dtypes.bool_))
+
+    def cmp(d, a, b):
+        return ctx.op("stablehlo.compare", [a, b], [rt, rt], [bt],
+                      {"comparison_direction": f"#stablehlo<comparison_direction {d}>",
+                       "compare_type": "#stablehlo<comparison_type FLOAT>"})[0]
+    (rx,), (ry,) = (ctx.op("stablehlo.real", [v], [t], [rt]) for v in (x, y))
+    (ix,), (iy,) = (ctx.op("stablehlo.imag", [v], [t], [rt]) for v in (x, y))
+    (pick_x,) = ctx.op("stablehlo.select", [cmp("EQ", rx, ry), cmp(direction, ix, iy),
+                                            cmp(direction, rx, ry)], [bt, bt, bt], [bt])
+    return ctx.op("stablehlo.select", [pick_x, x, y], [bt, t, t], [t])
+
+
+max_p = elementwise("max", "stablehlo.maximum", "any", 2,
+                    lower=partial(_lower_minmax, "stablehlo.maximum", "GT"))
+min_p = elementwise("min", "stablehlo.minimum", "any", 2,
+                    lower=partial(_lower_minmax, "stablehlo.minimum", "LT"))
 atan2_p = elementwise("atan2", "stablehlo.atan2", "float", 2)
 and_p = elementwise("and", "stablehlo.and", "bool_int", 2)
 or_p = elementwise("or", "stablehlo.or", "bool_int", 2)
