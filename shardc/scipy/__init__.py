@@ -1,4 +1,4 @@
-"""shardc.scipy: jax.scipy's namespaces built on shardc's ops (special so far)."""
-from . import special  # noqa: F401
+"""shardc.scipy: jax.scipy's namespaces built on shardc's ops."""
+from . import interpolate, ndimage, optimize, signal, sparse, spatial, special  # noqa: F401
 
-__all__ = ["special"]
+__all__ = ["interpolate", "ndimage", "optimize", "signal", "sparse", "spatial", "special"]

@@ -182,7 +182,7 @@ def vstack(tup, dtype=None):
 
 
 def hstack(tup, dtype=None):
-    arrays = list(tup)
+    arrays = [reshape(a, (1,)) if aval(a).ndim == 0 else a for a in tup]   # atleast_1d
     return concatenate(arrays, 0 if aval(arrays[0]).ndim == 1 else 1, dtype)
 
 

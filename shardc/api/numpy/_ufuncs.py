@@ -196,10 +196,29 @@ minimum = _binary(ew.min_p, "minimum")
 arctan2 = _binary(ew.atan2_p, "arctan2", promote_args_inexact)
 equal = _binary(ew.eq_p, "equal")
 not_equal = _binary(ew.ne_p, "not_equal")
-less = _binary(ew.lt_p, "less")
-less_equal = _binary(ew.le_p, "less_equal")
-greater = _binary(ew.gt_p, "greater")
-greater_equal = _binary(ew.ge_p, "greater_equal")
+
+
+def _ordered(prim, name):
+    """An order comparison; complex numbers compare lexicographically (real parts, then
+    imaginary parts where the real parts tie), as jnp's (XLA has no complex order)."""
+    def f(x, y, /):
+        x, y = promote_args(name, x, y)
+        if not dtypes.is_complex(aval(x).dtype):
+            return prim.bind(x, y)
+        from ...ops import complex as cx
+        xr, yr = cx.real_p.bind(x), cx.real_p.bind(y)
+        return ew.select_p.bind(ew.eq_p.bind(xr, yr),
+                                prim.bind(cx.imag_p.bind(x), cx.imag_p.bind(y)),
+                                prim.bind(xr, yr))
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} (as jax.numpy.{name})."
+    return f
+
+
+less = _ordered(ew.lt_p, "less")
+less_equal = _ordered(ew.le_p, "less_equal")
+greater = _ordered(ew.gt_p, "greater")
+greater_equal = _ordered(ew.ge_p, "greater_equal")
 
 
 def _bool_binary(prim, name):
