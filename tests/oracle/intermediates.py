@@ -55,8 +55,9 @@ OPCODE = {
     **{k: None for k in ("erf_inv", "lgamma", "digamma", "bessel_i1e", "polygamma", "zeta",
                          "nextafter")},
     # LAPACK custom calls: tuple-valued (factor and info) but for triangular_solve
-    "triangular_solve": "custom-call",
-    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd", "eig",
+    "triangular_solve": "custom-call", "ormqr": "custom-call",
+    **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd", "eig", "geqrf", "schur",
+                         "hessenberg", "tridiagonal", "geqp3",
                          "lu_pivots_to_permutation")},      # (the last one a loop)
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,

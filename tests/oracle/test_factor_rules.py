@@ -166,6 +166,12 @@ OPS.update({      # special functions, bitcasts, decompositions, convolution
     "qr": [([M], [M, M], "{full_matrices=True}")],
     "geqrf": [([M], [M, "f32[8,16]"], "")],
     "householder_product": [(["f32[8,16,8]", "f32[8,4]"], ["f32[8,16,8]"], "")],
+    "schur": [([M], [M, M], "{compute_schur_vectors=True}")],
+    "hessenberg": [([M], [M, "f32[8,15]"], "")],
+    "tridiagonal": [([M], [M, "f32[8,16]", "f32[8,15]", "f32[8,15]"], "{lower=True}")],
+    "geqp3": [(["f32[8,16,8]", "i32[8,8]"], ["f32[8,16,8]", "i32[8,8]", "f32[8,8]"], "")],
+    "ormqr": [(["f32[8,16,8]", "f32[8,8]", "f32[8,16,4]"], ["f32[8,16,4]"],
+               "{left=True, transpose=False}")],
     "eigh": [([M], [M, "f32[8,16]"], "{lower=True, sort_eigenvalues=True}")],
     "svd": [([M], ["f32[8,16]", M, M], "{full_matrices=True, compute_uv=True}")],
     "eig": [(["f32[16,16]"], ["c64[16]", "c64[16,16]"], "{compute_left_eigenvectors=False, "
