@@ -2,6 +2,7 @@
 weak types and output shardings under three layouts; jax.lax's errors (no promotion);
 gradients vs jax.grad."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax as jlax
@@ -332,3 +333,19 @@ def test_window_extreme_grad_with_window_dilation(fn, pad):
         x, init, getattr(slax, fn), win, strides, pad, window_dilation=dil) ** 2).sum()))(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(jax.grad(ref)(x)), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_clamp_gradient_is_jaxs_at_bounds_and_nan():
+    """jax's clamp rule: x's tangent strictly inside (min, max), min's below it, max's
+    above; 0 at a tie and at NaN (max-then-min's rule gave 1/2 at a bound)."""
+    x = jnp.array([-1., 1., 0., 2., np.nan, -3.], jnp.float32)
+    for fn in (lambda m, x: m.clamp(-1., x, 1.), lambda m, x: m.clamp(np.float32(-1), x, 1.)):
+        got = shardc.jit(shardc.grad(lambda x: fn(shardc.lax, x).sum()))(x)
+        want = jax.grad(lambda x: fn(jax.lax, x).sum())(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    lo = jnp.full(6, -1., jnp.float32)
+    got = shardc.jit(shardc.grad(lambda lo: shardc.lax.clamp(lo, x, 1.).sum()))(lo)
+    want = jax.grad(lambda lo: jax.lax.clamp(lo, x, 1.).sum())(lo)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    jax_grad = jax.grad(lambda x: jax.lax.clamp(-1., x, 1.).sum())   # translated
+    np.testing.assert_array_equal(np.asarray(shardc.jit(jax_grad)(x)), np.asarray(jax_grad(x)))
