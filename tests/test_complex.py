@@ -331,3 +331,62 @@ def test_complex_maximum_minimum_are_lexicographic(mesh2x4):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     got = shardc.jit(lambda a: shardc.lax.max(a, 1.5 + 0j))(x)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.lax.max(x, 1.5 + 0j)))
+
+
+def _lex_data():
+    """Complex values with many ties in the real part (small integers), no NaN (a NaN's
+    place in a complex max depends on the order XLA combines elements in)."""
+    rng = np.random.default_rng(3)
+    return (rng.integers(-2, 3, (8, 16)) + 1j * rng.integers(-2, 3, (8, 16))).astype(
+        np.complex64)
+
+
+def test_complex_reductions_are_lexicographic(mesh2x4):
+    """max / min / ptp / cummax / cummin / reduce_window of complex arrays order values
+    as jax's max (real part, then imaginary part). They crashed before ("Invalid integer
+    data type 'c'"); argmax of a complex array is an error in jax and here."""
+    x = _lex_data()
+
+    def f(lax, np_):
+        return lambda a: [np_.max(a), np_.min(a, axis=1), np_.ptp(a, axis=0),
+                          np_.nanmax(a, axis=1), np_.amin(a, axis=0, keepdims=True),
+                          lax.cummax(a, axis=1), lax.cummin(a, axis=0, reverse=True),
+                          lax.reduce_window(a, -np.inf + 0j, lax.max, (2, 3), (1, 2),
+                                            "VALID"),
+                          lax.reduce(a, np.inf + 0j, lax.min, (1,))]
+    ours = shardc.jit(f(shardc.lax, snp))(x)
+    ref = jax.jit(f(jax.lax, jnp))(x)
+    for o, r in zip(ours, ref):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(r))
+        assert o.dtype == r.dtype
+    # the identity is the least complex number: jax's -inf+0j would beat -inf-1j
+    low = np.array([complex(-np.inf, -1), complex(-np.inf, -2)], np.complex64)
+    assert shardc.jit(snp.max)(low) == np.max(low)
+    with pytest.raises(shardc.ShardcError, match="argmax needs a real"):
+        shardc.jit(snp.argmax)(x)
+
+
+def test_sharded_complex_max_min(mesh2x4):
+    """Over a sharded dim, a complex max cannot be shard maxes all-reduced (XLA's
+    all-reduce has no complex order; jax.jit fails to compile these): the reduced dims
+    are gathered first, and pmax / pmin gather then reduce. NumPy's max is the
+    reference (it orders complex numbers as jax does)."""
+    x = _lex_data()
+    (xs,) = place(mesh2x4, [x], [P("x", "y")])
+    got = shardc.jit(lambda a: [snp.max(a, 0), snp.min(a, 1), snp.max(a),
+                                snp.ptp(a, axis=1)])(xs)
+    want = [x.max(0), x.min(1), x.max(), np.ptp(x, axis=1)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    assert got[0].sharding.spec == P("y")       # the kept dim stays sharded
+    g = shardc.grad(lambda a: snp.max(a).real)
+    grad = np.asarray(shardc.jit(g)(xs))
+    hit = (x == x.max())
+    np.testing.assert_allclose(grad, hit / hit.sum())
+
+    pm = shardc.jit(shardc.shard_map(
+        lambda a: [shardc.lax.pmax(a, "y"), shardc.lax.pmin(a, ("x", "y"))], mesh=mesh2x4,
+        in_specs=P("x", "y"), out_specs=[P("x"), P()]))(xs)
+    blocks = x.reshape(2, 4, 4, 4)      # [x block, row, y block, col]
+    np.testing.assert_array_equal(np.asarray(pm[0]), blocks.max(axis=2).reshape(8, 4))
+    np.testing.assert_array_equal(np.asarray(pm[1]), blocks.min(axis=(0, 2)))

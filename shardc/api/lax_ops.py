@@ -458,6 +458,8 @@ def _identity(kind, dt):
         return {"max": False, "min": True, "and": True, "or": False}[kind]
     if kind in ("and", "or"):
         return {"and": -1 if dtypes.is_signed(dt) else np.iinfo(dt).max, "or": 0}[kind]
+    if dtypes.is_complex(dt):      # (the least / greatest in the lexicographic order)
+        return red.identity_of(kind, dt)
     if dtypes.is_float(dt):
         return -np.inf if kind == "max" else np.inf
     info = np.iinfo(dt)

@@ -15,6 +15,7 @@ KINDS = {
     "int": (dtypes.is_int, "an integer"),
     "numeric": (lambda d: d != dtypes.bool_, "a numeric"),
     "bool_int": (lambda d: d == dtypes.bool_ or dtypes.is_int(d), "a boolean or integer"),
+    "real": (lambda d: not dtypes.is_complex(d), "a real (not complex)"),
     "any": (lambda d: True, "any"),
 }
 

@@ -135,26 +135,30 @@ def _lower_pow(ctx, x, y):
 
 pow_p = Primitive("pow", shape_rule=_pow_shape, sharding_rule=pointwise, lower=_lower_pow,
                   prop_kind=PropKind.ELEMENTWISE)
+def lex_pick(op, direction, x, y, t, rt, bt):
+    """`x` or `y`, whichever is greater (direction GT) or less (LT) in the lexicographic
+    order of complex numbers, real part first, as jax's lax.max / min (stablehlo.maximum
+    on complex does not order so); NaN as the comparisons make it. `op(name, operands,
+    operand types, result types, props)` emits one op (a lowering's or a region's)."""
+    def cmp(d, a, b):
+        return op("stablehlo.compare", [a, b], [rt, rt], [bt],
+                  {"comparison_direction": f"#stablehlo<comparison_direction {d}>",
+                   "compare_type": "#stablehlo<comparison_type FLOAT>"})[0]
+    (rx,), (ry,) = (op("stablehlo.real", [v], [t], [rt]) for v in (x, y))
+    (ix,), (iy,) = (op("stablehlo.imag", [v], [t], [rt]) for v in (x, y))
+    (pick_x,) = op("stablehlo.select", [cmp("EQ", rx, ry), cmp(direction, ix, iy),
+                                        cmp(direction, rx, ry)], [bt, bt, bt], [bt])
+    return op("stablehlo.select", [pick_x, x, y], [bt, t, t], [t])
+
+
 def _lower_minmax(hlo, direction, ctx, x, y):
-    """Complex numbers order lexicographically, real part first (as jax's lax.max /
-    min; stablehlo.maximum on complex does not), NaN as the comparisons make it."""
     out = ctx.out_avals[0]
     if not dtypes.is_complex(out.dtype):
         return _lower(hlo, ctx, x, y)
     x, y = expand_scalars(ctx, (x, y), out.shape)
-    t = tensor_type(out)
-    rt = tensor_type(out.update(dtype=dtypes.real_dtype(out.dtype)))
-    bt = tensor_type(out.update(dtype=dtypes.bool_))
-
-    def cmp(d, a, b):
-        return ctx.op("stablehlo.compare", [a, b], [rt, rt], [bt],
-                      {"comparison_direction": f"#stablehlo<comparison_direction {d}>",
-                       "compare_type": "#stablehlo<comparison_type FLOAT>"})[0]
-    (rx,), (ry,) = (ctx.op("stablehlo.real", [v], [t], [rt]) for v in (x, y))
-    (ix,), (iy,) = (ctx.op("stablehlo.imag", [v], [t], [rt]) for v in (x, y))
-    (pick_x,) = ctx.op("stablehlo.select", [cmp("EQ", rx, ry), cmp(direction, ix, iy),
-                                            cmp(direction, rx, ry)], [bt, bt, bt], [bt])
-    return ctx.op("stablehlo.select", [pick_x, x, y], [bt, t, t], [t])
+    return lex_pick(ctx.op, direction, x, y, tensor_type(out),
+                    tensor_type(out.update(dtype=dtypes.real_dtype(out.dtype))),
+                    tensor_type(out.update(dtype=dtypes.bool_)))
 
 
 max_p = elementwise("max", "stablehlo.maximum", "any", 2,

@@ -168,8 +168,24 @@ shard_map_p.data_flow = _shard_map_data_flow
 # ---------------------------------------------------------------- collectives
 
 def _all_reduce_lower(kind, ctx, x, *, axes, sizes):
-    from .reduce import monoid_region
+    from .reduce import lower_reduce, monoid_region
     groups = device_groups(ctx.mesh, axes)
+    xa = ctx.in_avals[0]
+    if kind != "add" and dtypes.is_complex(xa.dtype):
+        # XLA's all-reduce takes no complex order (real part, then imaginary part, as
+        # jax's max): gather the values, then reduce them here
+        stacked = xa.update(shape=(1,) + xa.shape)
+        whole = xa.update(shape=(prod(sizes),) + xa.shape)
+        sh = ctx.in_shardings[0]
+        sh = [Sharding(((),) + sh.dims)] if sh is not None else None
+        (x,) = ctx.op("stablehlo.reshape", [x], [tensor_type(xa)], [tensor_type(stacked)],
+                      sharding=sh)
+        (x,) = ctx.op("stablehlo.all_gather", [x], [tensor_type(stacked)],
+                      [tensor_type(whole)],
+                      {"all_gather_dim": "0 : i64", "channel_handle": _channel(ctx),
+                       "replica_groups": _groups_attr(groups),
+                       "use_global_device_ids": "unit"}, sharding=sh)
+        return [lower_reduce(ctx, kind, x, [0], whole, ctx.out_avals[0])]
     region = monoid_region(ctx, kind, ctx.in_avals[0])
     t = tensor_type(ctx.out_avals[0])
     return ctx.op("stablehlo.all_reduce", [x], [t], [t],

@@ -14,9 +14,11 @@ from ..trace.core import Primitive
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
 from ..ir.program import Aval
-from ..lower.emit import tensor_type
-from ..ir.rules import PERMUTATION, REDUCTION, RuleBuilder
+from ..lower.emit import sharding_attr, tensor_type
+from ..ir.sharding import Sharding
+from ..ir.rules import NEED_REPLICATION, PERMUTATION, REDUCTION, RuleBuilder
 from .common import check_dtype, i64_array, norm_axes
+from .elementwise import lex_pick
 
 
 def _reduce_shape(name, kind, x, *, axes):
@@ -25,13 +27,17 @@ def _reduce_shape(name, kind, x, *, axes):
     return Aval(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype, x.weak)
 
 
-def reduce_rule(in_avals, out_avals, *, axes, **_):
+def reduce_rule(in_avals, out_avals, *, axes, lexicographic=False, **_):
+    """A reduced dim is a reduction factor, except for a complex max / min
+    (`lexicographic`): XLA's all-reduce of partial results has no complex order, so the
+    reduced dims must be whole."""
     x = in_avals[0]
     b = RuleBuilder(in_avals, out_avals)
+    reduced = NEED_REPLICATION if lexicographic and dtypes.is_complex(x.dtype) else REDUCTION
     out_dim = 0
     for d, n in enumerate(x.shape):
         if d in axes:
-            b.factor([d] + [None] * (len(in_avals) - 1), [None] * len(out_avals), n, REDUCTION)
+            b.factor([d] + [None] * (len(in_avals) - 1), [None] * len(out_avals), n, reduced)
         else:
             b.factor([d] * len(in_avals), [out_dim] * len(out_avals), n)
             out_dim += 1
@@ -48,6 +54,11 @@ def identity_of(kind, dtype):
         return True
     if kind == "or":
         return False
+    if dtypes.is_complex(dtype):
+        # the least / greatest complex number in the lexicographic order (jax's -inf+0j
+        # would win over -inf-1j)
+        inf = np.inf if kind == "min" else -np.inf
+        return complex(inf, inf)
     if dtypes.is_float(dtype):
         if not dtypes.has_inf(dtype):      # float8_e4m3fn etc.: the extreme finite value
             info = dtypes.finfo(dtype)
@@ -69,7 +80,13 @@ def monoid_region(ctx, kind, aval):
     st = tensor_type(scalar)
 
     def body(c, a, b):
-        return c.op(_HLO[kind], [a, b], [st, st], [st], sharding=False)
+        def op(name, xs, in_t, out_t, props=None):
+            return c.op(name, xs, in_t, out_t, props, sharding=False)
+        if kind in ("max", "min") and dtypes.is_complex(aval.dtype):
+            real = scalar.update(dtype=dtypes.real_dtype(aval.dtype))
+            return lex_pick(op, "GT" if kind == "max" else "LT", a, b, st,
+                            tensor_type(real), tensor_type(real.update(dtype=dtypes.bool_)))
+        return op(_HLO[kind], [a, b], [st, st], [st])
     return ctx.region([scalar, scalar], body)
 
 
@@ -87,12 +104,22 @@ def lower_reduce(ctx, kind, x, axes, in_aval, out_aval, sharding=None):
 
 
 def _lower(kind, ctx, x, *, axes):
-    return lower_reduce(ctx, kind, x, axes, ctx.in_avals[0], ctx.out_avals[0])
+    xa, sh = ctx.in_avals[0], ctx.in_shardings[0]
+    if kind in ("max", "min") and dtypes.is_complex(xa.dtype) and sh is not None \
+            and any(sh.dims[d] for d in axes):
+        # the rule's need_replication, made explicit: XLA's partitioner would reduce the
+        # shards and all-reduce them, which it cannot do in complex order
+        t = tensor_type(xa)
+        whole = Sharding(tuple(() if d in axes else a for d, a in enumerate(sh.dims)))
+        (x,) = ctx.op("sdy.sharding_constraint", [x], [t], [t],
+                      {"sharding": sharding_attr(whole)}, sharding=False)
+    return lower_reduce(ctx, kind, x, axes, xa, ctx.out_avals[0])
 
 
 def reduction(name, kind, dtype_kind):
     return Primitive(name, shape_rule=partial(_reduce_shape, name, dtype_kind),
-                     sharding_rule=reduce_rule, lower=partial(_lower, kind),
+                     sharding_rule=partial(reduce_rule, lexicographic=kind in ("max", "min")),
+                     lower=partial(_lower, kind),
                      prop_kind=PropKind.NONE, traits=Trait.REDUCE)
 
 
@@ -106,7 +133,7 @@ reduce_or_p = reduction("reduce_or", "or", "bool_int")
 
 # argmax / argmin: a variadic reduce over (x, iota), ties to the first index; NaN wins
 def _arg_shape(name, x, *, axis, index_dtype):
-    check_dtype(name, x, "any")
+    check_dtype(name, x, "real")      # (jax's argmax has no complex order either)
     axis = norm_axes(name, axis, x.ndim)[0]
     if x.shape[axis] == 0:
         raise ShardcError(f"{name} of an empty axis")
