@@ -71,3 +71,9 @@ __all__ += ["AxisType", "reshard", "typeof", "AUTO", "pure_callback", "experimen
             "closure_convert", "custom_gradient", "jacobian", "custom_batching", "fwd_and_bwd",
             "smap"]
 __version__ = "0.1.0"
+
+from .api import segment as _segment  # noqa: E402
+# jax.ops's functions under jax's names (shardc.ops.segment_sum, ...): shardc.ops is the
+# op families' package, so they are set on it here, above every layer that uses it
+for _name in _segment.__all__:
+    setattr(_ops, _name, getattr(_segment, _name))
