@@ -11,7 +11,7 @@ from ..ir import dtypes
 from ..ops import special_math as sm
 from ..transforms.custom_jvp import custom_jvp
 from . import numpy as snp
-from .numpy._util import aval
+from .numpy._util import aval, convert
 from .scipy_special import promote
 
 __all__ = ["i0e", "i0", "i1e", "i1", "gammainc", "gammaincc", "betainc"]
@@ -171,14 +171,21 @@ _gammaincc.defjvps(
     lambda g, y, a, x: -(g * _igamma_gradx(a, x)))
 
 
+def _weak_as(out, x):
+    """jax's igamma / betainc results are weakly typed when their arguments are (the
+    series' strongly typed constants would make ours strong)."""
+    a = aval(x)
+    return convert(out, a.dtype, True) if a.weak else out
+
+
 def _gammainc_call(a, x):
     a, x = promote("gammainc", a, x)
-    return _gammainc(a, x)
+    return _weak_as(_gammainc(a, x), x)
 
 
 def _gammaincc_call(a, x):
     a, x = promote("gammaincc", a, x)
-    return _gammaincc(a, x)
+    return _weak_as(_gammaincc(a, x), x)
 
 
 def gammainc(a, x):
@@ -292,4 +299,4 @@ def _betainc_call(a, b, x):
     a, b, x = promote("betainc", a, b, x)
     if dtypes.is_complex(aval(x).dtype):
         raise ArgumentError("betainc does not support complex-valued inputs.")
-    return _betainc(*_bcast(a, b, x))
+    return _weak_as(_betainc(*_bcast(a, b, x)), x)

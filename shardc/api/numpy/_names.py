@@ -113,7 +113,8 @@ def can_cast(from_, to, casting="safe"):
 
 
 def isscalar(element):
-    if hasattr(element, "__jax_array__"):
+    # (a shardc tracer's __jax_array__ is None: it is no jax array-like)
+    if not _core.is_tracer(element) and callable(getattr(element, "__jax_array__", None)):
         element = element.__jax_array__()
     if _core.is_tracer(element) or hasattr(element, "aval"):
         return _aval(element).ndim == 0
