@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 
-from ..errors import ShardcError, wrap_public
+from ..errors import ShardcError, ShardcTypeError, wrap_public
 from ..ops import lax as L
 from ..ir import dtypes
 from ..ops import linalg_decomp as D
 from ..ops import linalg_forms as F
+from ..ops import linalg_tridiagonal as T
 from ..ops.complex import conj_p
 from .numpy._util import aval, check_arraylike, promote_dtypes_inexact
 
@@ -230,16 +231,19 @@ def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
 def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
     """x with A x = b for the tridiagonal A of sub-, main and super-diagonals dl, d, du
     (each [..., m]; dl[..., 0] and du[..., m - 1] are ignored) and b [..., m, n], as
-    jax.lax.linalg.tridiagonal_solve: the Thomas algorithm, a forward elimination and a
-    back substitution, each a scan over the m rows (differentiable as scans are). It
-    does not pivot, as jax's GPU solver; LAPACK's gtsv, jax's on CPU, does, which matters
-    only for systems far from diagonally dominant. `perturb_singular`: a pivot below
-    eps * max|A| becomes that (with its sign), so a singular system has a finite
-    solution (as jax's, for inverse iteration)."""
+    jax.lax.linalg.tridiagonal_solve on CPU: LAPACK's gtsv, with partial pivoting, NaN
+    where A is singular. `perturb_singular`: tiny pivots are nudged instead, so that a
+    singular system has a finite solution (for inverse iteration)."""
     from . import numpy as snp
-    from .control import scan
     dl, d, du, b = (snp.asarray(v) for v in (dl, d, du, b))
-    m = aval(d).shape[-1] if aval(d).ndim else 0
+    for v in (dl, d, du, b):
+        if not dtypes.is_inexact(aval(v).dtype):
+            raise ShardcTypeError(f"tridiagonal_solve does not accept dtype {aval(v).dtype}: "
+                                  "it takes floating or complex arrays")
+    dts = [aval(v).dtype for v in (dl, d, du, b)]
+    if len(set(dts)) > 1:
+        raise ShardcTypeError("lax.tridiagonal_solve requires arguments to have the same "
+                              f"dtypes, got {', '.join(map(str, dts))}.")
     for name, v in (("dl", dl), ("du", du)):
         if aval(v).shape != aval(d).shape:
             raise ShardcError(f"tridiagonal_solve: {name} has shape {aval(v).shape}, d has "
@@ -247,35 +251,9 @@ def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
     if aval(b).ndim < 2 or aval(b).shape[:-1] != aval(d).shape:
         raise ShardcError(f"tridiagonal_solve: b has shape {aval(b).shape}; it must be "
                           f"[..., m, n] with [..., m] = {aval(d).shape}")
-    if m == 0:
+    if aval(d).shape[-1] == 0:
         return b
-    row = snp.arange(m)
-    dl = snp.where(row == 0, snp.zeros_like(dl), dl)
-    du = snp.where(row == m - 1, snp.zeros_like(du), du)
-    rows = [snp.moveaxis(v, -1, 0) for v in (dl, d, du)] + [snp.moveaxis(b, -2, 0)]
-    tiny = None
-    if perturb_singular:
-        scale = snp.max(snp.stack([snp.abs(dl), snp.abs(d), snp.abs(du)]), axis=(0, -1))
-        tiny = snp.finfo(aval(d).dtype).eps * scale
-
-    def eliminate(carry, xs):
-        c_prev, y_prev = carry
-        l_i, d_i, u_i, b_i = xs
-        w = d_i - l_i * c_prev
-        if tiny is not None:
-            w = snp.where(snp.abs(w) < tiny, snp.where(w < 0, -tiny, tiny), w)
-        c = u_i / w
-        y = (b_i - l_i[..., None] * y_prev) / w[..., None]
-        return (c, y), (c, y)
-    init = (snp.zeros_like(rows[1][0]), snp.zeros_like(rows[3][0]))
-    _, (c, y) = scan(eliminate, init, rows)
-
-    def substitute(x_next, xs):
-        c_i, y_i = xs
-        x = y_i - c_i[..., None] * x_next
-        return x, x
-    _, x = scan(substitute, snp.zeros_like(y[0]), (c, y), reverse=True)
-    return snp.moveaxis(x, 0, -2)
+    return T.tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=bool(perturb_singular))
 
 
 def schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):

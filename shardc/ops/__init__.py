@@ -11,7 +11,7 @@ from . import sort  # noqa: E402,F401
 from . import dynamic  # noqa: E402,F401
 from . import cumulative  # noqa: E402,F401
 from . import scatter, take  # noqa: E402,F401
-from . import linalg_decomp, linalg_forms  # noqa: E402,F401
+from . import linalg_decomp, linalg_forms, linalg_tridiagonal  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
 from . import callback, callback_io  # noqa: E402,F401
 from . import custom_vmap  # noqa: E402,F401

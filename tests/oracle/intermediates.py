@@ -57,7 +57,7 @@ OPCODE = {
     # LAPACK custom calls: tuple-valued (factor and info) but for triangular_solve
     "triangular_solve": "custom-call", "ormqr": "custom-call",
     **{k: None for k in ("cholesky", "lu", "qr", "eigh", "svd", "eig", "geqrf", "schur",
-                         "hessenberg", "tridiagonal", "geqp3",
+                         "hessenberg", "tridiagonal", "geqp3", "tridiagonal_solve",
                          "lu_pivots_to_permutation")},      # (the last one a loop)
     # identities in the lowering
     "copy": None, "stop_gradient": None, "custom_vjp_out": None,

@@ -172,6 +172,10 @@ OPS.update({      # special functions, bitcasts, decompositions, convolution
     "geqp3": [(["f32[8,16,8]", "i32[8,8]"], ["f32[8,16,8]", "i32[8,8]", "f32[8,8]"], "")],
     "ormqr": [(["f32[8,16,8]", "f32[8,8]", "f32[8,16,4]"], ["f32[8,16,4]"],
                "{left=True, transpose=False}")],
+    "tridiagonal_solve": [(["f32[8,16]"] * 3 + ["f32[8,16,4]"], ["f32[8,16,4]"],
+                           "{perturb_singular=False}"),
+                          (["f32[8,16]"] * 3 + ["f32[8,16,4]"], ["f32[8,16,4]"],
+                           "{perturb_singular=True}")],
     "eigh": [([M], [M, "f32[8,16]"], "{lower=True, sort_eigenvalues=True}")],
     "svd": [([M], ["f32[8,16]", M, M], "{full_matrices=True, compute_uv=True}")],
     "eig": [(["f32[16,16]"], ["c64[16]", "c64[16,16]"], "{compute_left_eigenvectors=False, "
