@@ -349,3 +349,5 @@ def symmetric_product(a_matrix, c_matrix, *, alpha=1., beta=0., symmetrize_outpu
 
 
 wrap_public(globals())
+
+from .lax_qdwh import qdwh  # noqa: E402,F401  (built on the functions above)

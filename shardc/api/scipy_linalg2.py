@@ -9,12 +9,12 @@ from functools import partial
 import numpy as np
 
 from ..errors import ArgumentError, ShardcNotImplementedError, ShardcTypeError, wrap_public
-from . import lax as slax
 from . import lax_linalg as LL
 from . import numpy as snp
-from .control import cond, fori_loop, scan, switch, while_loop
+from .control import cond, scan, switch
 from .numpy import linalg as snl
 from .numpy._util import aval, promote_dtypes, promote_dtypes_inexact
+from .lax_qdwh import qdwh
 from .scipy_linalg import solve_triangular
 
 __all__ = ["expm", "expm_frechet", "polar", "block_diag"]
@@ -147,81 +147,8 @@ def _mH(x):
     return snp.conj(snp.swapaxes(x, -1, -2))
 
 
-def _qdwh_qr_step(u, params):
-    """One QDWH step by QR of [sqrt(c) u; I] (stable while c is large)."""
-    a_minus_e_by_sqrt_c, sqrt_c, e = params
-    M, N = aval(u).shape
-    y = snp.concatenate([sqrt_c * u, snp.eye(N, dtype=aval(u).dtype)], axis=0)
-    q, _ = LL.qr(y, full_matrices=False)
-    return e * u + a_minus_e_by_sqrt_c * (q[:M] @ _mH(q[M:]))
-
-
-def _qdwh_chol_step(u, params):
-    """One QDWH step by Cholesky of c u^H u + I."""
-    a_minus_e, c, e = params
-    N = aval(u).shape[1]
-    x = c * (_mH(u) @ u) + snp.eye(N, dtype=aval(u).dtype)
-    y = LL.cholesky(x, symmetrize_input=False)
-    z = snp.conj(LL.triangular_solve(y, u.T, left_side=True, lower=True, conjugate_a=True))
-    z = _mH(LL.triangular_solve(y, z, left_side=True, lower=True, transpose_a=True,
-                                conjugate_a=True))
-    return e * u + a_minus_e * z
-
-
-def _qdwh(x, eps, max_iterations=10):
-    """(u, h) with x = u h, u with orthonormal columns and h Hermitian positive
-    semidefinite: the QR-based dynamically weighted Halley iteration (Nakatsukasa &
-    Higham), with jax's static schedule of weights."""
-    dt = aval(x).dtype
-    if eps is None:
-        eps = float(np.finfo(dt).eps)
-    one_norm = snl.norm(x, ord=1)
-    inf_norm = snl.norm(x, ord=np.inf)
-    alpha_inv = slax.rsqrt(one_norm) * slax.rsqrt(inf_norm)
-    alpha_inv = snp.where(one_norm == 0, 1, alpha_inv)
-    u = x * alpha_inv.astype(dt)
-    # the weights follow the lower bound l of u's singular values: static, in Python
-    l, tol_l = eps, 10. * eps / 2.
-    tol_norm = snp.cbrt(tol_l)
-    qr_coefs, chol_coefs = [], []
-    k = 0
-    while l + tol_l < 1 and k < max_iterations:
-        k += 1
-        l2 = l * l
-        dd = (4 * (1 / l2 - 1) / l2) ** (1 / 3)
-        sqd = (1. + dd) ** (1 / 2)
-        a = sqd + (2 - dd + 2 * (2 - l2) / (l2 * sqd)) ** (1 / 2)
-        b = (a - 1) ** 2 / 4
-        c = a + b - 1
-        l = l * (a + b * l2) / (1 + c * l2)
-        if c > 100:
-            qr_coefs.append(((a - b / c) / c ** (1 / 2), c ** (1 / 2), b / c))
-        else:
-            chol_coefs.append((a - b / c, c, b / c))
-
-    def run(u, coefs, step, test):
-        if not coefs:
-            return u, snp.asarray(True)
-        table = snp.array(coefs).astype(dt)
-
-        def body(i, state):
-            u_prev = state[0]
-            u = step(u_prev, tuple(slax.dynamic_index_in_dim(table, i, keepdims=False)))
-            return u, (snl.norm(u - u_prev) > tol_norm) if test else snp.asarray(True)
-        return fori_loop(0, len(coefs), body, (u, snp.asarray(True)))
-    u, _ = run(u, qr_coefs, _qdwh_qr_step, False)
-    u, not_converged = run(u, chol_coefs, _qdwh_chol_step, True)
-    halley = (3 - 1 / 3, 3, 1 / 3)      # the fixed weights once l has reached 1
-
-    def body(state):
-        i, u, _ = state
-        u_new = _qdwh_chol_step(u, halley)
-        return i + 1, u_new, snl.norm(u_new - u) > tol_norm
-    _, u, _ = while_loop(lambda s: snp.logical_and(s[2], s[0] < max_iterations), body,
-                         (len(qr_coefs) + len(chol_coefs), u, not_converged))
-    u = 1.5 * u - 0.5 * u @ (_mH(u) @ u)      # one Newton-Schulz step
-    h = _mH(u) @ x
-    return u, (h + _mH(h)) / 2
+def _qdwh(a, eps):
+    return qdwh(a, eps=eps)[:2]
 
 
 def _polar_2d(a, side, method, eps):
