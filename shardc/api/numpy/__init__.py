@@ -11,7 +11,7 @@ import numpy as _np
 
 from ...ir import dtypes as _dtypes
 from . import linalg
-from ._composite import allclose, isclose, linspace, logaddexp, repeat, roll, take, tile, tril, triu
+from ._composite import allclose, isclose, linspace, repeat, roll, take, tile, tril, triu
 from ._creation import (arange, array, asarray, empty, empty_like, eye, full, full_like,
     identity, iota, ones, ones_like, zeros, zeros_like)
 from ._indexing import getitem as _getitem

@@ -16,7 +16,7 @@ from ._construct import (bartlett, blackman, copy, diag, diag_indices, diag_indi
     tril_indices, tril_indices_from, triu_indices, triu_indices_from, vander)
 from ._math import (acos, acosh, arccosh, arcsinh, arctanh, asin, asinh, atan, atan2, atanh,
     bitwise_invert, copysign, deg2rad, degrees, fabs, float_power, fmax, fmin, gcd, heaviside,
-    hypot, isneginf, isposinf, lcm, ldexp, log10, log2, logaddexp2, modf, nan_to_num,
+    hypot, isneginf, isposinf, lcm, ldexp, log10, log2, modf, nan_to_num,
     rad2deg, radians, rint, signbit, sinc, trunc)
 from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block, choose,
     column_stack, compress, concat, cross, delete, diff, dsplit, dstack, ediff1d, extract,
@@ -25,6 +25,10 @@ from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block
 from ._more2 import (array_equal, array_equiv, corrcoef, cov, gradient, interp, packbits,
     place, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval, put, ravel_multi_index,
     trapezoid, trim_zeros, unpackbits, unravel_index, unwrap)
+from . import _ufunc_methods as _um
+from ._composite import logaddexp as _logaddexp
+from ._math import logaddexp2 as _logaddexp2
+from ._ufunc_methods import frompyfunc, ufunc
 from ._nanred import (average, count_nonzero, nanargmax, nanargmin, nanmax, nanmean, nanmin,
     nanprod, nanstd, nansum, nanvar, ptp)
 from ._util import aval as _aval
@@ -187,75 +191,43 @@ def from_dlpack(x, /, *, device=None, copy=None):  # noqa: F811  (jax's paramete
     return jax.dlpack.from_dlpack(x, device=device, copy=copy)
 
 
-class ufunc:
-    """jnp.ufunc: a function of `nin` arrays with NumPy's ufunc methods; `reduce` and
-    `accumulate` fold along a (static) axis one element at a time unless given."""
+# ---------------------------------------------------------------- logaddexp's ufuncs
 
-    def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None,
-                 call=None, reduce=None, accumulate=None, at=None, reduceat=None):
-        self._func, self.nin, self.nout = func, int(nin), int(nout)
-        self.__name__ = name or getattr(func, "__name__", "ufunc")
-        self.nargs = nargs or self.nin
-        self.identity = identity
-        self._call, self._reduce, self._accumulate = call, reduce, accumulate
-
-    def __call__(self, *args):
-        if len(args) != self.nin:
-            raise ShardcError(f"{self.__name__}() takes {self.nin} positional arguments "
-                              f"but {len(args)} were given")
-        return (self._call or self._func)(*args)
-
-    def outer(self, A, B, /):
-        from ._shapes import expand_dims
-        a, b = _aval(A).ndim, _aval(B).ndim
-        return self(expand_dims(A, tuple(range(a, a + b))), B)
-
-    def _slices(self, a, axis):
-        from ._indexing import getitem
-        from ._shapes import moveaxis
-        a = moveaxis(a, axis, 0)
-        return [getitem(a, i) for i in range(_aval(a).shape[0])]
-
-    def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
-               where=None):
-        if self._reduce is not None:
-            return self._reduce(a, axis, dtype, out, keepdims, initial, where)
-        if self.nin != 2 or self.nout != 1:
-            raise ShardcError("reduce only supports functions of two arguments and one "
-                              "result")
-        if out is not None or where is not None:
-            raise ShardcError("ufunc.reduce: out= and where= are not supported")
-        from ._creation import asarray
-        a = asarray(a)
-        if axis is None:
-            from ._shapes import ravel
-            a, axis = ravel(a), 0
-        xs = self._slices(a, axis)
-        acc = xs[0] if initial is None else self(asarray(initial), xs[0])
-        for x in xs[1:]:
-            acc = self(acc, x)
-        if dtype is not None:
-            acc = acc.astype(dtype)
-        if keepdims:
-            from ._shapes import expand_dims
-            acc = expand_dims(acc, axis)
-        return acc
-
-    def accumulate(self, a, axis=0, dtype=None, out=None):
-        if self._accumulate is not None:
-            return self._accumulate(a, axis, dtype, out)
-        from ._creation import asarray
-        from ._shapes import moveaxis, stack
-        xs = self._slices(asarray(a), axis)
-        outs = [xs[0]]
-        for x in xs[1:]:
-            outs.append(self(outs[-1], x))
-        res = moveaxis(stack(outs), 0, axis)
-        return res.astype(dtype) if dtype is not None else res
+def _logsumexp(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+    """log(sum(exp(a))) past the max (held constant for the gradient), as jax's
+    logaddexp.reduce (which checks dtype but does not use it)."""
+    from ...ops.common import norm_axes
+    from ...transforms.ad import stop_gradient
+    from ._complex import real
+    from ._shapes import expand_dims
+    from ._ufuncs import add, exp, isfinite, log, subtract, where as where_
+    from ._util import convert, promote_dtypes_inexact
+    _canonical(dtype)
+    (a,) = promote_dtypes_inexact(_um.asarray_checked("logsumexp", a))
+    axes = norm_axes("logsumexp", axis, _aval(a).ndim)
+    amax = _um.reduction(real(a), "max", "max", -_np.inf, has_identity=False, axis=axes,
+                         keepdims=keepdims, initial=-_np.inf, where=where)
+    amax = stop_gradient(where_(isfinite(amax), amax, convert(0, _aval(amax).dtype)))
+    kept = amax if keepdims else expand_dims(amax, axes)
+    exp_a = exp(subtract(a, convert(kept, _aval(a).dtype)))
+    sumexp = _um.add_reduce(exp_a, axis=axes, keepdims=keepdims, where=where)
+    out = add(log(sumexp), convert(amax, _aval(sumexp).dtype))
+    return out if initial is None else _logaddexp(initial, out)
 
 
-def frompyfunc(func, /, nin, nout, *, identity=None):
-    return ufunc(func, nin, nout, identity=identity)
+def _logsumexp2(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+    """log2(sum(2 ** a)): logaddexp's reduction of a * ln 2, as jax's."""
+    from ._ufuncs import divide, multiply
+    _canonical(dtype)
+    ln2 = float(_np.log(2))
+    a = multiply(_um.asarray_checked("logsumexp2", a), ln2)
+    initial = None if initial is None else multiply(initial, ln2)
+    return divide(_logsumexp(a, axis, None, keepdims, initial, where), ln2)
+
+
+# jnp.logaddexp and logaddexp2 are ufunc objects: their reduce is a logsumexp
+logaddexp = _um.builtin(_logaddexp, 2, -_np.inf, reduce=_logsumexp)
+logaddexp2 = _um.builtin(_logaddexp2, 2, -_np.inf, reduce=_logsumexp2)
 
 
 # ---------------------------------------------------------------- index tricks

@@ -6,6 +6,7 @@ from ...errors import ShardcError
 from ...ops import elementwise as ew
 import numpy as np
 
+from . import _ufunc_methods as _um
 from ._util import _ARRAYS, _Tracer
 from ._util import (as_lit, aval, check_arraylike, const_like, convert, lax_const, promote_args,
     promote_args_inexact, promote_args_numeric, promote_dtypes_inexact, promote_dtypes,
@@ -409,3 +410,21 @@ def clip(a, min=None, max=None):
     if max is not None:
         a = minimum(max, a)
     return a
+
+
+# jax.numpy's ufunc objects: the functions above as their calls, with jax's identities and
+# the fast paths of their methods (add.reduce is a sum, add.at a scatter-add, ...)
+add = _um.builtin(add, 2, 0, reduce=_um.add_reduce, accumulate=_um.add_accumulate,
+                  at=_um.add_at)
+multiply = _um.builtin(multiply, 2, 1, reduce=_um.multiply_reduce,
+                       accumulate=_um.multiply_accumulate, at=_um.multiply_at)
+subtract = _um.builtin(subtract, 2, at=_um.subtract_at)
+maximum = _um.builtin(maximum, 2, reduce=_um.maximum_reduce)
+minimum = _um.builtin(minimum, 2, reduce=_um.minimum_reduce)
+bitwise_and = _um.builtin(bitwise_and, 2, -1, reduce=_um.bitwise_and_reduce)
+bitwise_or = _um.builtin(bitwise_or, 2, 0, reduce=_um.bitwise_or_reduce)
+bitwise_xor = _um.builtin(bitwise_xor, 2, 0, reduce=_um.bitwise_xor_reduce)
+logical_and = _um.builtin(logical_and, 2, True, reduce=_um.logical_and_reduce)
+logical_or = _um.builtin(logical_or, 2, False, reduce=_um.logical_or_reduce)
+logical_xor = _um.builtin(logical_xor, 2, False, reduce=_um.logical_xor_reduce)
+negative = _um.builtin(negative, 1)
