@@ -235,6 +235,23 @@ def test_pshuffle(mesh8):
     np.testing.assert_array_equal(got, want)
 
 
+def test_integer_reduce_and_or():
+    """reduce_and of integers starts from all bits set: shardc's init was 1, so
+    reduce_and([5, 7, 4]) gave 0 (jax: 4), silently. Unsharded, as XLA's CPU all-reduce
+    has no AND / OR on integers (jax.jit cannot compile them sharded either)."""
+    x = np.array([[3, 1, 2], [5, 7, 4], [-1, -3, -5]], np.int32)
+
+    def f(L):
+        return lambda x: (L.reduce_and(x, (1,)), L.reduce_or(x, (0,)),
+                          L.reduce_and(x.astype(np.uint8), (1,)),
+                          L.reduce_and(x.astype(np.int8), (0, 1)),
+                          L.reduce(x, np.int32(-1), L.bitwise_and, (1,)))
+    got, want = shardc.jit(f(slax))(x), jax.jit(f(jlax))(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_reduce_with_any_computation(mesh2x4):
     """A reducer that is no monoid shardc has (jax's reduce_p): a variadic max-with-index
     against jax.jit, and a logaddexp, which XLA:CPU cannot run as a reduction (jax.jit

@@ -50,8 +50,10 @@ def identity_of(kind, dtype):
         return 0
     if kind == "mul":
         return 1
-    if kind == "and":
-        return True
+    if kind == "and":      # all bits set (True for booleans)
+        if dtype == dtypes.bool_:
+            return True
+        return -1 if dtypes.is_signed(dtype) else int(dtypes.iinfo(dtype).max)
     if kind == "or":
         return False
     if dtypes.is_complex(dtype):

@@ -396,10 +396,6 @@ def reduction(a, name, kind, init, *, has_identity=True, preproc=None, upcast_f1
     if kind == "xor":
         from ..lax_ops import reduce_xor
         out = reduce_xor(a, axes)
-    elif kind == "and" and comp != dtypes.bool_:
-        # ~any-bit-clear: reduce_and_p's init for integers is 1, not all ones (a bug)
-        from ...ops import elementwise as ew
-        out = ew.not_p.bind(red.reduce_or_p.bind(ew.not_p.bind(a), axes=axes))
     else:
         prim = prims[kind]
         prim = _BOOL_OPS.get(prim, prim) if comp == dtypes.bool_ else prim
