@@ -126,3 +126,28 @@ def test_reduction_errors(mesh2x4):
     """What jax rejects, shardc rejects with a ShardcError at the user's line."""
     compare_cases([Case(n, fn, [data((8, 16), np.float32)], [P("x", None)])
                    for n, fn in REDUCE_ERRORS], mesh2x4)
+
+
+def test_initial_as_jax():
+    """`initial` joins in the computation dtype (float32 for float16), as jax's: adding it
+    after the cast to float16 gave sum([1000, 89.375], initial=0.3) = 1089, jax 1090. A
+    traced initial works; an array initial is jax's error, not a silent broadcast."""
+    import jax
+    import jax.numpy as jnp
+    import shardc
+    import shardc.numpy as snp
+    h = np.array([1000, 89.375], np.float16)
+    for name in ("sum", "prod", "max", "min"):
+        for kw in ({"initial": 0.3}, {"initial": 2, "keepdims": True},
+                   {"initial": -1.5, "where": h > 100}):
+            got, want = getattr(snp, name)(h, **kw), getattr(jnp, name)(h, **kw)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    x = np.arange(6.0, dtype=np.float32)
+    f = shardc.jit(lambda x, i: (snp.sum(x, initial=i), snp.max(x, initial=i)))
+    g = jax.jit(lambda x, i: (jnp.sum(x, initial=i), jnp.max(x, initial=i)))
+    for a, b in zip(f(x, np.float32(9)), g(x, np.float32(9))):
+        np.testing.assert_array_equal(a, b)
+    for fn in (snp.sum, snp.max):
+        with pytest.raises(shardc.ShardcError, match="must be a scalar"):
+            fn(x, initial=np.ones(2), where=x > 1)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ArgumentError, ShardcError
 from ...ops import reduce as red
 from ...ops import shape as shp
 from ...ops.common import norm_axes
@@ -37,11 +37,13 @@ def _upcast(dtype):
     return dtype
 
 
-def _reduce(prim, name, a, axis, dtype, keepdims, promote_ints, upcast_half):
-    """jnp's _reduction: convert to the computation dtype, reduce, re-insert kept axes,
-    convert to the result dtype. The result is never weakly typed (as jax)."""
+def _reduce(prim, name, a, axis, dtype, keepdims, promote_ints, upcast_half, initial=None,
+            combine=None):
+    """jnp's _reduction: convert to the computation dtype, reduce, combine with `initial`
+    (in the computation dtype, as jax), re-insert kept axes, convert to the result
+    dtype. The result is never weakly typed (as jax)."""
     t = type(a)
-    if dtype is None and not keepdims and (t is _Tracer or t in _ARRAYS):
+    if dtype is None and not keepdims and initial is None and (t is _Tracer or t in _ARRAYS):
         x = aval(a)
         if x.dtype in _OWN and not x.weak:      # the common call: no conversions
             return prim.bind(a, axes=norm_axes(name, axis, len(x.shape)))
@@ -54,8 +56,14 @@ def _reduce(prim, name, a, axis, dtype, keepdims, promote_ints, upcast_half):
     a = convert(a, comp)
     if comp == dtypes.bool_ and prim in _BOOL_OPS:
         prim = _BOOL_OPS[prim]
-    out = _keepdims(a, prim.bind(a, axes=axes), axes, keepdims)
-    return convert(out, out_dtype)
+    out = prim.bind(a, axes=axes)
+    if initial is not None:
+        ini = convert(initial if isinstance(initial, _Tracer) else np.asarray(initial), comp)
+        if aval(ini).shape != ():
+            raise ArgumentError("initial value must be a scalar. Got array of shape "
+                                f"{aval(ini).shape}")
+        out = combine(ini, out)
+    return convert(_keepdims(a, out, axes, keepdims), out_dtype)
 
 
 # sum and prod of booleans (asked for with dtype=bool) are or and and, as in jax
@@ -73,33 +81,26 @@ def _masked(name, a, where, fill):
     return select(where, a, convert(fill, aval(a).dtype))
 
 
-def _initial(out, initial, op):
-    """The reduction combined with `initial` (jax casts it to the result's dtype)."""
-    if initial is None:
-        return out
-    return op(out, convert(np.asarray(initial), aval(out).dtype))
-
-
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
         promote_integers=True):
-    r = _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype, keepdims,
-                promote_integers, True)
-    return _initial(r, initial, add)
+    return _reduce(red.reduce_sum_p, "sum", _masked("sum", a, where, 0), axis, dtype,
+                   keepdims, promote_integers, True, initial, add)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
-    r = _reduce(red.reduce_prod_p, "prod", _masked("prod", a, where, 1), axis, dtype,
-                keepdims, promote_integers, True)
-    return _initial(r, initial, multiply)
+    return _reduce(red.reduce_prod_p, "prod", _masked("prod", a, where, 1), axis, dtype,
+                   keepdims, promote_integers, True, initial, multiply)
 
 
 def _extremum(prim, name, combine, a, axis, keepdims, initial, where):
     if initial is None:
         _nonempty(name, a, axis)
+    elif where is not None and np.ndim(initial) != 0:      # (before it fills a's holes)
+        raise ArgumentError(f"initial value must be a scalar. Got array of shape "
+                            f"{np.shape(initial)}")
     a = _masked(name, a, where, initial)
-    return _initial(_reduce(prim, name, a, axis, None, keepdims, False, False), initial,
-                    combine)
+    return _reduce(prim, name, a, axis, None, keepdims, False, False, initial, combine)
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
