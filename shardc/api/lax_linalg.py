@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from ..errors import ShardcError, ShardcTypeError, wrap_public
+from ..errors import ArgumentError, ShardcError, ShardcTypeError, wrap_public
 from ..ops import lax as L
 from ..ir import dtypes
 from ..ops import linalg_decomp as D
@@ -220,12 +220,19 @@ def _empty_svd(x, full_matrices, compute_uv):
 
 
 def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
-        use_magma=None, implementation=None):
+        enable_eigvec_derivs=False, implementation=None, use_magma=None):
     """[w, vl?, vr?]: eigenvalues and left/right eigenvectors of each square matrix
-    (LAPACK's geev; complex results, as jax's CPU eig)."""
+    (LAPACK's geev; complex results, as jax's CPU eig). Differentiable as jax's: the
+    eigenvalues always, the eigenvectors with enable_eigvec_derivs=True."""
+    from .lax_eig import eig as eig_jvp
+    if use_magma is not None:
+        implementation = "magma" if use_magma else "lapack"
+    name = getattr(implementation, "value", implementation)
+    if name is not None and str(name).lower() != "lapack":
+        raise ArgumentError("Only the lapack implementation is supported on CPU.")
     x = _arg("eig", x)
-    return list(D.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                             compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+    return eig_jvp(x, bool(compute_left_eigenvectors), bool(compute_right_eigenvectors),
+                   bool(enable_eigvec_derivs))
 
 
 def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):

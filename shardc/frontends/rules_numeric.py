@@ -134,9 +134,10 @@ def _eigh(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, algorit
 @rule("eig")
 def _eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
          enable_eigvec_derivs=False, implementation=None, use_magma=None):
-    from ..ops.linalg_decomp import eig_p
-    return list(eig_p.bind(x, compute_left_eigenvectors=compute_left_eigenvectors,
-                           compute_right_eigenvectors=compute_right_eigenvectors))
+    from ..api.lax_linalg import eig
+    return eig(x, compute_left_eigenvectors=compute_left_eigenvectors,
+               compute_right_eigenvectors=compute_right_eigenvectors,
+               enable_eigvec_derivs=enable_eigvec_derivs, implementation=implementation)
 
 
 @rule("schur")
