@@ -178,6 +178,7 @@ def test_int_input_promotes_as_jax():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
-def test_eig_grad_raises():
-    with pytest.raises(shardc.ShardcError, match="no gradient for eig"):
-        shardc.jit(shardc.grad(lambda a: snp.real(snp.linalg.eigvals(a)).sum()))(W((3, 3)))
+def test_eig_eigenvector_grad_needs_the_opt_in():
+    # (eigenvalue and opted-in eigenvector gradients: tests/test_eig_grad.py)
+    with pytest.raises(shardc.ShardcError, match="enable_eigvec_derivs"):
+        shardc.jit(shardc.grad(lambda a: snp.real(snp.linalg.eig(a)[1]).sum()))(W((3, 3)))

@@ -425,8 +425,9 @@ eig_p = _prim("eig", _eig_shape, _eig_lower, multiple=True)
 
 
 def _eig_vjp(ctx, cts, x, **params):
-    raise ShardcError("shardc has no gradient for eig (jax differentiates its eigenvalues "
-                      "only); differentiate eigh for symmetric matrices")
+    # (shardc.lax.linalg.eig wraps the primitive in a custom_jvp with jax's rule)
+    raise ShardcError("eig_p has no gradient of its own: differentiate "
+                      "shardc.lax.linalg.eig, which carries jax's rule")
 
 
 eig_p.vjp = _eig_vjp
