@@ -15,18 +15,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.scipy.linalg as SL
-from helpers import Case, assert_close, compare_cases, data
-
-
-def sl(m):
-    return SL if m.nn is shardc.nn else JL
-
-
-def gen(shape, seed=0, dtype=np.float32):
-    a = data(shape, np.float32, seed=seed)
-    if np.dtype(dtype).kind == "c":
-        a = a + 1j * data(shape, np.float32, seed=seed + 100)
-    return a.astype(dtype)
+from helpers import Case, assert_close, compare_cases
+from test_scipy_linalg import gen, sl  # (the namespace pick and inputs)
 
 
 def _case(label, fn, arrays, specs):
