@@ -1,10 +1,9 @@
 """The notebook views and the command line on programs with scan and cond: every stage
 renders, the regions are shown (block arguments with their provenance, the ops of each
 body), and the report ties a loop's collective to its line."""
+import contextlib
+import io
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -15,8 +14,6 @@ import shardc
 import shardc.numpy as snp
 from shardc import lax
 from shardc.tools import html
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def put(mesh, shape, *spec):
@@ -70,12 +67,13 @@ ARGS = ["--mesh", "x=2,y=4", "--arg", "f32[8,16]@P(None,'y')",
 
 
 def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("XLA_FLAGS", None)
-    p = subprocess.run([sys.executable, "-m", "shardc", *args], capture_output=True,
-                       text=True, env=env, timeout=180)
-    assert p.returncode == 0, p.stderr
-    return p.stdout
+    """The command in this process (test_cli runs it as a subprocess): its stdout."""
+    from shardc.tools import cli
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    assert code == 0, err.getvalue()
+    return out.getvalue()
 
 
 def test_cli_stages_of_a_program_with_scan_and_cond(tmp_path):
