@@ -11,7 +11,7 @@ from ..trace import core
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from .numpy._util import aval
 from ..ops import batching
-from ..ops import manual as m
+from ..ops import collectives as m
 from ..ops import pvary as pv
 from .shard_map import manual_ctx
 
@@ -20,7 +20,7 @@ _tree = jax.tree_util
 
 def _axes(name, axis_name):
     """(the shard_map body's context or None, the axes, their sizes): mesh axes of the
-    enclosing shard_map, or axes a vmap names (batched: shardc.ops.manual's rules)."""
+    enclosing shard_map, or axes a vmap names (batched: shardc.ops.collectives' rules)."""
     ctx = manual_ctx()
     axes = (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
     vsizes = {a: batching.vmap_axis_size(a) for a in axes}

@@ -36,7 +36,7 @@ def apply_out_sharding(x, out_sharding, what="out_sharding", check=True):
 def reshard(xs, out_shardings):
     """Reshard each leaf of `xs` to the matching (prefix) leaf of `out_shardings`
     (jax.sharding.reshard): its type's sharding becomes that one."""
-    from .jit import _broadcast_prefix
+    from .jit_args import _broadcast_prefix
     leaves, tree = _tree.tree_flatten(xs)
     flat = _broadcast_prefix(out_shardings, xs, "reshard")
     out = []
@@ -234,7 +234,7 @@ def _on_mesh(xs, specs, kind, names):
     """Concrete arrays `xs` moved to the context mesh with `names` made `kind` (None:
     back to the context mesh itself), each to its spec in `specs` (None: its own)."""
     from ..runtime.meshes import current_mesh
-    from .jit import _broadcast_prefix
+    from .jit_args import _broadcast_prefix
     mesh = current_mesh()
     leaves, tree = _tree.tree_flatten(xs)
     if mesh is None:

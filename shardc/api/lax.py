@@ -132,7 +132,7 @@ def with_sharding_constraint(x, shardings):
 
     Inside shardc.jit this is a source for propagation that is never overridden;
     outside it, it moves the arrays (device_put)."""
-    from .jit import _broadcast_prefix
+    from .jit_args import _broadcast_prefix
     leaves, tree = _tree.tree_flatten(x)
     flat = _broadcast_prefix(shardings, x, "with_sharding_constraint")
     out = [xx if s is None else _constraint_leaf(xx, s) for xx, s in zip(leaves, flat)]
@@ -258,6 +258,7 @@ from .conv import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: 
                    conv_general_permutations, conv_general_shape_tuple, conv_shape_tuple,
                    conv_transpose_shape_tuple, conv_general_dilated_local)
 from .lax_ops import *  # noqa: E402,F401,F403  (issue 16: the rest of jax.lax's functions)
+from .lax_reduce import *  # noqa: E402,F401,F403
 from .lax_gather import *  # noqa: E402,F401,F403
 from .lax_special import *  # noqa: E402,F401,F403
 from .lax_window import reduce_window  # noqa: E402,F401

@@ -192,7 +192,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if tree != init_tree:
         raise ShardcError(f"reduce_window: operand {tree} and init_value {init_tree} must "
                           "have the same structure")
-    from .lax_ops import _arr, _identity, _monoid
+    from .lax_ops import _arr
+    from .lax_reduce import _identity, _monoid
     from .lax_special import _static
     flat = [_arr(x) for x in flat]
     inits = [convert(v, aval(x).dtype) for v, x in zip(inits, flat)]

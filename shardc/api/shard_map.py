@@ -24,7 +24,7 @@ _tree = jax.tree_util
 
 
 def _specs_for(specs, tree_obj, what):
-    from .jit import _broadcast_prefix
+    from .jit_args import _broadcast_prefix
     return _broadcast_prefix(specs, tree_obj, what)
 
 

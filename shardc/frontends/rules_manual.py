@@ -16,7 +16,7 @@ from ..errors import ShardcError
 from ..api.random._keys import KeyArray
 from ..ir.program import Lit
 from ..ir.sharding import from_spec
-from ..ops import manual as m
+from ..ops import collectives as m
 from ..ops import pvary as pv
 from ..trace import core
 from .translate import eval_jaxpr, rule, unsupported

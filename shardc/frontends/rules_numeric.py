@@ -4,7 +4,7 @@ stack / unstack, reduce_xor, the general reduce, zeros_like and empty."""
 from __future__ import annotations
 
 from ..api import lax_special as S
-from ..api import lax_ops
+from ..api import lax_ops, lax_reduce
 from ..api import numpy as snp
 from ..trace import core
 from .translate import _bind, rule, with_sharding
@@ -52,7 +52,7 @@ def _approx_top_k(x, *, k, reduction_dimension, is_max_k, recall_target, aggrega
 
 @rule("reduce_xor")
 def _reduce_xor(x, *, axes, out_sharding=None):
-    return lax_ops.reduce_xor(x, axes)
+    return lax_reduce.reduce_xor(x, axes)
 
 
 @rule("stack")

@@ -16,7 +16,8 @@ from ..ir.program import Aval, Lit
 from ..ir.sharding import MeshShape, Sharding, from_spec
 from ..trace import core
 from .blocks import local_aval
-from .manual import psum_p, shard_map_p
+from .collectives import psum_p
+from .manual import shard_map_p
 
 
 class ManualCtx:

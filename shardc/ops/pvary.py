@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ir.primitive import PropKind, Trait, Vma
 from ..ir.rules import pointwise
 from ..trace.core import Primitive
-from .manual import psum_p
+from .collectives import psum_p
 
 
 def _shape(x, *, axes, sizes):

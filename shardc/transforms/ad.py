@@ -196,7 +196,7 @@ def _unvary(mc, v, c):
     extra = mc.vma_of(c.value) - mc.vma_of(v)
     if not extra:
         return c
-    from ..ops.manual import psum_p
+    from ..ops.collectives import psum_p
     axes = tuple(a for a in mc.mesh.names if a in extra)
     return psum_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
 

@@ -18,13 +18,14 @@ from ._math import (acos, acosh, arccosh, arcsinh, arctanh, asin, asinh, atan, a
     bitwise_invert, copysign, deg2rad, degrees, fabs, float_power, fmax, fmin, gcd, heaviside,
     hypot, isneginf, isposinf, lcm, ldexp, log10, log2, modf, nan_to_num,
     rad2deg, radians, rint, signbit, sinc, trunc)
-from ._more import (append, apply_along_axis, apply_over_axes, atleast_3d, block, choose,
-    column_stack, compress, concat, cross, delete, diff, dsplit, dstack, ediff1d, extract,
-    fliplr, flipud, hsplit, insert, kron, matrix_transpose, matvec, piecewise, resize,
-    rollaxis, rot90, select, unstack, vecdot, vecmat, vsplit)
+from ._more import (append, apply_along_axis, apply_over_axes, choose, compress, cross,
+    delete, diff, ediff1d, extract, fliplr, flipud, insert, kron, matrix_transpose, matvec,
+    piecewise, resize, rollaxis, rot90, select, vecdot, vecmat)
+from ._stacking import (atleast_3d, block, column_stack, concat, dsplit, dstack, hsplit,
+    unstack, vsplit)
 from ._more2 import (array_equal, array_equiv, corrcoef, cov, gradient, interp, packbits,
-    place, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval, put, ravel_multi_index,
-    trapezoid, trim_zeros, unpackbits, unravel_index, unwrap)
+    place, put, ravel_multi_index, trapezoid, trim_zeros, unpackbits, unravel_index, unwrap)
+from ._polyarith import polyadd, polyder, polydiv, polyint, polymul, polysub, polyval
 from . import _ufunc_methods as _um
 from ._composite import logaddexp as _logaddexp
 from ._math import logaddexp2 as _logaddexp2

@@ -394,7 +394,7 @@ def reduction(a, name, kind, init, *, has_identity=True, preproc=None, upcast_f1
     if where is not None:
         a = uf.where(where, a, _init_val(comp, init))
     if kind == "xor":
-        from ..lax_ops import reduce_xor
+        from ..lax_reduce import reduce_xor
         out = reduce_xor(a, axes)
     else:
         prim = prims[kind]

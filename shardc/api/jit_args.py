@@ -1,0 +1,161 @@
+"""shardc.jit's arguments and results: cache keys, static arguments, sharding prefixes,
+argument names, float0 results and returned constants."""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from ..errors import ShardcError, ShardcTypeError, user_loc
+from ..ir.program import Aval, Lit
+from ..ir.sharding import Sharding
+from ..runtime.autospec import is_auto
+from ..trace import core
+from .argcheck import summary
+from .stages import _ARRAY
+
+_tree = jax.tree_util
+
+
+class ArgSpec:
+    """What a compiled program assumes about one flat argument."""
+    __slots__ = ("aval", "sharding", "committed")
+
+    def __init__(self, aval, sharding, committed):
+        self.aval, self.sharding, self.committed = aval, sharding, committed
+
+
+def _leaf_key(x):
+    if type(x) is _ARRAY:   # the aval (interned by jax) holds shape, dtype, weak type
+        return (x.aval, x.sharding)
+    if type(x) is core.Tracer:      # a nested jit's traced argument (also a jax tracer)
+        return (type(x), x.shape)
+    if isinstance(x, jax.core.Tracer):     # not shardc's: jax traces around shardc
+        raise core.foreign_tracer_error(x)
+    if isinstance(x, jax.Array):
+        return (x.shape, x.dtype, x.weak_type, x.sharding)
+    if isinstance(x, np.ndarray):
+        return (x.shape, x.dtype)
+    return (type(x), np.shape(x))
+
+
+def _norm_argnums(nums, n):
+    """Argument positions; negative ones count from the end of the `n` parameters."""
+    if nums is None:
+        return ()
+    if isinstance(nums, int):
+        nums = (nums,)
+    out = set()
+    for i in nums:
+        if i < 0:
+            if n is None:
+                raise ShardcError(f"argnum {i} is negative, but the function's signature is "
+                                  "unknown; use non-negative positions")
+            i += n
+        out.add(i)
+    return tuple(sorted(out))
+
+
+class _Static:
+    """A static argument in a cache key: equal only to an equal value of the same type
+    (so 2 and 2.0 compile separately, as in jax)."""
+    __slots__ = ("v", "h")
+
+    def __init__(self, v):
+        self.v = v
+        try:
+            self.h = hash((type(v), v))
+        except TypeError:
+            raise ShardcError(f"static argument {v!r} is not hashable; static arguments must "
+                              "be hashable (use a tuple, not a list)") from None
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, o):
+        return type(o) is _Static and type(o.v) is type(self.v) and o.v == self.v
+
+
+def _wrap_keys(tree):
+    """jax's typed PRNG keys as shardc key arrays over their uint32 data."""
+    from .random._keys import wrap_jax_keys
+    return wrap_jax_keys(tree)
+
+
+def _has_keys(tree):
+    from .random._keys import has_jax_keys
+    return has_jax_keys(tree)
+
+
+def _broadcast_prefix(prefix, tree, what):
+    """Expand a pytree prefix of shardings to one entry per leaf of `tree`."""
+    is_leaf = lambda x: x is None or is_auto(x) or isinstance(  # noqa
+        x, (jax.sharding.Sharding, PartitionSpec, Sharding))
+    out = []
+
+    def go(p, t):
+        if is_leaf(p):
+            out.extend([p] * len(_tree.tree_leaves(t)))
+            return
+        pl, pt = _tree.tree_flatten(p, is_leaf=is_leaf)
+        if len(pl) == 1 and pl[0] is p:     # a leaf that is no sharding (a string, say)
+            raise ShardcTypeError(f"{what}: expected NamedShardings, PartitionSpecs or None, "
+                                  f"got {p!r}")
+        try:
+            subtrees = pt.flatten_up_to(t)
+        except (ValueError, TypeError):
+            raise ShardcError(f"{what} does not match the structure of the arguments/results: "
+                              f"{what} is {summary(p)} but they are {summary(t)}; give "
+                              "one sharding per leaf, or a pytree prefix of them") from None
+        for pp, tt in zip(pl, subtrees):
+            go(pp, tt)
+    go(prefix, tree)
+    return out
+
+
+def _path_name(path, pos_names):
+    parts = []
+    for k, entry in enumerate(path):
+        if k == 0:
+            continue   # (dyn, kwargs) split
+        if k == 1 and path[0].idx == 0:
+            parts.append(pos_names[entry.idx] if entry.idx < len(pos_names) else f"a{entry.idx}")
+            continue
+        key = getattr(entry, "key", None)
+        if key is None:
+            key = getattr(entry, "idx", None)
+        if key is None:
+            key = getattr(entry, "name", "x")
+        parts.append(str(key))
+    name = "_".join(parts) or "x"
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+class _Float0:
+    """A float0 result (a gradient of an integer input): no data, so no output of the
+    program; part of the output tree, which rebuilds it as float0 zeros (as jax's)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+_tree.register_pytree_node(_Float0, lambda z: ((), z.shape),
+                           lambda shape, _: np.zeros(shape, jax.dtypes.float0))
+
+
+def _float0_node(x):
+    return _Float0(x.shape) if getattr(x, "dtype", None) == jax.dtypes.float0 else x
+
+
+def _as_value(b, x):
+    if core.is_tracer(x):
+        return b.to_value(x)
+    v = core.constant_value(b, x)
+    if isinstance(v, Lit):   # a returned Python scalar: materialize it as an op
+        from ..ops.special import constant_p
+        params = {"value": np.asarray(v.value, v.aval.dtype)}
+        if v.aval.weak:
+            params["weak_type"] = True
+        (v2,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)], user_loc())
+        return v2
+    return v
