@@ -149,8 +149,11 @@ def test_composite_errors(mesh2x4):
     f = shardc.jit(lambda a: snp.tril(a[0]))
     with pytest.raises(shardc.ShardcError, match="at least 2-D"):
         f(A)
-    with pytest.raises(shardc.ShardcError, match="static Python int"):
-        shardc.jit(lambda a, s: snp.roll(a, s))(A, 2)
+    with pytest.raises(shardc.ShardcError, match="must be scalars or 1D"):
+        shardc.jit(lambda a, s: snp.roll(a, s))(A, np.ones((2, 2), np.int32))
+    # a traced float shift is truncated to int32, as jnp.roll does
+    np.testing.assert_array_equal(shardc.jit(lambda a, s: snp.roll(a, s, 1))(A, 2.7),
+                                  jax.jit(lambda a, s: jnp.roll(a, s, 1))(A, 2.7))
     with pytest.raises(shardc.ShardcError, match="Invalid order"):   # (ord=2 is an SVD now)
         shardc.jit(lambda a: snp.linalg.norm(a, ord=3))(A)
     with pytest.raises(shardc.ShardcError, match="nothing to take"):
@@ -159,3 +162,21 @@ def test_composite_errors(mesh2x4):
     assert snp.iinfo(snp.uint8).max == jnp.iinfo(jnp.uint8).max
     with pytest.raises(shardc.ShardcError, match="repeats for an axis"):
         shardc.jit(lambda a: snp.repeat(a, np.array([1, 2]), axis=0))(A)
+
+
+def test_roll_traced_shift(mesh2x4):
+    """A shift computed in the program: a dynamic slice of the axis doubled (jnp.roll's),
+    scalar or one per axis, negative and past the axis length."""
+    from helpers import Case, compare_cases
+    s = lambda m, a: m.argmax(a[0]) - 7     # noqa: E731
+    # (a gradient is sharded like its primal, by shardc's design; jax leaves it open)
+    cases = [Case(f"{k}-{spec}", fn, [A], [spec], numpy_ref=k != "grad",
+                  check_sharding=k != "grad") for k, fn in {
+        "axis1": lambda m, a: m.roll(a, s(m, a), axis=1),
+        "flat": lambda m, a: m.roll(a, 3 * s(m, a) - 40),
+        "both": lambda m, a: m.roll(a, s(m, a), axis=(0, 1)),
+        "per_axis": lambda m, a: m.roll(a, m.stack([s(m, a), 2 - s(m, a)]), axis=(1, 0)),
+        "grad": lambda m, a: (shardc.grad if m.nn is shardc.nn else jax.grad)(
+            lambda b: (m.roll(b, s(m, a), 1) * m.arange(16.0)).sum())(a),
+    }.items() for spec in (P("x", "y"), P(None, "y"))]
+    compare_cases(cases, mesh2x4)

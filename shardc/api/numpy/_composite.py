@@ -105,29 +105,49 @@ def triu(m, k=0):
 # ---------------------------------------------------------------- rearranging
 
 def roll(a, shift, axis=None):
-    """Elements shifted along `axis` (all of them, flattened, if None), wrapping round."""
+    """Elements shifted along `axis` (all of them, flattened, if None), wrapping round; a
+    traced shift is a dynamic slice of the axis doubled (as jnp.roll)."""
     check_arraylike("roll", a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), aval(a).shape)
-    shift, axis = _static_seq(shift), _static_seq(axis)
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    shifts = [_static_int("roll", "shift", s) for s in shifts]
-    if len(shifts) == 1:
-        shifts = shifts * len(axes)
-    if len(axes) == 1 and len(shifts) > 1:
-        axes = list(axes) * len(shifts)
-    if len(shifts) != len(axes):
-        raise ShardcError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
     nd = aval(a).ndim
-    for s, ax in zip(shifts, axes):
-        ax = check_axis("roll", ax, nd)
+    axes = tuple(check_axis("roll", ax, nd) for ax in np.atleast_1d(_static_seq(axis)).tolist())
+    shift = _static_seq(shift)
+    flat = shift if isinstance(shift, (tuple, list)) else [shift]
+    if any(core.is_tracer(s) for s in flat):
+        return _roll_dynamic(a, shift, axes)
+    shifts = [_static_int("roll", "shift", s) for s in flat]
+    try:
+        pairs = zip(*np.broadcast_arrays(np.array(axes), np.array(shifts)))
+    except ValueError:
+        raise ShardcError(f"roll: {len(shifts)} shifts for {len(axes)} axes") from None
+    for ax, s in pairs:
         n = aval(a).shape[ax]
-        s = s % n if n else 0
+        s = int(-s) % n if n else 0
         if s:
-            lead = (slice(None),) * ax
-            a = concatenate([getitem(a, lead + (slice(n - s, None),)),
-                             getitem(a, lead + (slice(0, n - s),))], ax)
+            lead = (slice(None),) * int(ax)
+            a = concatenate([getitem(a, lead + (slice(s, None),)),
+                             getitem(a, lead + (slice(0, s),))], int(ax))
+    return a
+
+
+def _roll_dynamic(a, shift, axes):
+    from ..lax_sorting import dynamic_slice_in_dim
+    from ._creation import asarray
+    shift = asarray(shift)
+    sh = aval(shift)
+    if sh.ndim > 1:
+        raise ShardcError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays")
+    k = max(sh.shape[0] if sh.ndim else 1, len(axes))
+    if sh.ndim and sh.shape[0] not in (1, k) or len(axes) not in (1, k):
+        raise ShardcError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays "
+                          "of the same length")
+    for i in range(k):
+        ax = axes[i if len(axes) > 1 else 0]
+        x = getitem(shift, i if sh.ndim and sh.shape[0] > 1 else (0 if sh.ndim else ()))
+        n = aval(a).shape[ax]
+        x = remainder(convert(x, np.dtype(np.int32), False), max(n, 1))
+        a = dynamic_slice_in_dim(concatenate([a, a], ax), subtract(n, x), n, axis=ax)
     return a
 
 

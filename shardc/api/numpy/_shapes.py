@@ -12,6 +12,7 @@ from ..explicit import takes_out_sharding
 from ...ops.common import check_axis, norm_axes
 from ._util import aval, broadcast_shapes, check_arraylike, convert, promote_dtypes
 from ._util import broadcast_to as _broadcast_to
+from ._pad import pad  # noqa: F401  (jnp.pad, here with the other shape functions)
 
 
 def _ints(name, xs):
@@ -224,91 +225,6 @@ def array_split(ary, indices_or_sections, axis=0):
         cuts = list(np.cumsum(sizes)[:-1])
         return split(ary, [int(c) for c in cuts], axis)
     return split(ary, indices_or_sections, axis)
-
-
-def pad(array, pad_width, mode="constant", constant_values=0):
-    """Pad with a constant (lax.pad), or by repeating edges, reflecting or wrapping."""
-    check_arraylike("pad", array)
-    x = aval(array)
-    widths = _pad_widths(pad_width, x.ndim)
-    if any(lo < 0 or hi < 0 for lo, hi in widths):
-        raise ShardcError("pad: negative pad widths are not allowed")
-    if mode == "constant":
-        if np.ndim(constant_values) != 0:
-            raise ShardcError("pad: only a scalar constant_values is supported")
-        value = constant_values.item() if hasattr(constant_values, "item") else constant_values
-        pv = convert(value, x.dtype, x.weak)      # as jnp.pad: the array's weak type
-        return shp.pad_p.bind(array, pv, padding_config=tuple((lo, hi, 0) for lo, hi in widths))
-    if mode not in ("edge", "wrap", "reflect", "symmetric"):
-        raise ShardcError(f"pad: mode {mode!r} is not supported; use constant, edge, wrap, "
-                          "reflect or symmetric")
-    out = array
-    for d, (lo, hi) in enumerate(widths):
-        out = _pad_axis(out, d, lo, hi, mode)
-    return out
-
-
-def _pad_widths(pad_width, nd):
-    """Per-axis (before, after) from the shapes jnp.pad accepts: (nd, 2), (1, 2), (2,),
-    (1,) or ()."""
-    w = np.asarray(pad_width)
-    if w.dtype.kind not in "iu":
-        raise ShardcError(f"pad: pad_width must be static integers, got {pad_width!r}")
-    if w.shape == (nd, 2):
-        return w.tolist()
-    if w.shape in ((1, 2), (2,)):
-        return [w.reshape(2).tolist()] * nd
-    if w.shape in ((1,), ()):
-        return [[int(w.reshape(())), int(w.reshape(()))]] * nd
-    raise ShardcError(f"pad: pad_width of shape {w.shape} is not supported for an array of "
-                      f"rank {nd}; give ({nd}, 2), (1, 2), (2,), (1,) or () values")
-
-
-def _take_slice(a, d, lo, hi):
-    x = aval(a)
-    start, limit = [0] * x.ndim, list(x.shape)
-    start[d], limit[d] = lo, hi
-    return shp.slice_p.bind(a, start_indices=tuple(start), limit_indices=tuple(limit))
-
-
-def _flip_axis(a, d):
-    return shp.rev_p.bind(a, dimensions=(d,))
-
-
-def _pad_axis(a, d, lo, hi, mode):
-    n = aval(a).shape[d]
-    if lo == hi == 0:
-        return a
-    if n == 0:
-        raise ShardcError(f"pad: cannot pad an empty axis in mode {mode!r}")
-    parts = []
-
-    def piece(k, left):
-        if mode == "edge":
-            edge = _take_slice(a, d, 0, 1) if left else _take_slice(a, d, n - 1, n)
-            shape = list(aval(a).shape)
-            shape[d] = k
-            return _broadcast_to(edge, tuple(shape))
-        if mode == "wrap":
-            pieces = []
-            while k > 0:
-                m = min(k, n)
-                pieces.append(_take_slice(a, d, n - m, n) if left else _take_slice(a, d, 0, m))
-                k -= m
-            return concatenate(pieces[::-1] if left else pieces, d)
-        offset = 1 if mode == "reflect" else 0
-        if k > n - offset:
-            raise ShardcError(f"pad: a {mode} pad of {k} needs an axis longer than {k}; "
-                              f"this axis has size {n}")
-        src = _take_slice(a, d, offset, offset + k) if left else \
-            _take_slice(a, d, n - offset - k, n - offset)
-        return _flip_axis(src, d)
-    if lo:
-        parts.append(piece(lo, True))
-    parts.append(a)
-    if hi:
-        parts.append(piece(hi, False))
-    return concatenate(parts, d)
 
 
 def flip(m, axis=None):
