@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .control import ControlSteps
+from .ops import OpSteps
 
 MESHES = [((8,), ("x",)), ((2, 4), ("x", "y")), ((4, 2), ("x", "y")),
           ((2, 2, 2), ("x", "y", "z")), ((1, 8), ("x", "y"))]
@@ -76,7 +77,7 @@ def spec_text(spec) -> str:
     return "P(" + ", ".join(dim(d) for d in spec) + ")"
 
 
-class Gen(ControlSteps):
+class Gen(ControlSteps, OpSteps):
     def __init__(self, rng: np.random.Generator):
         self.rng = rng
         self.ntemp = 0      # control-flow bodies' temporaries t0, t1, ...
@@ -173,7 +174,8 @@ class Gen(ControlSteps):
     def simple_kinds(self):
         return [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
                 self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
-                self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype]
+                self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype] + \
+            [self.more_op] * 3
 
     @staticmethod
     def limit_ok(out):
