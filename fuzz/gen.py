@@ -175,7 +175,7 @@ class Gen(ControlSteps, OpSteps):
         return [self.unary, self.binary, self.binary, self.scalar, self.reduce, self.shape_op,
                 self.slice_, self.pad, self.concat, self.dot, self.gather, self.at,
                 self.cumsum, self.softmax, self.constraint, self.shard_map, self.astype] + \
-            [self.more_op] * 3
+            [self.more_op] * 6
 
     @staticmethod
     def limit_ok(out):

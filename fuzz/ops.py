@@ -1,8 +1,10 @@
 """More step kinds for the fuzzer: the ops whose factor rules and lowerings do more than
 map dims one to one (sorts, scans along a dim, reversals, traced-offset slices and
 updates, top_k, multi-axis and statistical reductions, matrix parts, repeats, einsum
-patterns, pads by mode, size-bounded set ops). Each returns one expression over earlier
-values (`vK`), or None when no value fits; jax.eval_shape rejects the rest."""
+patterns, pads by mode, size-bounded set ops, linear algebra's basis-free results, FFTs,
+pooling windows, convolutions, multi-operand sorts, quantiles, integer arithmetic). Each
+returns one expression over earlier values (`vK`), or None when no value fits;
+jax.eval_shape rejects the rest."""
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -22,7 +24,8 @@ class OpSteps:
     def op_kinds(self):
         return [self.sort_, self.flip, self.scan_dim, self.dyn_slice, self.dyn_update,
                 self.top_k, self.stat_reduce, self.matrix_part, self.repeat, self.einsum,
-                self.pad_mode, self.set_op, self.take_along]
+                self.pad_mode, self.set_op, self.take_along, self.linalg, self.fft,
+                self.window, self.conv, self.multi_sort, self.quantile, self.int_arith]
 
     def _dim(self, a):
         return int(self.rng.integers(a.ndim))
@@ -179,3 +182,98 @@ class OpSteps:
                             f"m.take(v{k}, {self._traced_index(k, n)} - np.array([0, {n}]), "
                             f"axis={d}, mode='fill', fill_value=0)"])
 
+
+    def linalg(self, avals, mesh):
+        """Results that do not depend on a basis choice (no eigenvector signs)."""
+        k = self.pick(avals, lambda a: a.ndim >= 2 and _numeric(a) and a.shape[-1] > 0
+                      and a.shape[-2] > 0)
+        if k is None:
+            return None
+        a = avals[k]
+        n = a.shape[-1]
+        r = min(a.shape[-2:])
+        sq = f"(v{k}[..., :{r}, :{r}].astype(m.float32))"
+        spd = f"({sq} @ m.swapaxes({sq}, -1, -2) + {r} * m.eye({r}))"
+        return self.choice([f"m.linalg.cholesky({spd})", f"m.linalg.inv({spd})",
+                            f"m.linalg.det({spd})", f"m.linalg.eigvalsh({spd})",
+                            f"m.linalg.svd(v{k}.astype(m.float32), compute_uv=False)",
+                            f"m.abs(m.linalg.qr(v{k}.astype(m.float32), mode='r'))",
+                            f"m.linalg.solve({spd}, {sq}[..., :1])",
+                            f"m.linalg.norm(v{k}.astype(m.float32), axis=(-2, -1))",
+                            f"m.linalg.slogdet({spd})[1]",
+                            f"m.linalg.matrix_power({spd} / {n + 4}, 3)"])
+
+    def fft(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.ndim > 0 and _numeric(a) and a.shape[-1] > 1)
+        if k is None:
+            return None
+        d = self._dim(avals[k])
+        x = f"v{k}.astype(m.float32)"
+        return self.choice([f"m.abs(m.fft.fft({x}, axis={d}))",
+                            f"m.fft.rfft({x}, axis={d}).real",
+                            f"m.fft.irfft(m.fft.rfft({x}, axis=-1), n={avals[k].shape[-1]})",
+                            f"m.fft.ifft(m.fft.fft({x}, axis={d}), axis={d}).real",
+                            f"m.abs(m.fft.fft2({x}))" if avals[k].ndim >= 2 else
+                            f"m.fft.fftshift({x})"])
+
+    def window(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.ndim > 0 and _numeric(a) and min(a.shape) > 1)
+        if k is None:
+            return None
+        a = avals[k]
+        win = tuple(int(self.choice([1, 2, min(3, s)])) for s in a.shape)
+        stride = tuple(int(self.choice([1, 1, 2])) for _ in a.shape)
+        pad = self.choice(["'SAME'", "'VALID'"])
+        x = f"v{k}.astype(m.float32)"
+        return self.choice([f"L.reduce_window({x}, -m.inf, L.max, {win}, {stride}, {pad})",
+                            f"L.reduce_window({x}, 0.0, L.add, {win}, {stride}, {pad})",
+                            f"L.reduce_window({x}, m.inf, L.min, {win}, (1,) * {a.ndim}, "
+                            f"{pad})"])
+
+    def conv(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.ndim == 3 and _numeric(a) and a.shape[2] > 2)
+        if k is None:
+            return None
+        c = avals[k].shape[1]
+        o = int(self.choice([1, 2, 4]))
+        w = f"m.cos(m.arange({o * c * 3}.0)).reshape({o}, {c}, 3)"
+        x = f"v{k}.astype(m.float32)"
+        return self.choice([f"L.conv({x}, {w}, (1,), 'SAME')",
+                            f"L.conv_general_dilated({x}, {w}, (2,), 'VALID', "
+                            f"rhs_dilation=(1,))",
+                            f"L.conv_general_dilated({x}, {w}, (1,), [(1, 2)], lhs_dilation=(2,))"])
+
+    def multi_sort(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.ndim > 0)
+        if k is None:
+            return None
+        a = avals[k]
+        same = [j for j, b in enumerate(avals) if b.shape == a.shape]
+        j = self.choice(same)
+        d = self._dim(a)
+        nk = self.choice([1, 2])
+        return self.choice([f"L.sort((v{k}, v{j}), dimension={d}, num_keys={nk})[1]",
+                            f"m.lexsort((v{j}, v{k}), axis={d})",
+                            f"m.partition(v{k}, {a.shape[-1] // 2}, axis=-1)"
+                            f"[..., {a.shape[-1] // 2}:{a.shape[-1] // 2 + 1}]"])
+
+    def quantile(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.ndim > 0 and _numeric(a))
+        if k is None:
+            return None
+        d = self._dim(avals[k])
+        q = self.choice(["30", "0", "100", "np.array([10, 90])"])
+        meth = self.choice(["'linear'", "'lower'", "'higher'", "'nearest'", "'midpoint'"])
+        return self.choice([f"m.percentile(v{k}, {q}, axis={d}, method={meth})",
+                            f"m.nanquantile(v{k}.astype(m.float32), 0.25, axis={d})"])
+
+    def int_arith(self, avals, mesh):
+        k = self.pick(avals, lambda a: a.dtype == jnp.int32)
+        if k is None:
+            return None
+        c = self.choice(["3", "-3", "7"])
+        return self.choice([f"m.floor_divide(v{k}, {c})", f"m.remainder(v{k}, {c})",
+                            f"m.fmod(v{k}, {c})", f"v{k} << 2", f"v{k} >> 1",
+                            f"L.population_count(v{k})", f"m.right_shift(v{k}, m.abs(v{k}) % 5)",
+                            f"m.gcd(v{k}, 12)", f"m.lcm(v{k} % 7, 4)", f"v{k} ** 2",
+                            f"m.bitwise_xor(v{k}, 5)", f"L.clz(v{k})"])

@@ -299,3 +299,33 @@ def test_with_sharding_constraint_under_types(mixed, spec, how):
         return
     assert got[:2] == ref[:2]
     np.testing.assert_array_equal(got[2], ref[2])
+
+
+def test_reduce_window_has_its_operands_type():
+    # the SAME padding's intermediate (f32[8,17]) could not be sharded over 8 shards:
+    # shardc refused what jax types as f32[8,16@x]; an output jax cannot divide is
+    # jax's error
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+    x = jax.device_put(np.arange(128, dtype=np.float32).reshape(8, 16) % 7,
+                       NamedSharding(mesh, P(None, "x")))
+
+    def make(m, fw, rec):
+        L = fw.lax
+
+        def f(v):
+            outs = [L.reduce_window(v, -m.inf, L.max, (3, 2), (1, 1), "SAME"),
+                    L.reduce_window(v, 0.0, L.add, (2, 2), (2, 2), "SAME"),
+                    L.reduce_window(v, m.inf, L.min, (1, 2), (1, 2), "VALID")]
+            for o in outs:
+                rec(o)
+            # (jax's gradient of the SAME max pool pads, which jax cannot type)
+            g = fw.grad(lambda w: (L.reduce_window(w, -m.inf, L.max, (2, 2), (2, 2),
+                                                   "SAME") ** 2).sum())(v)
+            rec(g)
+            return outs + [g]
+        return f
+    assert _both(mesh, make, x) == ["float32[8,16@x]", "float32[4,8@x]", "float32[8,8@x]",
+                                    "float32[8,16@x]"]
+    with shardc.set_mesh(mesh), pytest.raises(shardc.ShardcError, match="not divisible"):
+        shardc.jit(lambda v: shardc.lax.reduce_window(v, 0.0, shardc.lax.add, (1, 3), (1, 1),
+                                                      "VALID"))(x)

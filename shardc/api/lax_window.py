@@ -15,13 +15,15 @@ max/min window's gradient goes to the one element the selection picks, as jax's 
 from __future__ import annotations
 
 import itertools
+import math
 
 import jax
 
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardingTypeError
 from ..ir import dtypes
 from ..ops import lax as L
-from ..transforms.ad import custom_vjp
+from ..trace import core, types
+from ..transforms.ad import _retype, custom_vjp
 from .numpy._util import aval, convert
 
 
@@ -51,6 +53,16 @@ def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
     arrays, one per operand; acc is None at a dim's first offset)."""
     wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
                                        padding, base_dilation, window_dilation)
+    b = core.current_builder()
+    ts = aval(xs[0]).ts
+    if b is not None and ts is not None and types.explicit_axes_of(b) and \
+            not types.is_lenient():
+        # explicit mode: the result has the operand's type, as jax's reduce_window (its
+        # padded and strided intermediates have no layout a type could name)
+        _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
+        with types.lenient():
+            outs = fold_windows(xs, inits, combine, wd, st, pads, bd, wdl)
+        return [_retype(o, ts, b) for o in outs]
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
     if any(lo or hi or i for lo, hi, i in cfg):
         xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
@@ -74,6 +86,21 @@ def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
             acc = part if acc is None else combine(acc, part)
         xs = acc
     return xs
+
+
+def _check_divides(shape, ts, wd, st, pads, bd, wdl, b):
+    sizes = b.meshes.info.shape.sizes
+    for d, axes in enumerate(ts.dims):
+        if not axes:
+            continue
+        n = (shape[d] - 1) * bd[d] + 1 if shape[d] else 0
+        out = max((n + pads[d][0] + pads[d][1] - (wd[d] - 1) * wdl[d] - 1) // st[d] + 1, 0)
+        k = math.prod(sizes[a] for a in axes)
+        if out % k:
+            raise ShardingTypeError(
+                f"reduce_window on sharded dims where out dim ({out}) is not divisible by "
+                f"mesh axes ({k}) with spec ({', '.join(axes)}) is not implemented: reshard "
+                f"the operand (jax.sharding.reshard) so that dim {d} is not sharded")
 
 
 # ---------------------------------------------------------------- selections
@@ -219,6 +246,16 @@ def fold_with_init(xs, inits, combine, window_dimensions, window_strides, paddin
     per window offset)."""
     wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
                                        padding, base_dilation, window_dilation)
+    b = core.current_builder()
+    ts = aval(xs[0]).ts
+    if b is not None and ts is not None and types.explicit_axes_of(b) and \
+            not types.is_lenient():
+        # explicit mode: the result has the operand's type, as jax's reduce_window (its
+        # padded and strided intermediates have no layout a type could name)
+        _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
+        with types.lenient():
+            outs = fold_windows(xs, inits, combine, wd, st, pads, bd, wdl)
+        return [_retype(o, ts, b) for o in outs]
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
     if any(lo or hi or i for lo, hi, i in cfg):
         xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
