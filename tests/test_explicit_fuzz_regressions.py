@@ -329,3 +329,19 @@ def test_reduce_window_has_its_operands_type():
     with shardc.set_mesh(mesh), pytest.raises(shardc.ShardcError, match="not divisible"):
         shardc.jit(lambda v: shardc.lax.reduce_window(v, 0.0, shardc.lax.add, (1, 3), (1, 1),
                                                       "VALID"))(x)
+
+
+def test_vmapped_update_keeps_its_type():
+    # .at[].set runs its inner ops untyped and types the result; vmap re-traced those
+    # inner ops typed, and their reshape refused the batched operand's sharding
+    mesh = _mesh()
+    x = jax.device_put(np.arange(24, dtype=np.float32).reshape(2, 1, 6, 2),
+                       NamedSharding(mesh, P(None, None, "y", None)))
+
+    def make(m, fw, rec):
+        def body(a):
+            out = a.at[np.array([0, 0])].set(a[0] * 2)
+            rec(out)
+            return out
+        return fw.vmap(body)
+    assert _both(mesh, make, x) == ["float32[1,6@y,2]"]

@@ -8,16 +8,20 @@ shardc.ops.batching). Ops with regions batch their regions through `ctx.batch_re
 """
 from __future__ import annotations
 
+import contextlib
+
 from ..errors import ShardcError
 from ..ir.program import Lit
 from ..ops.batching import BatchCtx, bcast
-from ..trace import core
+from ..trace import core, types
 
 
 def batch_program(program, args, batched, ctx: BatchCtx):
     """Re-trace `program` in the current builder on `args` (batched ones with the
     mapped dim first); returns (outputs, which outputs are batched)."""
     env = {id(v): (a, b) for v, a, b in zip(program.inputs, args, batched)}
+    b = core.current_builder()
+    explicit = b is not None and bool(types.explicit_axes_of(b))
     for op in program.ops:
         ins, bs = [], []
         for v in op.inputs:
@@ -28,10 +32,15 @@ def batch_program(program, args, batched, ctx: BatchCtx):
                 a, b = env[id(v)]
                 ins.append(a)
                 bs.append(b)
-        if any(bs) or _names_axis(op, ctx):
-            outs, obs = _apply_rule(op, ins, bs, ctx)
-        else:
-            outs, obs = _unbatched(op, ins), [False] * len(op.outputs)
+        # an op traced untyped in explicit mode (an update's inner ops, say, whose
+        # result the update then types) is re-traced untyped
+        ranked = [v for v in op.outputs if v.aval.shape]     # (rank 0 carries no type)
+        untyped = explicit and ranked and all(v.aval.ts is None for v in ranked)
+        with types.lenient() if untyped else contextlib.nullcontext():
+            if any(bs) or _names_axis(op, ctx):
+                outs, obs = _apply_rule(op, ins, bs, ctx)
+            else:
+                outs, obs = _unbatched(op, ins), [False] * len(op.outputs)
         for v, o, b in zip(op.outputs, outs, obs):
             if v.sharding is not None and op.prim.source_of is not None and not b:
                 o.value.sharding = v.sharding
