@@ -53,16 +53,9 @@ def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
     arrays, one per operand; acc is None at a dim's first offset)."""
     wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
                                        padding, base_dilation, window_dilation)
-    b = core.current_builder()
-    ts = aval(xs[0]).ts
-    if b is not None and ts is not None and types.explicit_axes_of(b) and \
-            not types.is_lenient():
-        # explicit mode: the result has the operand's type, as jax's reduce_window (its
-        # padded and strided intermediates have no layout a type could name)
-        _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
-        with types.lenient():
-            outs = fold_windows(xs, inits, combine, wd, st, pads, bd, wdl)
-        return [_retype(o, ts, b) for o in outs]
+    typed = _typed(fold_windows, xs, inits, combine, wd, st, pads, bd, wdl)
+    if typed is not None:
+        return typed
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
     if any(lo or hi or i for lo, hi, i in cfg):
         xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
@@ -86,6 +79,20 @@ def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
             acc = part if acc is None else combine(acc, part)
         xs = acc
     return xs
+
+
+def _typed(fold, xs, inits, combine, wd, st, pads, bd, wdl):
+    """Explicit mode: `fold` run untyped, its results given the operand's type, as jax's
+    reduce_window types them (the padded and strided intermediates have no layout a type
+    could name); None outside explicit mode."""
+    b = core.current_builder()
+    ts = aval(xs[0]).ts
+    if b is None or ts is None or not types.explicit_axes_of(b) or types.is_lenient():
+        return None
+    _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
+    with types.lenient():
+        outs = fold(xs, inits, combine, wd, st, pads, bd, wdl)
+    return [_retype(o, ts, b) for o in outs]
 
 
 def _check_divides(shape, ts, wd, st, pads, bd, wdl, b):
@@ -246,16 +253,9 @@ def fold_with_init(xs, inits, combine, window_dimensions, window_strides, paddin
     per window offset)."""
     wd, st, pads, bd, wdl = _normalize(aval(xs[0]).shape, window_dimensions, window_strides,
                                        padding, base_dilation, window_dilation)
-    b = core.current_builder()
-    ts = aval(xs[0]).ts
-    if b is not None and ts is not None and types.explicit_axes_of(b) and \
-            not types.is_lenient():
-        # explicit mode: the result has the operand's type, as jax's reduce_window (its
-        # padded and strided intermediates have no layout a type could name)
-        _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
-        with types.lenient():
-            outs = fold_windows(xs, inits, combine, wd, st, pads, bd, wdl)
-        return [_retype(o, ts, b) for o in outs]
+    typed = _typed(fold_with_init, xs, inits, combine, wd, st, pads, bd, wdl)
+    if typed is not None:
+        return typed
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
     if any(lo or hi or i for lo, hi, i in cfg):
         xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
