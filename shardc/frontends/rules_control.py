@@ -10,6 +10,7 @@ from jax._src import core as jcore
 from jax._src.custom_derivatives import SymbolicZero
 
 from ..ir.dtypes import is_inexact
+from ..ops.control import bind_while
 from ..trace import core
 from .translate import eval_closed, eval_jaxpr, rule
 
@@ -46,8 +47,7 @@ def _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr):
     """jax's while with a predicate per example (vmap of a loop whose predicate
     depends on the example), as jax's lowering runs it: while any example's predicate
     holds, a step updates the carries of the examples whose predicate does (the
-    predicate's dims lead every carry's) and leaves the others."""
-    from ..api.control import while_loop
+    predicate's dims lead every carry's) and leaves the others: a masked loop."""
     from ..api.lax import broadcast_in_dim, select
     from ..api.numpy import any as any_
 
@@ -60,7 +60,7 @@ def _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr):
         lead = tuple(range(core.aval_of(p).ndim))
         return [select(broadcast_in_dim(p, core.aval_of(n).shape, lead), n, o)
                 for n, o in zip(new, c)]
-    return list(while_loop(lambda c: any_(pred(c)), body, init))
+    return list(bind_while(lambda *c: any_(pred(c)), lambda *c: body(c), init, masked=True))
 
 
 @rule("cond")

@@ -240,7 +240,7 @@ cond_p.drop_results = drop_results(lambda op: 0)
 
 # ---------------------------------------------------------------- while
 
-def _while_shape(*avals, cond_nconsts, body_nconsts, regions):
+def _while_shape(*avals, cond_nconsts, body_nconsts, regions, masked=False):
     cond, body = regions
     n = len(avals) - cond_nconsts - body_nconsts
     carry = avals[:n]
@@ -260,7 +260,7 @@ def _while_shape(*avals, cond_nconsts, body_nconsts, regions):
     return tuple(body.results)     # the body's weak types, as jax's while
 
 
-def _while_lower(ctx, *operands, cond_nconsts, body_nconsts):
+def _while_lower(ctx, *operands, cond_nconsts, body_nconsts, masked=False):
     from ..lower.emit import tensor_type
     op = ctx.ir_op
     cond, body = op.regions
@@ -307,15 +307,21 @@ while_p = core.Primitive("while", shape_rule=_while_shape, sharding_rule=NO_FACT
 while_p.data_flow = _while_flow
 
 
-def bind_while(cond_fn, body_fn, init, loc=None):
+def bind_while(cond_fn, body_fn, init, loc=None, masked=False):
     """Trace cond_fn(*carries) -> bool[] and body_fn(*carries) -> carries into a while op
-    of the current trace; returns the final carries."""
+    of the current trace; returns the final carries.
+
+    masked: the body leaves unchanged any carry the predicate stops (a vmapped loop's
+    body selects per example), so vmapping the loop again needs no select of its own:
+    that select would OR the inner examples' predicates in every iteration."""
     mc = core.current_builder().manual
     avals = [core.aval_of(x) for x in init]
     vmas = [vma_of(x) for x in init] if mc is not None else None
     cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas)
     body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas)
     params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
+    if masked:
+        params["masked"] = True
     out_vmas = [mc.vma_of(r) for r in body.outputs] if mc is not None else None
     out_avals = [r.aval for r in body.outputs]
     return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], out_avals, loc,
@@ -328,13 +334,14 @@ def _while_rebind(op, ins, evaluate):
     n = len(ins) - p["cond_nconsts"] - p["body_nconsts"]
     ck, bk = ins[n:n + p["cond_nconsts"]], ins[n + p["cond_nconsts"]:]
     return bind_while(lambda *a: evaluate(cond, list(a) + list(ck))[0],
-                      lambda *a: evaluate(body, list(a) + list(bk)), ins[:n], op.loc)
+                      lambda *a: evaluate(body, list(a) + list(bk)), ins[:n], op.loc,
+                      p.get("masked", False))
 
 
 while_p.rebind = _while_rebind
 
 
-def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts):
+def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts, masked=False):
     raise ShardcError(
         "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
         "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
@@ -345,7 +352,7 @@ while_p.vjp = _while_vjp
 while_p.reversible = False
 
 
-def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts):
+def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts, masked=False):
     """A while loop over (carries, their tangents); the body's tangents by forward mode."""
     cond, body = ctx.op.regions
     n = len(primals) - cond_nconsts - body_nconsts
@@ -362,7 +369,8 @@ def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts):
         outs, touts = ctx.jvp_region(body, list(args[:n]) + list(bk),
                                      [tc.get(i) for i in range(n)] + list(tbk))
         return list(outs) + [_fit(touts[i], outs[i]) for i in ft]
-    res = bind_while(c_fn, b_fn, list(init) + t_init, ctx.op.loc)
+    # a select's tangent is selected too: a masked body stays masked
+    res = bind_while(c_fn, b_fn, list(init) + t_init, ctx.op.loc, masked)
     touts = [None] * n
     for k, i in enumerate(ft):
         touts[i] = res[n + k]

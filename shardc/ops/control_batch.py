@@ -44,7 +44,7 @@ def _cond_batch(ctx, args, batched):
 cond_p.batch = _cond_batch
 
 
-def _while_batch(ctx, args, batched, *, cond_nconsts, body_nconsts):
+def _while_batch(ctx, args, batched, *, cond_nconsts, body_nconsts, masked=False):
     n = len(args) - cond_nconsts - body_nconsts
     cond, body = ctx.op.regions
     ck, bk = list(args[n:n + cond_nconsts]), list(args[n + cond_nconsts:])
@@ -65,13 +65,19 @@ def _while_batch(ctx, args, batched, *, cond_nconsts, body_nconsts):
     def step(c):
         return ctx.batch_region(body, list(c) + bk, carry_b + bkb, force=carry_b)[0]
     if not pred_b:
-        return bind_while(lambda *c: pred(c), lambda *c: step(c), init, ctx.op.loc), carry_b
+        return bind_while(lambda *c: pred(c), lambda *c: step(c), init, ctx.op.loc,
+                          masked), carry_b
+    if masked:
+        # an example whose predicate stops is already left alone by the body (it selects
+        # by the inner examples' predicates, elementwise): no select, no per-step OR
+        return bind_while(lambda *c: reduce_or_p.bind(pred(c), axes=(0,)),
+                          lambda *c: step(c), init, ctx.op.loc, True), carry_b
 
     def body_fn(*c):
         go = pred(c)
         return [L.select(_per_example(go, new), new, old) for new, old in zip(step(c), c)]
     outs = bind_while(lambda *c: reduce_or_p.bind(pred(c), axes=(0,)), body_fn, init,
-                      ctx.op.loc)
+                      ctx.op.loc, True)
     return outs, carry_b
 
 
