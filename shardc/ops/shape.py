@@ -8,6 +8,7 @@ from ..trace.core import Primitive
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Aval
+from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
 from .common import i64_array
@@ -56,6 +57,24 @@ broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_bcast_shape,
                                sharding_rule=_bcast_rule, lower=_lower_bcast,
                                prop_kind=PropKind.BROADCAST,
                                traits=Trait.KEEPS_CONSTANT | Trait.FUSED)
+
+
+def _bcast_type(in_avals, out_avals, mesh, explicit, *, shape, broadcast_dimensions):
+    """Explicit mode, as jax's: each operand dim's axes go to the result dim it maps to
+    (a size-1 dim's too: on size-1 axes it may grow), new dims are unsharded, and partial
+    sums stay partial sums (a broadcast is linear)."""
+    from ..trace.types import restrict
+    ts = in_avals[0].ts
+    if ts is None:
+        return [None]
+    ts = restrict(ts, explicit, len(ts.dims))
+    dims = [()] * len(shape)
+    for i, o in enumerate(broadcast_dimensions):
+        dims[o] = ts.dims[i]
+    return [Sharding(dims, None, ts.unreduced, ts.reduced)]
+
+
+broadcast_in_dim_p.type_rule = _bcast_type
 broadcast_in_dim_p.kind_of = lambda op: "reshape" if op.inputs[0].aval.size == \
     op.outputs[0].aval.size else "broadcast"
 

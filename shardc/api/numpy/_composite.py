@@ -7,10 +7,13 @@ import numpy as np
 
 from ...trace import core
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ArgumentError, ShardcError, ShardingTypeError
+from ...ir.sharding import Sharding
+from ...trace import types
+from ...transforms.ad import _retype
 from ...ops.common import check_axis
 from ..explicit import takes_out_sharding
-from ._creation import iota
+from ._creation import iota, zeros
 from ._indexing import getitem
 from ._reductions import all as _all
 from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
@@ -159,9 +162,22 @@ def tile(A, reps):
     reps = tuple(_static_int("tile", "reps", r) for r in reps)
     s = aval(A).shape
     nd = max(len(s), len(reps))
+    A = expand_dims(A, tuple(range(nd - len(s))))    # a broadcast: types keep their axes
     s = (1,) * (nd - len(s)) + s
     reps = (1,) * (nd - len(reps)) + reps
-    A = reshape(A, s)
+    b, ts = _explicit(A)
+    if b is None:
+        return _tile(A, s, reps)
+    for i, (r, d) in enumerate(zip(reps, ts.dims)):
+        if r != 1 and d:
+            raise ShardingTypeError(
+                f"tile: the operand is sharded on dimension {i} ({_spec_text(ts)}), which "
+                f"is tiled {r} times (reps {reps}); reshard it first "
+                "(shardc.reshard(x, P(...))), as jax's lax.tile asks")
+    return _untyped_as(b, ts, lambda: _tile(A, s, reps))
+
+
+def _tile(A, s, reps):
     # (n0, n1, ...) -> (1, n0, 1, n1, ...) -> (r0, n0, r1, n1, ...) -> (r0*n0, r1*n1, ...)
     inter = tuple(x for n in s for x in (1, n))
     big = tuple(x for r, n in zip(reps, s) for x in (r, n))
@@ -169,35 +185,100 @@ def tile(A, reps):
     return reshape(out, tuple(r * n for r, n in zip(reps, s)))
 
 
+def _explicit(a):
+    """(builder, a's type) when tracing in explicit mode with a typed, else (None, None)."""
+    b = core.current_builder()
+    ts = aval(a).ts
+    if b is None or ts is None or types.is_lenient() or not types.explicit_axes_of(b):
+        return None, None
+    return b, ts
+
+
+def _untyped_as(b, ts, fn):
+    """fn() traced untyped (its broadcasts and reshapes have no type to name), its result
+    given the type ts (as jax's tile and repeat type theirs)."""
+    with types.lenient():
+        out = fn()
+    return _retype(out, Sharding(ts.dims), b)
+
+
 @takes_out_sharding
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
-    """Each element repeated `repeats` times along `axis` (flattened if None)."""
+    """Each element repeated `repeats` times along `axis` (flattened if None), as
+    jnp.repeat. With total_repeat_length (static) the result has that length along axis,
+    as jax's: the repeats cut at it, or the last positions repeated up to it, and
+    `repeats` may be traced. In explicit mode the result has a's type, and a sharded
+    axis needs out_sharding= (jax's rule)."""
     check_arraylike("repeat", a)
     if axis is None:
         a, axis = ravel(a), 0
+    b, ts = _explicit(a)
+    if b is None:
+        return _repeat(a, repeats, axis, total_repeat_length)
+    axis = check_axis("repeat", axis, aval(a).ndim)
+    if ts.dims[axis]:
+        raise ArgumentError(
+            f"repeat: axis {axis} of the operand is sharded ({_spec_text(ts)}), so the "
+            "result's sharding is ambiguous; pass it with out_sharding= (as jax's "
+            "jnp.repeat asks)")
+    return _untyped_as(b, ts, lambda: _repeat(a, repeats, axis, total_repeat_length))
+
+
+def _spec_text(ts):
+    return "P(" + ", ".join("None" if not d else repr(d[0]) if len(d) == 1 else repr(d)
+                            for d in ts.dims) + ")"
+
+
+def _repeat(a, repeats, axis, total):
     s = aval(a).shape
+    if total is not None:
+        total = _static_int("repeat", "total_repeat_length", total)
+    if not s:
+        if np.shape(repeats) not in ((), (1,)):
+            raise ArgumentError("`repeat` with a scalar parameter `a` is only implemented "
+                                "for scalar values of the parameter `repeats`.")
+        if total is None:
+            total = _static_int("repeat", "repeats", _static_seq(np.ravel(repeats)[0]))
+        return broadcast_to(a, (total,))
     axis = check_axis("repeat", axis, len(s))
-    if core.is_tracer(repeats):
+    if total is None and core.is_tracer(repeats):
         raise ShardcError("repeat: traced repeats give a data-dependent shape; pass them "
-                          "as a static int or NumPy array")
-    reps = np.asarray(repeats)
-    if reps.shape == (1,) and s[axis] != 1:      # one count for every element
-        reps = reps.reshape(())
-    if reps.ndim == 0:
-        r = int(reps)
-        big = s[:axis + 1] + (r,) + s[axis + 1:]
-        out = broadcast_to(expand_dims(a, axis + 1), big)
-        out = reshape(out, s[:axis] + (s[axis] * r,) + s[axis + 1:])
-    else:
+                          "as a static int or NumPy array, or pass total_repeat_length=")
+    if total is None:
+        reps = np.asarray(repeats)
+        if reps.shape == (1,) and s[axis] != 1:      # one count for every element
+            reps = reps.reshape(())
+        if reps.ndim == 0:
+            r = int(reps)
+            big = s[:axis + 1] + (r,) + s[axis + 1:]
+            out = broadcast_to(expand_dims(a, axis + 1), big)
+            return reshape(out, s[:axis] + (s[axis] * r,) + s[axis + 1:])
         if reps.shape != (s[axis],):
             raise ShardcError(f"repeat: {reps.shape[0]} repeats for an axis of size "
                               f"{s[axis]}")
-        idx = np.repeat(np.arange(s[axis]), reps)
-        out = getitem(a, (slice(None),) * axis + (idx,))
-    if total_repeat_length is not None and aval(out).shape[axis] != total_repeat_length:
-        raise ShardcError(f"repeat: total_repeat_length={total_repeat_length} but the "
-                          f"repeats add up to {aval(out).shape[axis]}")
-    return out
+        return getitem(a, (slice(None),) * axis + (np.repeat(np.arange(s[axis]), reps),))
+    if total == 0 or s[axis] == 0:
+        return a if s[axis] == 0 else reshape(a[(slice(None),) * axis + (slice(0, 0),)],
+                                              s[:axis] + (0,) + s[axis + 1:])
+    idx = _repeat_positions(repeats, s[axis], total)
+    return getitem(a, (slice(None),) * axis + (idx,))
+
+
+def _repeat_positions(repeats, n, total):
+    """Which of the n positions each of the `total` results reads, as jax's repeat with
+    total_repeat_length: a run starts where the repeats before it add up to (starts past
+    the end are dropped), so the last run that starts extends to the end."""
+    if not core.is_tracer(repeats):
+        reps = np.broadcast_to(np.ravel(np.asarray(repeats, np.int64)), (n,))
+        starts = np.concatenate([[0], np.cumsum(reps[:-1])])
+        starts = np.where(starts < 0, starts + total, starts)     # as .at[] reads them
+        marks = np.bincount(starts[(starts >= 0) & (starts < total)], minlength=total)
+        return np.cumsum(marks[:total]) - 1
+    from ._reductions import cumsum
+    reps = broadcast_to(ravel(repeats), (n,))
+    starts = cumsum(concatenate([zeros((1,), aval(reps).dtype), reps[:-1]]))
+    marks = zeros((total,), dtypes.int32).at[starts].add(1)
+    return subtract(cumsum(marks), 1)
 
 
 def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
