@@ -1,5 +1,6 @@
-"""`python -m fuzz --n N --seed S [--out DIR] [--no-shrink]`: run N random programs and
-print counts by kind, collective bytes against jax's, and a repro per failure. With
+"""`python -m fuzz --n N --seed S [--out DIR] [--no-shrink] [--list-bytes]`: run N random
+programs and print counts by kind, collective bytes against jax's (--list-bytes: which
+programs move more), and a repro per failure. With
 FUZZ_CONTROL=1 in the environment the programs are mostly control flow (scan, cond,
 loops, checkpoint) and more of them differentiate; with FUZZ_EXPLICIT=1 most run on
 meshes of Explicit axes (sharding in types, compared with jax.typeof); with FUZZ_AUTO=1
@@ -28,6 +29,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="fuzz-failures")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--list-bytes", action="store_true",
+                    help="list the programs whose collectives move more bytes than jax's")
     a = ap.parse_args(argv)
     from .driver import Workers
     from .gen import Gen
@@ -50,6 +53,9 @@ def main(argv=None):
             more += res.bytes_shardc > res.bytes_jax
             less += res.bytes_shardc < res.bytes_jax
             same += res.bytes_shardc == res.bytes_jax
+            if a.list_bytes and res.bytes_shardc > res.bytes_jax:
+                print(f"[{i}] more bytes: {res.bytes_shardc} vs jax's {res.bytes_jax} "
+                      f"(program seed {seed})", flush=True)
         if res.kind in ("shardc_error", "harness", "jax_error", "both_error",
                         "shardc_more_permissive"):   # listed only
             print(f"[{i}] {res.kind}: {res.detail} (program seed {seed})", flush=True)

@@ -72,3 +72,35 @@ def test_collectives_stay_traced_inside_shard_map(mesh8):
     with pytest.raises(NameError, match="unbound axis name"):
         jax.jit(jax.shard_map(body(jnp, jax.lax), mesh=mesh8, in_specs=P("x"),
                               out_specs=P("x")))(x)
+
+
+def control_flow(m, lax, j, seen):
+    def f(x):
+        with jax.ensure_compile_time_eval():
+            n = lax.fori_loop(0, 5, lambda i, c: c + i, 0)                 # 10
+            w = lax.while_loop(lambda c: c[0] < 7, lambda c: (c[0] + 2, c[1] * 1.5),
+                               (0, 1.0))
+            b = lax.cond(n > 3, lambda v: v * 2.0, lambda v: v - 1.0, 4.0)
+            s, ys = lax.scan(lambda c, v: (c + v, c * v), 0.0, m.arange(4.0))
+            r = j.checkpoint(lambda v: m.sin(v) * 2)(1.0)
+            loop_on_x = lax.fori_loop(0, 2, lambda i, c: c + x, x)        # reads x
+            seen.append([type(v) for v in (n, w[0], w[1], b, s, ys, r, loop_on_x)])
+            if n > 9 and w[0] == 8:                 # Python reads the loops' results
+                n = n + int(w[0])
+        return x * n + w[1] + b + s + ys.sum() + r + loop_on_x
+    return f
+
+
+def test_control_flow_on_constants_runs_now():
+    # loops, branches, scans and checkpoints on constants ran traced (Python could not
+    # read their results); jax runs them at trace time
+    ours, theirs = [], []
+    got = shardc.jit(control_flow(snp, shardc.lax, shardc, ours))(X)
+    want = jax.jit(control_flow(jnp, jax.lax, jax, theirs))(X)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got.dtype == want.dtype
+    concrete = [not issubclass(t, jax.core.Tracer) for t in ours[0]]
+    assert concrete == [not issubclass(t, jax.core.Tracer) for t in theirs[0]]
+    assert concrete == [True] * 7 + [False]
+    # jax code inside shardc.jit folds its loops too
+    np.testing.assert_allclose(shardc.jit(control_flow(jnp, jax.lax, jax, []))(X), want, rtol=1e-6)

@@ -52,9 +52,12 @@ def vma_of(x):
 def add_region_op(prim, operands, params, regions, out_avals, loc=None, out_vmas=None):
     """Append an op owning `regions` to the current trace; returns its result tracers."""
     outer = core.current_builder()
+    mc = outer.manual
+    if mc is None and core.folds(operands):    # jax.ensure_compile_time_eval, constants
+        return list(core.run_region_now(prim, list(operands), params, regions,
+                                        list(out_avals), loc or user_loc()))
     vals = outer.add(prim, [outer.to_value(x) for x in operands], params, list(out_avals),
                      loc or user_loc(), regions=regions)
-    mc = outer.manual
     if mc is not None:
         for i, v in enumerate(vals):
             mc.vma[id(v)] = out_vmas[i] if out_vmas is not None else frozenset()

@@ -146,6 +146,19 @@ def _place_arg(x, sharding, layout=None, *_):
 
 def _run(prim, args, params):
     """(outputs, cache entry) of one call, in Python."""
+    mesh, specs, arrays, committed = _arguments(args)
+    key = (prim.name, _params_key(params), mesh.devices, mesh.shape, tuple(specs), committed,
+           types.is_lenient())
+    entry = _cache.get(key)
+    if entry is None:
+        entry = _cache[key] = _build(prim, params, specs, mesh, committed)
+    exe, in_shardings, multiple = entry
+    outs = exe([runtime.place(a, s) for a, s in zip(arrays, in_shardings)])
+    return (outs if multiple else outs[0]), entry
+
+
+def _arguments(args):
+    """(mesh, (aval, sharding) per argument, the arrays to pass, committed)."""
     for a in args:
         if isinstance(a, jax.core.Tracer):
             raise core.foreign_tracer_error(a)
@@ -165,31 +178,17 @@ def _run(prim, args, params):
             committed = committed or (isinstance(a, jax.Array) and a.committed)
         specs.append((aval, sh))
         arrays.append(a)
-    key = (prim.name, _params_key(params), mesh.devices, mesh.shape, tuple(specs), committed,
-           types.is_lenient())
-    entry = _cache.get(key)
-    if entry is None:
-        entry = _cache[key] = _build(prim, params, specs, mesh, committed)
-    exe, in_shardings, multiple = entry
-    outs = exe([runtime.place(a, s) for a, s in zip(arrays, in_shardings)])
-    return (outs if multiple else outs[0]), entry
+    return mesh, specs, arrays, committed
 
 
-def _build(prim, params, specs, mesh: MeshInfo, committed):
-    p = Program(prim.name, mesh=mesh.shape)
-    explicit = mesh.shape.explicit
+def _inputs(p, specs, explicit):
     for aval, sh in specs:
         if explicit:        # explicit mode: the arrays' types carry their shardings
             aval = types.typed(aval, types.restrict(sh, explicit, aval.ndim))
         p.inputs.append(Value(aval, sh, name=f"x{len(p.inputs)}"))
-    loc = user_loc()
-    out_avals = core.abstract_eval(prim, [v.aval.bare() for v in p.inputs], params, loc)
-    multiple = prim.multiple_results
-    out_avals = list(out_avals) if multiple else [out_avals]
-    if explicit:
-        out_avals = types.infer(prim, p.inputs, out_avals, params, mesh.shape, explicit, loc)
-    outs = [Value(a) for a in out_avals]
-    p.ops.append(Op(prim, list(p.inputs), outs, params, UNKNOWN))
+
+
+def _compiled(p, outs, mesh, committed):
     p.outputs = list(outs)
     p.out_shardings = [None] * len(outs)
     passes.prepare(p)
@@ -198,7 +197,37 @@ def _build(prim, params, specs, mesh: MeshInfo, committed):
     out_sh = [mesh.result(s, v.aval) for s, v in zip(p.out_shardings, outs)]
     exe = runtime.compile(lower(p), mesh.devices)
     return runtime.Executable(exe, in_sh, [v.aval for v in outs], out_sh, mesh.devices,
-                              committed), in_sh, multiple
+                              committed), in_sh
 
 
-core.set_eager(apply)
+def apply_region(prim, args, params, regions, out_avals, loc):
+    """A region op (loop, branch, checkpoint) on constants, run now: under
+    jax.ensure_compile_time_eval, as jax's control flow runs eagerly there, so Python can
+    read its results. Compiled per call (its regions are the trace's, no cache key)."""
+    with core.outside_traces():
+        mesh, specs, arrays, committed = _arguments(args)
+        p = Program(prim.name, mesh=mesh.shape)
+        _inputs(p, specs, mesh.shape.explicit)
+        outs = [Value(a) for a in out_avals]
+        p.ops.append(Op(prim, list(p.inputs), outs, params, loc, regions))
+        exe, in_sh = _compiled(p, outs, mesh, committed)
+        return exe([runtime.place(a, s) for a, s in zip(arrays, in_sh)])
+
+
+def _build(prim, params, specs, mesh: MeshInfo, committed):
+    p = Program(prim.name, mesh=mesh.shape)
+    explicit = mesh.shape.explicit
+    _inputs(p, specs, explicit)
+    loc = user_loc()
+    out_avals = core.abstract_eval(prim, [v.aval.bare() for v in p.inputs], params, loc)
+    multiple = prim.multiple_results
+    out_avals = list(out_avals) if multiple else [out_avals]
+    if explicit:
+        out_avals = types.infer(prim, p.inputs, out_avals, params, mesh.shape, explicit, loc)
+    outs = [Value(a) for a in out_avals]
+    p.ops.append(Op(prim, list(p.inputs), outs, params, UNKNOWN))
+    exe, in_sh = _compiled(p, outs, mesh, committed)
+    return exe, in_sh, multiple
+
+
+core.set_eager(apply, apply_region)

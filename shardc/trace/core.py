@@ -252,13 +252,19 @@ def _no_eager(prim, args, params):
                       "runtime was imported (import shardc)")
 
 
-_eager = [_no_eager]   # set by shardc.runtime.eager: apply(prim, args, params)
+_eager = [_no_eager, None]   # set by shardc.runtime.eager: apply, apply_region
 
 
-def set_eager(fn):
+def set_eager(fn, region_fn):
     """Install how ops run outside any trace (the runtime's eager mode): this stage
-    records ops; running them is the runtime's, which installs itself at import."""
-    _eager[0] = fn
+    records ops; running them is the runtime's, which installs itself at import.
+    region_fn(prim, args, params, regions, out_avals, loc) runs a region op now."""
+    _eager[0], _eager[1] = fn, region_fn
+
+
+def run_region_now(prim, args, params, regions, out_avals, loc):
+    """A region op on constants under jax.ensure_compile_time_eval: its results, now."""
+    return _eager[1](prim, args, params, regions, out_avals, loc)
 
 
 def _type_added(b, op, explicit, loc):
