@@ -349,3 +349,21 @@ def test_vmapped_update_keeps_its_type():
             return out
         return fw.vmap(body)
     assert _both(mesh, make, x) == ["float32[1,6@y,2]"]
+
+
+@pytest.mark.parametrize("mode,kw", [("symmetric", {}), ("reflect", {}),
+                                     ("reflect", {"reflect_type": "odd"})])
+def test_reflect_pad_leaves_unpadded_sharded_dims_alone(mode, kw):
+    # an even reflection sliced every dim's edge, used or not: on a dim sharded 8 ways
+    # the unused size-1 slice was a type error where jax pads
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+    v = jax.device_put(np.arange(384, dtype=np.float32).reshape(3, 8, 16),
+                       NamedSharding(mesh, P(None, None, "x")))
+
+    def make(m, fw, rec):
+        def f(a):
+            out = m.pad(a, [(1, 2), (3, 0), (0, 0)], mode=mode, **kw)
+            rec(out)
+            return out
+        return f
+    assert _both(mesh, make, v) == ["float32[6,11,16@x]"]

@@ -161,7 +161,10 @@ def _reflect_axis(a, d, w, mode, reflect_type):
     offset = 1 if (mode == "reflect" and n > 1) else 0
     from ._ufuncs import subtract, multiply
     for before, padding in ((True, w[0]), (False, w[1])):
-        edge = _slice(a, d, 0, 1) if before else _slice(a, d, -1, None)
+        # (only odd reflections read the edge: an unused slice of a sharded dim to size 1
+        # would still be an explicit-mode type error)
+        if reflect_type == "odd" and padding > 0:
+            edge = _slice(a, d, 0, 1) if before else _slice(a, d, -1, None)
         while padding > 0:
             cur = min(padding, n - offset)
             padding -= cur
