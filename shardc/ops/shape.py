@@ -5,6 +5,7 @@ from math import gcd, prod
 
 from ..ir import dtypes
 from ..trace.core import Primitive
+from ..trace.types import restrict
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError, ShardcTypeError
 from ..ir.program import Aval
@@ -63,7 +64,6 @@ def _bcast_type(in_avals, out_avals, mesh, explicit, *, shape, broadcast_dimensi
     """Explicit mode, as jax's: each operand dim's axes go to the result dim it maps to
     (a size-1 dim's too: on size-1 axes it may grow), new dims are unsharded, and partial
     sums stay partial sums (a broadcast is linear)."""
-    from ..trace.types import restrict
     ts = in_avals[0].ts
     if ts is None:
         return [None]
