@@ -139,3 +139,42 @@ def test_repeat_total_repeat_length(k):
 def test_repeat_traced_counts_need_a_length():
     with pytest.raises(shardc.errors.ShardcError, match="total_repeat_length"):
         shardc.jit(lambda x, r: snp.repeat(x, r, axis=0))(A, np.array([1, 2, 3], np.int32))
+
+
+GRADS = {
+    "repeat": lambda m: lambda a: (m.sin(m.repeat(a, 3, 1, total_repeat_length=40)) ** 2).sum(),
+    "tile": lambda m: lambda a: (m.sin(m.tile(a, (1, 2))) ** 2).sum(),
+    "broadcast": lambda m: lambda a: (m.sin(m.broadcast_to(a[:, None], (8, 3, 16))) ** 2).sum(),
+}
+
+
+@pytest.mark.parametrize("name", GRADS)
+def test_gradients_keep_the_operands_type(name):
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    x = jax.device_put(np.arange(128, dtype=np.float32).reshape(8, 16) / 100,
+                       NamedSharding(mesh, P("x", None)))
+    with shardc.set_mesh(mesh):
+        got = shardc.jit(shardc.grad(GRADS[name](snp)))(x)
+    with jax.set_mesh(mesh):
+        want = jax.jit(jax.grad(GRADS[name](jnp)))(x)
+    assert str(jax.typeof(got)) == str(jax.typeof(want)) == "float32[8@x,16]"
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_partial_sums_repeated_are_summed_once():
+    # jax refuses repeat / tile of partial sums; shardc sums them first (right values)
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    a = jax.device_put(np.arange(128, dtype=np.float32).reshape(8, 16) / 50,
+                       NamedSharding(mesh, P(None, "x")))
+    b = jax.device_put(np.arange(64, dtype=np.float32).reshape(16, 4) / 30,
+                       NamedSharding(mesh, P("x", None)))
+    ref = np.asarray(a) @ np.asarray(b)
+
+    def f(a, b):
+        c = snp.dot(a, b, out_sharding=P(None, None, unreduced={"x"}))
+        return shardc.reshard(snp.repeat(c, 2, axis=1), P()), \
+            shardc.reshard(snp.tile(c, (1, 2)), P())
+    with shardc.set_mesh(mesh):
+        r, t = shardc.jit(f)(a, b)
+    np.testing.assert_allclose(np.asarray(r), np.repeat(ref, 2, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(t), np.tile(ref, (1, 2)), rtol=1e-5)
