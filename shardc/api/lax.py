@@ -7,8 +7,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..trace import core, types
 from ..ir import dtypes
-from ..errors import (ArgumentError, ShardcError, ShardingTypeError, api_boundary,
-                      wrap_public)
+from ..errors import (ArgumentError, ShardcError, ShardcTypeError, ShardingTypeError,
+                      api_boundary, wrap_public)
 from .numpy._util import aval, canonical_dtype, convert
 from ..ops import elementwise as ew
 from ..ops import linalg as _dot_ops
@@ -139,10 +139,34 @@ def with_sharding_constraint(x, shardings):
     return _tree.tree_unflatten(tree, out)
 
 
+def _dot_rank(dt):
+    """XLA's HigherPrecisionType order (shape_inference.cc), which jax's dot follows."""
+    r = dtypes.real_dtype(dt) if dtypes.is_complex(dt) else dt
+    fl = dtypes.is_float(r)
+    return (dtypes.is_complex(dt), dtypes.finfo(r).maxexp if fl else -1,
+            dtypes.finfo(r).nmant if fl else -1, dtypes.bit_width(r),
+            not (dtypes.is_int(r) and not dtypes.is_signed(r)))
+
+
+def _mixed_dot_operands(lhs, rhs):
+    """Operands of two dtypes, as jax's dot_general takes them: both become the more
+    precise one, the result's dtype (before preferred_element_type, checked as for one
+    dtype), as jax's lowering converts them on CPU and GPU."""
+    a, b = aval(lhs).dtype, aval(rhs).dtype
+    if a == b:
+        return lhs, rhs
+    ra, rb = _dot_rank(a), _dot_rank(b)
+    if ra == rb:
+        raise ShardcTypeError(f"lax.dot_general argument type error: {a}, {b}")
+    out = a if ra > rb else b
+    return convert(lhs, out), convert(rhs, out)
+
+
 @takes_out_sharding
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     from .precision import canonical_precision
     (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = _mixed_dot_operands(lhs, rhs)
     extra = {} if preferred_element_type is None else \
         {"preferred_element_type": canonical_dtype(preferred_element_type)}
     prec = canonical_precision(precision)

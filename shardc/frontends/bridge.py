@@ -18,6 +18,7 @@ from jax._src import config
 from jax._src import core as jcore
 from jax._src import source_info_util
 
+from ..ir.program import Lit
 from ..trace import core
 from . import translate
 
@@ -30,7 +31,10 @@ class ShardcTrace(jcore.Trace):
         self.requires_low = True
 
     def process_primitive(self, primitive, tracers, params, /):
-        return translate.apply(primitive, list(tracers), params)
+        out = translate.apply(primitive, list(tracers), params)
+        if primitive.multiple_results:
+            return [_for_jax(o) for o in out]
+        return _for_jax(out)
 
     def process_call(self, call_primitive, f, tracers, params, /):
         # closed_call, core_call: inline. jax binds with the eval trace current (its
@@ -70,6 +74,12 @@ class ShardcTrace(jcore.Trace):
 
 
 TRACE = ShardcTrace()
+
+
+def _for_jax(x):
+    # a translated jaxpr's literal result (a jit whose output is a constant) is a
+    # shardc literal, which jax cannot take as an argument of its next primitive
+    return core.literal_tracer(x) if type(x) is Lit else x
 
 
 def _through_jaxpr(bind, tracers):

@@ -20,6 +20,7 @@ from ..errors import Loc, ShardcError
 from ..ir import dtypes
 from ..ir.primitive import PRIMITIVES
 from ..ir.program import Aval, Lit
+from ..ops.fft import fft as fft_op
 from ..trace import core
 
 RULES: dict = {}
@@ -265,6 +266,11 @@ RULES["argmin"] = _argminmax_rule("argmin")
 def _round(x, *, rounding_method):
     # jax's RoundingMethod: 0 away from zero, 1 to nearest even
     return _bind("round_afz" if int(rounding_method) == 0 else "round", x)
+
+
+@rule("fft")
+def _fft(x, *, fft_type, fft_lengths):
+    return fft_op(x, fft_type, fft_lengths)     # takes jax's FftType enum
 
 
 @rule("dot_general")

@@ -378,6 +378,15 @@ def constant_value(b: Builder, x):
     return v
 
 
+def literal_tracer(lit: Lit) -> Tracer:
+    """A literal as a traced value of the current trace, for jax (which takes tracers
+    and arrays from a trace, not shardc's literals)."""
+    b = current_builder()
+    (v,) = b.add(PRIMITIVES["constant"], [], {"value": np.asarray(lit.value, lit.aval.dtype)},
+                 [lit.aval], user_loc())
+    return Tracer(b, v)
+
+
 def _scalar(x, dtype):
     """A Python scalar as `dtype`. As in jax, a Python int must fit the default int
     type (int32; int64 with x64), or the wider `dtype`, and then wraps into a narrower

@@ -1,0 +1,66 @@
+"""dot_general of operands of two dtypes, as jax's: the result is XLA's more precise
+type (or preferred_element_type), from shardc.lax and from jax programs (jnp.matmul of
+a bool and a float under vmap binds one dot_general of both), against jax.jit."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+from helpers import check_outputs, place
+
+DN = (((1,), (0,)), ((), ()))
+DTYPES = [np.bool_, np.int8, np.uint8, np.int32, jnp.bfloat16, np.float16, np.float32,
+          np.complex64]
+
+
+def _operand(dtype, shape, seed):
+    a = np.random.default_rng(seed).integers(0, 3, shape)
+    return a.astype(dtype)
+
+
+PAIRS = [(a, b) for i, a in enumerate(DTYPES) for b in DTYPES[i + 1:]]
+
+
+@pytest.mark.parametrize("a,b", PAIRS, ids=[f"{np.dtype(a).name}-{np.dtype(b).name}"
+                                            for a, b in PAIRS])
+def test_mixed_dtypes_as_jax(a, b):
+    x, y = _operand(a, (4, 8), 0), _operand(b, (8, 4), 1)
+    for lhs, rhs in ((x, y), (y.T, x.T)):
+        want = jax.jit(lambda p, q: jax.lax.dot_general(p, q, DN))(lhs, rhs)
+        got = shardc.jit(lambda p, q: shardc.lax.dot_general(p, q, DN))(lhs, rhs)
+        assert got.dtype == want.dtype
+        check_outputs(got, want)
+
+
+@pytest.mark.parametrize("pet", [np.float32, np.int32])
+def test_mixed_dtypes_preferred_element_type(pet):
+    x, y = _operand(np.bool_, (4, 8), 0), _operand(np.int8, (8, 4), 1)
+    f = lambda lib: lambda p, q: lib.lax.dot_general(p, q, DN, preferred_element_type=pet)
+    want = jax.jit(f(jax))(x, y)
+    got = shardc.jit(f(shardc))(x, y)
+    assert got.dtype == want.dtype == pet
+    check_outputs(got, want)
+
+
+def test_vmapped_bool_matmul_from_a_jax_program(mesh2x4):
+    """jax.vmap(b @ v) binds dot_general(bool, f32); shardc imports it (it refused)."""
+    b = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 0]], bool)
+    v = np.arange(16, dtype=np.float32).reshape(4, 4)
+    f = jax.vmap(lambda p, q: p @ q)
+    args = place(mesh2x4, [b, v], [P("x"), P("x")])
+    check_outputs(shardc.jit(f)(*args), jax.jit(f)(*args), mesh2x4)
+
+
+def test_gradient_through_mixed_dot():
+    """The float operand's gradient; the integer one has none (float0), as jax's."""
+    x, y = _operand(np.int8, (4, 8), 0), np.linspace(-1, 1, 32, dtype=np.float32)
+    y = y.reshape(8, 4)
+    loss = lambda q, p: (jax.lax.dot_general(p, q, DN) ** 2).sum()
+    want = jax.jit(jax.grad(loss))(y, x)
+    got = shardc.jit(jax.grad(loss))(y, x)
+    check_outputs(got, want)
+    got = shardc.jit(shardc.grad(lambda q, p: (shardc.lax.dot_general(p, q, DN) ** 2).sum()))(
+        y, x)
+    check_outputs(got, want)
