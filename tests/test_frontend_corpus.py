@@ -31,6 +31,18 @@ CASES = {   # name: (fn, args as (array, spec), differentiable in arg 0)
             jnp.fft.ifft2(jnp.fft.fft2(x)).real, [(M, P("x"))], True),
     # jax.grad of a jit with a constant output (jnp.pad's): a literal reached jax
     "pad": (lambda x: jnp.pad(x, [(1, 2), (0, 1)]), [(M, P("x"))], True),
+    # jnp.asarray(2) under a trace is a tracer (shardc's trace once returned jax's
+    # literal TypedInt, which has no .ndim)
+    "insert": (lambda x: jnp.insert(x, 2, 7.0, axis=1), [(M, P("x"))], True),
+    "choice_poisson_binomial": (lambda x: (
+        jax.random.choice(K, 10, (3,)).sum() + jax.random.choice(
+            K, 4, (2,), replace=False, p=x[:4] / x[:4].sum()).sum()
+        + jax.random.poisson(K, 3.0, (6,)).sum() + jax.random.binomial(K, 10, x).sum()
+        + jax.random.randint(K, (6,), 0, 200, dtype=jnp.uint8).sum()), [(V, P("x"))],
+        False),
+    # its .astype(None) is the default float type, as jax's (it was refused)
+    "multinomial": (lambda x: jax.random.multinomial(K, 10, x / x.sum()), [(V, P("x"))],
+                    False),
     "stack": (lambda x: jnp.stack([x, 2 * x], axis=1), [(M, P("x"))], True),
     "unstack": (lambda x: jnp.unstack(x, axis=1)[2], [(M, P("x", "y"))], True),
     "acosh": (lambda x: jnp.arccosh(x + 1.5), [(M, P("x"))], True),
@@ -243,7 +255,7 @@ UNTRANSLATED = {
                      "empty_ref", "free_ref", "freeze", "get", "swap", "new_ref", "run_state",
                      "log_extend", "log_read", "new_log", "call_hi_primitive",
                      "call_hi_primitive_linearized", "create_linear", "custom_lin",
-                     "dce_sink", "stage", "pin", "unpin", "tie",
+                     "dce_sink", "pin", "unpin", "tie",
                      "from_edtype", "to_edtype", "reduced_vary_cast_p",
                      "vary_unreduced_cast_p", "dim_as_value", "dimension_size",
                      "shape_assertion", "eval_jaxpr", "call", "unreachable",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 
 from jax._src import core as jcore
+from jax._src import dtypes as jdtypes
 from jax._src import source_info_util
 
 from .. import errors
@@ -49,7 +50,16 @@ def apply(prim, args, params):
         fn = _generic(prim.name)
         if not getattr(fn, "untranslatable", False):   # RULES holds translations only
             RULES[prim.name] = fn
-    return fn(*args, **params)
+    return fn(*[lifted(a) for a in args], **params)
+
+
+def lifted(x):
+    """A concrete jax key array (a jit's argument, a closed-over key) as shardc's keys,
+    which loops, branches and the random rules take; any other value as it is."""
+    if type(x) is not core.Tracer and isinstance(getattr(x, "dtype", None),
+                                                jdtypes.ExtendedDType):
+        return rules_random.keys_of(x)
+    return x
 
 
 # ---------------------------------------------------------------- jaxprs
@@ -266,6 +276,12 @@ RULES["argmin"] = _argminmax_rule("argmin")
 def _round(x, *, rounding_method):
     # jax's RoundingMethod: 0 away from zero, 1 to nearest even
     return _bind("round_afz" if int(rounding_method) == 0 else "round", x)
+
+
+@rule("stage")
+def _stage(x):
+    from .bridge import staged
+    return staged(x)
 
 
 @rule("fft")

@@ -382,8 +382,10 @@ def literal_tracer(lit: Lit) -> Tracer:
     """A literal as a traced value of the current trace, for jax (which takes tracers
     and arrays from a trace, not shardc's literals)."""
     b = current_builder()
-    (v,) = b.add(PRIMITIVES["constant"], [], {"value": np.asarray(lit.value, lit.aval.dtype)},
-                 [lit.aval], user_loc())
+    params = {"value": np.asarray(lit.value, lit.aval.dtype)}
+    if lit.aval.weak:
+        params["weak_type"] = True
+    (v,) = b.add(PRIMITIVES["constant"], [], params, [lit.aval], user_loc())
     return Tracer(b, v)
 
 

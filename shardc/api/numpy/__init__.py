@@ -47,8 +47,9 @@ pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 def astype(x, dtype, copy=False):
     """x converted to `dtype` (as jnp.astype: complex to bool is x != 0, where
-    lax.convert_element_type would read the real part only)."""
-    dtype = _canonical_dtype(dtype)
+    lax.convert_element_type would read the real part only; None is the default float
+    type, as jax's)."""
+    dtype = _canonical_dtype(float if dtype is None else dtype)
     if dtype == _np.dtype(bool) and _dtypes.is_complex(_aval(x).dtype):
         return not_equal(x, 0)
     return _convert(x, dtype)

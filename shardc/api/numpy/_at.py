@@ -1,7 +1,9 @@
 """`x.at[idx].set(v)` and friends on traced arrays: functional index updates, as jax's.
 
 An index that names a box (ints, traced scalars, unit-step slices) is updated with a
-slice and a dynamic_update_slice (_at_box.py). Otherwise (_at_scatter.py):
+slice and a dynamic_update_slice (_at_box.py). One of whole slices and integer arrays is
+one scatter into x, its sliced dims the update's window dims, as jax's (_at_window.py).
+Otherwise (_at_scatter.py):
 An update is written at the flat positions of the elements `x[idx]` reads, by a
 scatter-add into a flat array of -0.0 (floats) or 0. The positions are known on the
 host when the index is static (ints, slices, None, ..., NumPy arrays) and are read
@@ -32,6 +34,7 @@ from ._util import aval, default_fill, convert, result_type
 from ._methods import _has_foreign
 from ..explicit import apply_out_sharding
 from ...transforms.ad import _retype
+from ._at_window import structured
 from ._at_scatter import (_boxed, _scatter_into, _clamp, _oob, _oob_mask, _unique, _placed,
     _replaced)
 
@@ -135,6 +138,9 @@ class _IndexUpdateRef:
         boxed = _boxed(x, self.index, values, lambda old, new: new)
         if boxed is not None:
             return boxed
+        out = structured(x, self.index, values, "set")
+        if out is not None:
+            return out
         xa = aval(x)
         entries = _classify_shape(xa.shape, self.index)
         if any(core.is_tracer(e) for e in entries):
@@ -166,6 +172,9 @@ class _IndexUpdateRef:
         boxed = _boxed(x, self.index, values, add)
         if boxed is not None:
             return boxed
+        out = structured(x, self.index, values, "add")
+        if out is not None:
+            return out
         placed = _placed(x, self.index, values)[0]
         if aval(x).dtype == dtypes.bool_:
             return logical_or(x, greater(placed, 0))
@@ -184,6 +193,9 @@ class _IndexUpdateRef:
         boxed = _boxed(self.array, self.index, values, subtract)
         if boxed is not None:
             return boxed
+        out = structured(self.array, self.index, values, "sub")
+        if out is not None:
+            return out
         return subtract(self.array, _placed(self.array, self.index, values)[0])
 
     @_foreign_aware
@@ -257,4 +269,5 @@ class _IndexUpdateRef:
         if pt != xa.dtype:
             new = _IndexUpdateRef(convert(x, pt), self.index)._scatter(kind, values)
             return convert(new, xa.dtype, xa.weak)
-        return _scatter_into(x, self.index, values, kind)
+        out = structured(x, self.index, values, kind)
+        return _scatter_into(x, self.index, values, kind) if out is None else out

@@ -1,0 +1,81 @@
+"""Index updates as jax lowers them: an index of whole slices and integer arrays (with
+ints among them) is one scatter into x whose sliced dims are the update's window dims.
+x's sharding and the values' sharding on the sliced dims pass through it, as through
+jax's (the flat-position scatter of _at_scatter.py replicates its flat operand), and no
+per-element positions are computed (see _at.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import core
+from ...ir import dtypes
+from ._indexing import _classify_shape
+from ._shapes import broadcast_to, stack
+from ._ufuncs import add, less, where
+from ._util import aval, convert
+
+
+def _whole(e):
+    return isinstance(e, slice) and e == slice(None)
+
+
+def _columns(entries, adv, shape):
+    """Each advanced entry as indices into its dim, negatives counted from the end
+    (jax's normalization: what stays out of bounds is dropped by the scatter)."""
+    it = dtypes.default_int()
+    cols = []
+    for d in adv:
+        e, n = entries[d], shape[d]
+        if core.is_tracer(e):
+            e = e if aval(e).dtype == it else convert(e, it)
+            cols.append(where(less(e, 0), add(e, n), e))
+        else:
+            a = np.asarray(e, np.int64)
+            cols.append(np.clip(np.where(a < 0, a + n, a), -1, n).astype(it))
+    return cols
+
+
+def _repeats(cols):
+    """Whether static index columns name one element twice."""
+    rows = np.stack(np.broadcast_arrays(*cols), axis=-1).reshape(-1, len(cols))
+    return np.unique(rows, axis=0).shape[0] != rows.shape[0]
+
+
+def structured(x, idx, values, kind):
+    """x with `values` combined in at x[idx] by scatter `kind` ("set", "add", "sub",
+    "mul", "min", "max"), out-of-bound updates dropped (jax's default mode); None when idx is
+    not whole slices and integer arrays, or is a static "set" index naming an element
+    twice (whose last write the flat path keeps, as jax does on CPU)."""
+    from .. import lax_gather as G
+    xa = aval(x)
+    if xa.dtype == dtypes.bool_ or not xa.shape:
+        return None
+    entries = _classify_shape(xa.shape, idx)
+    if any(e is None or (isinstance(e, slice) and not _whole(e)) for e in entries):
+        return None
+    adv = [d for d, e in enumerate(entries) if not isinstance(e, slice)]
+    if not any(not isinstance(entries[d], (int, np.integer)) for d in adv):
+        return None     # ints alone name a box (_at_box)
+    cols = _columns(entries, adv, xa.shape)
+    static = not any(core.is_tracer(c) for c in cols)
+    if kind == "set" and static and _repeats(cols):
+        return None
+    b = np.broadcast_shapes(*[np.shape(c) if not core.is_tracer(c) else aval(c).shape
+                              for c in cols])
+    if static:
+        indices = np.stack(np.broadcast_arrays(*cols), axis=-1).reshape(*b, len(cols))
+    else:
+        indices = stack([broadcast_to(c, b) for c in cols], axis=len(b))
+    rest = [d for d in range(xa.ndim) if d not in adv]
+    # NumPy's placement of the broadcast index dims: where the advanced entries are
+    # when they are adjacent, else first
+    at = sum(1 for d in rest if d < adv[0]) if adv == list(range(adv[0], adv[-1] + 1)) \
+        else 0
+    ushape = [xa.shape[d] for d in rest[:at]] + list(b) + [xa.shape[d] for d in rest[at:]]
+    window = tuple(range(at)) + tuple(range(at + len(b), len(ushape)))
+    v = convert(values, xa.dtype) if aval(values).dtype != xa.dtype else values
+    dn = G.ScatterDimensionNumbers(update_window_dims=window, inserted_window_dims=tuple(adv),
+                                   scatter_dims_to_operand_dims=tuple(adv))
+    fn = {"set": G.scatter, "add": G.scatter_add, "sub": G.scatter_sub, "mul": G.scatter_mul,
+          "min": G.scatter_min, "max": G.scatter_max}[kind]
+    return fn(x, indices, broadcast_to(v, tuple(ushape)), dn, mode="fill")

@@ -1,0 +1,83 @@
+"""`x.at[idx]` updates whose index is whole slices and integer arrays: one scatter into
+x with the sliced dims as its window dims, as jax's, so x's and the values' shardings
+pass through (the flat-position scatter replicated the result: `zeros.at[:, i].set(v)`
+of values sharded P("x") came back P() where jax's is P("x")). Values and output
+shardings against jax.jit, the index static and traced."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+from helpers import compare
+
+X = np.arange(8 * 8 * 4, dtype=np.float32).reshape(8, 8, 4) / 7
+I2 = np.array([0, 5, 2, 4], np.int32)
+NEG = np.array([-1, 2, -8, 3], np.int32)     # negatives count from the end
+OOB = np.array([1, 8, -9, 40, 3], np.int32)    # 8, -9 and 40 name nothing: dropped
+DUP = np.array([1, 3, 1, 1], np.int32)         # repeats add up (and multiply, min, max)
+
+# name: (body of (m, x, i, v), index, values shape, x spec, values spec)
+CASES = {
+    "set_mid": (lambda m, x, i, v: x.at[:, i].set(v), I2, (8, 4, 4), P("x"), P("x")),
+    "set_into_zeros": (lambda m, x, i, v: m.zeros_like(x).at[:, i].set(v), I2, (8, 4, 4),
+                       P(None, None, "y"), P("x", None, "y")),
+    "add_lead": (lambda m, x, i, v: x.at[i].add(v), NEG, (4, 8, 4), P(None, "y"),
+                 P(None, "y")),
+    "add_dup": (lambda m, x, i, v: x.at[:, :, i[:3] % 4].add(v), DUP, (8, 8, 3), P("x"),
+                P("x")),
+    "sub_last": (lambda m, x, i, v: x.at[..., i % 4].subtract(v), I2, (8, 8, 4), P("x", "y"),
+                 P("x", "y")),
+    "mul_oob": (lambda m, x, i, v: x.at[:, i].multiply(v), OOB, (8, 5, 4), P("x"), P("x")),
+    "min_dup": (lambda m, x, i, v: x.at[:, i].min(v), DUP, (8, 4, 4), P("x"), None),
+    "max_two_arrays": (lambda m, x, i, v: x.at[:, i, i % 4].max(v), I2, (8, 4), P("x"),
+                       P("x")),
+    # advanced entries not adjacent: their broadcast dims come first (NumPy's rule)
+    "set_split": (lambda m, x, i, v: x.at[i, :, i % 4].set(v), I2, (4, 8), P(None, "y"),
+                  P(None, "y")),
+    "add_int_and_array": (lambda m, x, i, v: x.at[2, :, i % 4].add(v), I2, (4, 8), P("y"),
+                          None),
+    "add_2d_index": (lambda m, x, i, v: x.at[:, i.reshape(2, 2)].add(v), I2, (8, 2, 2, 4),
+                     P("x"), P("x")),
+    "set_broadcast_value": (lambda m, x, i, v: x.at[:, i].set(v[0, 0, 0]), I2, (8, 4, 4),
+                            P("x"), None),
+    "add_int_values": (lambda m, x, i, v: x.astype(jnp.int32).at[:, i].add(
+        v.astype(jnp.int32)), OOB, (8, 5, 4), P("x"), P("x")),
+}
+
+
+def _values(shape):
+    return (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 5) - 2
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["static", "traced"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_window_updates_match_jax(name, traced, mesh2x4):
+    body, idx, vshape, xs, vs = CASES[name]
+    v = _values(vshape)
+    if traced:
+        compare(body, [X, idx, v], [xs, None, vs], mesh2x4, numpy_ref=False)
+    else:
+        compare(lambda m, x, v: body(m, x, idx, v), [X, v], [xs, vs], mesh2x4,
+                numpy_ref=False)
+
+
+def test_one_windowed_scatter_no_flat_positions(mesh2x4):
+    """The IR: one scatter with window dims, no iota over x's elements, no reshape of x
+    to a flat array."""
+    f = shardc.jit(lambda x, i, v: x.at[:, i].add(v))
+    ir = f.trace(X, I2, _values((8, 4, 4))).ir
+    scatters = [ln for ln in ir.splitlines() if "scatter" in ln]
+    assert len(scatters) == 1 and "update_window_dims=(0, 2)" in scatters[0], ir
+    assert "iota" not in ir and "f32[256]" not in ir, ir
+
+
+def test_static_set_with_repeats_keeps_the_last_write():
+    """A static index naming an element twice keeps the last write (as jax on CPU):
+    this stays on the flat path, which decides it on the host."""
+    x = np.zeros((3, 4), np.float32)
+    got = shardc.jit(lambda x: x.at[:, np.array([1, 2, 1])].set(
+        np.array([1.0, 2.0, 3.0], np.float32)))(x)
+    want = np.zeros((3, 4), np.float32)
+    want[:, [1, 2, 1]] = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(np.asarray(got), want)
