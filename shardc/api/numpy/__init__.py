@@ -45,14 +45,19 @@ from ml_dtypes import finfo  # noqa: E402  (NumPy's finfo does not know bfloat16
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 
-def astype(x, dtype, copy=False):
+def astype(x, dtype, copy=False, device=None):
     """x converted to `dtype` (as jnp.astype: complex to bool is x != 0, where
     lax.convert_element_type would read the real part only; None is the default float
-    type, as jax's)."""
+    type, as jax's), placed on `device` (a device or sharding) when given."""
     dtype = _canonical_dtype(float if dtype is None else dtype)
     if dtype == _np.dtype(bool) and _dtypes.is_complex(_aval(x).dtype):
-        return not_equal(x, 0)
-    return _convert(x, dtype)
+        out = not_equal(x, 0)
+    else:
+        out = _convert(x, dtype)
+    if device is not None:
+        from ..device import device_put
+        out = device_put(out, device)
+    return out
 
 
 def ndim(a):

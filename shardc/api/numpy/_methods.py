@@ -164,7 +164,8 @@ def _attach():
     T.real = property(lambda self: _snp().real(self))
     T.imag = property(lambda self: _snp().imag(self))
     T.conj = T.conjugate = lambda self: _snp().conjugate(self)
-    T.astype = lambda self, dtype: _snp().astype(self, dtype)
+    T.astype = lambda self, dtype, copy=False, device=None: _snp().astype(
+        self, dtype, copy=copy, device=device)
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and not isinstance(shape[0], int):

@@ -33,8 +33,13 @@ _index = __import__("operator").index
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     check_arraylike("reshape", a)
     shape = newshape if shape is None else shape
+    if order == "F":    # column-major: the reversed dims reshaped, reversed back (jax's)
+        x = transpose(a, None)
+        out = reshape(x, tuple(shape)[::-1] if not isinstance(shape, int) else shape)
+        return transpose(out, None)
     if order != "C":
-        raise ShardcError("reshape supports only order='C'")
+        raise ShardcError(f"reshape: order={order!r} is not supported; use 'C' or 'F' (as "
+                          "jax.numpy)")
     if isinstance(shape, int) or type(shape) not in (tuple, list) and np.ndim(shape) == 0:
         shape = (shape,)
     shape = list(_ints("reshape", shape))

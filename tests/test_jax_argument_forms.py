@@ -1,6 +1,8 @@
-"""dot_general of operands of two dtypes, as jax's: the result is XLA's more precise
-type (or preferred_element_type), from shardc.lax and from jax programs (jnp.matmul of
-a bool and a float under vmap binds one dot_general of both), against jax.jit."""
+"""Argument forms jax takes that shardc refused, found by a survey of jax code inside
+shardc.jit: dot_general of operands of two dtypes (the result is XLA's more precise type,
+or preferred_element_type), from shardc.lax and from jax programs (jnp.matmul of a bool
+and a float under vmap binds one dot_general of both); column-major reshapes and
+astype's copy= / device=. Against jax.jit."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,3 +66,29 @@ def test_gradient_through_mixed_dot():
     got = shardc.jit(shardc.grad(lambda q, p: (shardc.lax.dot_general(p, q, DN) ** 2).sum()))(
         y, x)
     check_outputs(got, want)
+
+
+# ---- found by the same survey of jax code inside shardc.jit: array methods with
+# jax's arguments (the tracer's methods are shardc's, not jax's)
+
+RESHAPES = {
+    "method_F": lambda m, x: x.reshape(16, 8, order="F"),
+    "function_F": lambda m, x: m.reshape(x, (4, -1), order="F"),
+    "ravel_F": lambda m, x: m.ravel(x, order="F"),
+    "rank_up_F": lambda m, x: x.reshape((2, 4, 16), order="F"),
+    "astype_copy": lambda m, x: x.astype(m.int32, copy=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPES))
+def test_column_major_reshape_and_astype_arguments(name, mesh2x4):
+    from helpers import compare
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    compare(RESHAPES[name], [x], [P("x")], mesh2x4)
+
+
+def test_astype_device_places_the_result(mesh2x4):
+    from jax.sharding import NamedSharding
+    s = NamedSharding(mesh2x4, P(None, "y"))
+    out = shardc.numpy.asarray(np.ones((8, 16), np.float32)).astype(np.int32, device=s)
+    assert out.dtype == np.int32 and out.sharding.spec == P(None, "y")
