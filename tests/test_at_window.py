@@ -72,6 +72,14 @@ def test_one_windowed_scatter_no_flat_positions(mesh2x4):
     assert "iota" not in ir and "f32[256]" not in ir, ir
 
 
+def test_huge_unsigned_index_is_dropped_not_wrapped(mesh2x4):
+    """A uint32 index near 2**32 is out of bounds (jax drops its update); read as an
+    int32 it would be -2 and wrap into range."""
+    idx = np.array([1, 2**32 - 2, 2], np.uint32)
+    compare(lambda m, x, i, v: x.at[:, i].add(v), [X, idx, _values((8, 3, 4))],
+            [P("x"), None, P("x")], mesh2x4, numpy_ref=False)
+
+
 def test_static_set_with_repeats_keeps_the_last_write():
     """A static index naming an element twice keeps the last write (as jax on CPU):
     this stays on the flat path, which decides it on the host."""

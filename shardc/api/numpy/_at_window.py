@@ -11,7 +11,7 @@ from ...trace import core
 from ...ir import dtypes
 from ._indexing import _classify_shape
 from ._shapes import broadcast_to, stack
-from ._ufuncs import add, less, where
+from ._ufuncs import add, less, minimum, where
 from ._util import aval, convert
 
 
@@ -27,6 +27,8 @@ def _columns(entries, adv, shape):
     for d in adv:
         e, n = entries[d], shape[d]
         if core.is_tracer(e):
+            if not dtypes.is_signed(aval(e).dtype):    # (no negatives; a huge one must
+                e = minimum(e, n)                      # not wrap into range as an int)
             e = e if aval(e).dtype == it else convert(e, it)
             cols.append(where(less(e, 0), add(e, n), e))
         else:
