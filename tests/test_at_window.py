@@ -89,3 +89,24 @@ def test_static_set_with_repeats_keeps_the_last_write():
     want = np.zeros((3, 4), np.float32)
     want[:, [1, 2, 1]] = [1.0, 2.0, 3.0]
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+GRADS = {
+    "set": lambda m, x, i, v: x.at[:, i].set(v * 2),
+    "add": lambda m, x, i, v: x.at[:, i].add(v * x[:, :4]),
+    "sub_two_arrays": lambda m, x, i, v: x.at[:, i, i % 4].subtract(v[..., 0] ** 2),
+    "mul": lambda m, x, i, v: x.at[:, i].multiply(v, unique_indices=True),   # (jax needs it)
+    "max": lambda m, x, i, v: x.at[:, i].max(v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_window_update_gradients_match_jax(name, mesh2x4):
+    """Gradients as to x and the values, the index traced, against jax.grad."""
+    import jax
+    body = GRADS[name]
+    loss = lambda m: lambda x, i, v: (m.sin(body(m, x, i, v)) ** 2).sum()   # noqa: E731
+    compare(lambda m, x, i, v: (shardc.grad if m.nn is shardc.nn else jax.grad)(
+        loss(m), argnums=(0, 2))(x, i, v),
+            [X, I2, _values((8, 4, 4))], [P("x"), None, P("x")], mesh2x4, numpy_ref=False,
+            check_sharding=False)
