@@ -69,22 +69,13 @@ class ShardcTrace(jcore.Trace):
     def stage_value(self, val):
         # lifts a constant into the trace: jnp.asarray(2) is a tracer under a trace (a
         # jax literal such as TypedInt has no .ndim, which jax code then reads)
-        return staged(val)
+        return translate.staged(val)
 
     def cur_qdd(self, x):
         return None
 
 
 TRACE = ShardcTrace()
-
-
-def staged(val):
-    val = translate.lifted(val)
-    if core.is_tracer(val):
-        return val
-    b = core.current_builder()
-    v = core.constant_value(b, val)
-    return core.literal_tracer(v) if type(v) is Lit else core.Tracer(b, v)
 
 
 def _for_jax(x):

@@ -279,9 +279,14 @@ def _round(x, *, rounding_method):
 
 
 @rule("stage")
-def _stage(x):
-    from .bridge import staged
-    return staged(x)
+def staged(x):
+    """A value lifted into the trace (a constant becomes a traced one, a jax key shardc's)."""
+    x = lifted(x)
+    if core.is_tracer(x):
+        return x
+    b = core.current_builder()
+    v = core.constant_value(b, x)
+    return core.literal_tracer(v) if type(v) is Lit else core.Tracer(b, v)
 
 
 @rule("fft")
