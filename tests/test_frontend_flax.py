@@ -139,3 +139,33 @@ def test_nnx_model_with_optax(mesh2x4):
     ref = _train(step, state, opt, x, y, jax.jit)
     np.testing.assert_allclose(ours[2], ref[2], rtol=1e-5)
     _close_trees(ours[0], ref[0])
+
+
+class _Layer(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return x + nn.Dropout(0.5, deterministic=False)(nn.Dense(8)(x)), None
+
+
+class _Stack(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        layers = nn.scan(_Layer, variable_axes={"params": 0},
+                         split_rngs={"params": True, "dropout": True}, length=3)
+        return layers()(x, None)[0]
+
+
+def test_scanned_layers_with_dropout_on_typed_keys():
+    """flax's nn.scan carries the dropout key through jax's scan: a typed key is a key
+    to jax's scan inside shardc.jit (init, apply and the gradient as jax.jit's)."""
+    m, x = _Stack(), jnp.linspace(-1, 1, 16).reshape(2, 8)
+    init = lambda k: m.init({"params": k, "dropout": k}, x)
+    params = jax.jit(init)(jax.random.key(0))
+    loss = lambda p, k: jnp.sum(m.apply(p, x, rngs={"dropout": k}) ** 2)
+    for ours, ref, args in ((init, init, (jax.random.key(0),)),
+                            (loss, loss, (params, jax.random.key(2))),
+                            (jax.grad(loss), jax.grad(loss), (params, jax.random.key(2)))):
+        o, r = shardc.jit(ours)(*args), jax.jit(ref)(*args)
+        assert jax.tree_util.tree_structure(o) == jax.tree_util.tree_structure(r)
+        for a, b in zip(jax.tree_util.tree_leaves(o), jax.tree_util.tree_leaves(r)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import inspect
 
-import jax
 import numpy as np
 
 from ..errors import ArgumentError, ShardcTypeError
 from ..ir.program import Aval
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def check_static(sig, pos, nums, names, donate=()):

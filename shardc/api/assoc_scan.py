@@ -19,8 +19,7 @@ from ..ir import dtypes
 from ..ir.program import Aval, Lit
 from ..ops import lax as L
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _is_array(x) -> bool:

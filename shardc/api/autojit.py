@@ -14,8 +14,7 @@ import jax
 
 from ..errors import ArgumentError, ShardcError, user_loc
 from ..runtime.autospec import is_auto
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _leaves(shardings):

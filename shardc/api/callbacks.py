@@ -18,8 +18,7 @@ from ..ops.callback_io import VMAP_METHODS, bind_call
 from ..runtime.callback import check_results
 from ..ir.program import Aval
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None,

@@ -12,14 +12,11 @@ from __future__ import annotations
 import functools
 import inspect
 
-import jax
-
 from ..errors import ArgumentError
 from ..ops.region import trace_region
 from ..trace import core
 from ..transforms.ad import custom_vjp, eval_ops
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def closure_convert(fun, *example_args):

@@ -4,7 +4,6 @@ Each takes one mesh axis name or a tuple of them; pytrees are mapped leaf by lea
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from ..trace import core
@@ -14,8 +13,7 @@ from ..ops import batching
 from ..ops import collectives as m
 from ..ops import pvary as pv
 from .shard_map import manual_ctx
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _axes(name, axis_name):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import operator
 
-import jax
 import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
@@ -20,8 +19,7 @@ from ..ops.control import bind_cond, bind_while
 from ..ops.region import same_type
 from ..ops.scan import bind_scan
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _in_jit(name, fn, *args):

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import functools
 
-import jax
-
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..trace import core
 from ..transforms.custom_jvp import forward_attr, resolve_kwargs
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class custom_vmap:

@@ -15,8 +15,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..trace import core, types
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def apply_out_sharding(x, out_sharding, what="out_sharding", check=True):

@@ -19,8 +19,7 @@ from ..ops import lax as L
 from ..ops.region import trace_region
 from ..transforms.ad import _is_float, _traced_vjp, eval_ops
 from ..transforms.forward import jvp_region, needs_forward
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _is_arraylike(x):

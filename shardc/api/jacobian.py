@@ -7,15 +7,14 @@ from __future__ import annotations
 import functools
 import math
 
-import jax
 import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
 from .grad import _argnums, _check_input, _check_output, _eager, _fname, jvp, vjp
+from ..trace import pytree as _tree
 
-_tree = jax.tree_util
 _USE_VMAP = True
 
 

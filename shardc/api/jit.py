@@ -27,8 +27,7 @@ from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
 from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
 from ..ir.sharding import Sharding, from_spec
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class Jitted:

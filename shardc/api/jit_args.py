@@ -13,8 +13,7 @@ from ..runtime.autospec import is_auto
 from ..trace import core
 from .argcheck import summary
 from .stages import _ARRAY
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class ArgSpec:

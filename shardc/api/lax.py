@@ -21,8 +21,7 @@ from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
                           pcast, pmin, ppermute, psum, psum_scatter, pvary)
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _constraint_leaf(x, s, reshard=False):

@@ -17,6 +17,7 @@ from . import lax_ops as _ops
 from .explicit import takes_out_sharding
 from .lax_ops import _arr
 from .numpy._util import aval, canonical_dtype, convert
+from ..trace import pytree as _tree
 
 
 # ---------------------------------------------------------------- reductions
@@ -95,11 +96,10 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
     """jax.lax.reduce: a monoid (add, mul, max, min, and, or: shardc's, jax.lax's or
     operator's, with its identity as the init value) is that reduce_* op; any other
     computation folds halves of the operands (lax_special.reduce_tree)."""
-    import jax
     from .explicit import apply_out_sharding
     from .lax_special import reduce_tree
-    leaves, tree = jax.tree_util.tree_flatten(operands)
-    inits, init_tree = jax.tree_util.tree_flatten(init_values)
+    leaves, tree = _tree.tree_flatten(operands)
+    inits, init_tree = _tree.tree_flatten(init_values)
     if tree != init_tree:
         raise ShardcTypeError(f"lax.reduce: operands {tree} and init_values {init_tree} "
                               "must have the same structure")
@@ -114,11 +114,11 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
         outs = [_PRIMS[kind].bind(leaves[0], axes=dims)]
     else:
         def fn(a, b):
-            return jax.tree_util.tree_leaves(computation(
-                jax.tree_util.tree_unflatten(tree, a), jax.tree_util.tree_unflatten(tree, b)))
+            return _tree.tree_leaves(computation(
+                _tree.tree_unflatten(tree, a), _tree.tree_unflatten(tree, b)))
         outs = reduce_tree(leaves, [_arr(v) for v in inits], fn, dims)
     outs = [apply_out_sharding(o, out_sharding) for o in outs]
-    return jax.tree_util.tree_unflatten(tree, outs)
+    return _tree.tree_unflatten(tree, outs)
 
 
 def reduce_xor(operand, axes):

@@ -9,7 +9,6 @@ custom_linear_solve (with the solvers swapped), so its derivatives stay implicit
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from ..errors import ArgumentError
@@ -17,8 +16,7 @@ from ..ir import dtypes
 from ..trace import core
 from ..transforms.ad import custom_vjp
 from .closures import closure_convert
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _check(what, got_tree, got, want_tree, want, has_aux=False):

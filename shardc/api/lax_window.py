@@ -17,14 +17,13 @@ from __future__ import annotations
 import itertools
 import math
 
-import jax
-
 from ..errors import ShardcError, ShardingTypeError
 from ..ir import dtypes
 from ..ops import lax as L
 from ..trace import core, types
 from ..transforms.ad import _retype, custom_vjp
 from .numpy._util import aval, convert
+from ..trace import pytree as _tree
 
 
 def _normalize(shape, window_dimensions, window_strides, padding, base_dilation,
@@ -221,8 +220,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     """jax.lax.reduce_window: `computation` over windows of `operand` (a pytree, with
     init_value of the same structure); padding a sequence of (low, high) or 'SAME' /
     'VALID'."""
-    flat, tree = jax.tree_util.tree_flatten(operand)
-    inits, init_tree = jax.tree_util.tree_flatten(init_value)
+    flat, tree = _tree.tree_flatten(operand)
+    inits, init_tree = _tree.tree_flatten(init_value)
     if tree != init_tree:
         raise ShardcError(f"reduce_window: operand {tree} and init_value {init_tree} must "
                           "have the same structure")
@@ -233,15 +232,15 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     inits = [convert(v, aval(x).dtype) for v, x in zip(inits, flat)]
     kind = _monoid(computation) if len(flat) == 1 else None
     if kind in _MONOIDS and _static(inits[0]) == _identity(kind, aval(flat[0]).dtype):
-        return jax.tree_util.tree_unflatten(tree, [_MONOIDS[kind](
+        return _tree.tree_unflatten(tree, [_MONOIDS[kind](
             flat[0], window_dimensions, window_strides, padding, base_dilation,
             window_dilation)])
 
     def combine(acc, part):
-        out = computation(jax.tree_util.tree_unflatten(tree, acc),
-                          jax.tree_util.tree_unflatten(tree, part))
-        return jax.tree_util.tree_leaves(out)
-    return jax.tree_util.tree_unflatten(tree, fold_with_init(
+        out = computation(_tree.tree_unflatten(tree, acc),
+                          _tree.tree_unflatten(tree, part))
+        return _tree.tree_leaves(out)
+    return _tree.tree_unflatten(tree, fold_with_init(
         flat, inits, combine, window_dimensions, window_strides, padding, base_dilation,
         window_dilation))
 

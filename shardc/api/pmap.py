@@ -13,8 +13,7 @@ from jax.sharding import PartitionSpec
 
 from ..errors import ShardcError, api_boundary
 from .numpy._util import aval
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _prefix(spec, tree, what):

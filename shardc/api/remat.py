@@ -18,8 +18,7 @@ from ..ops.linalg import dot_general_p
 from ..ops.region import bind_region
 from ..ops.remat import checkpoint_p, name_p
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):

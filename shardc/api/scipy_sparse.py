@@ -18,10 +18,10 @@ from .control import fori_loop, while_loop
 from .lax_linalg import cholesky, triangular_solve
 from .lax_solve import custom_linear_solve
 from .numpy._util import aval, convert, result_type
+from ..trace import pytree as _tree
 
 __all__ = ["cg", "gmres", "bicgstab"]
 
-_tree = jax.tree_util
 _HI = "highest"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 
-import jax
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ..trace import core
@@ -19,8 +18,7 @@ from . import explicit as _explicit
 from ..ops.manual_region import (add_shard_map, block_input, body_value as _body_value,
                                  manual_ctx, open_body)
 from ..ir.sharding import Sharding, from_spec
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _specs_for(specs, tree_obj, what):
@@ -343,7 +341,6 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
         out_sh.append(sh)
     results = add_shard_map(body, in_vals, in_sh, out_sh, loc)
     return _tree.tree_unflatten(out_tree, results)
-
 
 
 def smap(f=None, /, *, in_axes=Infer, out_axes, axis_name):

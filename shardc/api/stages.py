@@ -19,8 +19,7 @@ from ..runtime import backend as runtime
 from ..runtime import special
 from ..runtime.meshes import MeshInfo
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 @contextlib.contextmanager
@@ -49,7 +48,6 @@ def gc_paused():
 
 def _fun_name(fun):
     return getattr(fun, "__name__", "fun").replace("<", "").replace(">", "") or "fun"
-
 
 
 class Traced:

@@ -3,7 +3,6 @@ jvp; custom_jvp (shardc.transforms.custom_jvp) and the Jacobians (api/jacobian.p
 re-exported here for shardc/__init__."""
 from __future__ import annotations
 
-import jax
 from jax import ShapeDtypeStruct
 
 from ..ir import dtypes
@@ -11,11 +10,10 @@ from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..trace import core
 from ..transforms.custom_jvp import custom_jvp
 from .jacobian import hessian, jacfwd, jacrev
+from ..trace import pytree as _tree
 
 __all__ = ["ShapeDtypeStruct", "custom_jvp", "eval_shape", "hessian", "jacfwd", "jacrev",
            "linearize"]
-
-_tree = jax.tree_util
 
 
 @api_boundary

@@ -9,8 +9,7 @@ from ..errors import ShardcNotImplementedError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
 from ..ops import lax as L
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _aval(x):

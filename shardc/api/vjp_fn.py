@@ -10,7 +10,6 @@ re-traces that region on its leaves, compiled per region when called outside a t
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from ..errors import ArgumentError, ShardcError, api_boundary
@@ -20,8 +19,7 @@ from ..ops import lax as L
 from ..ops.region import trace_region
 from ..trace import core
 from ..transforms.ad import eval_ops
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class _Backward:

@@ -9,16 +9,13 @@ from __future__ import annotations
 import functools
 import operator
 
-import jax
-
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
 from ..ops.region import trace_region
 from ..trace import core, types
 from ..transforms.batch import batch_program, make_ctx
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _axes_leaves(axes, tree, what):

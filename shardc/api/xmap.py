@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 
-import jax
 from jax.sharding import PartitionSpec
 
 from ..errors import ShardcError, ShardcTypeError, api_boundary
@@ -23,8 +22,7 @@ from ..ops import lax as L
 from ..ops.batching import move_dim
 from ..trace import core
 from .vmap import vmap
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _spec_leaf(x):

@@ -198,7 +198,7 @@ def _zero_ct(g, p):
 def _custom_vmap_call(*args, call, rule, in_tree, out_tree):
     """jax.custom_batching.custom_vmap: shardc's custom_vmap of the call's jaxpr on the
     flat operands (jax's consts first), whose rule is jax's, run on shardc's values."""
-    from jax.tree_util import tree_unflatten
+    from ..trace.pytree import tree_unflatten
 
     from ..api.custom_batching import custom_vmap, flat_outputs
     def fun(*xs):

@@ -9,7 +9,6 @@ elimination then drops the residuals it did not use. Lowering inlines the region
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from ..errors import ArgumentError, ShardcError
@@ -19,6 +18,7 @@ from ..trace import core
 from ..trace.core import Primitive
 from . import lax as L
 from .region import bind_region, drop_results, identity_flow, lower_inline
+from ..trace import pytree as _tree
 
 
 class CustomVjpRule:
@@ -58,7 +58,6 @@ custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_shape, lower=lower_
                               sharding_rule=NO_FACTOR_RULE, prop_kind=PropKind.NONE,
                               multiple_results=True, num_regions=1)
 custom_vjp_call_p.data_flow = identity_flow
-_tree = jax.tree_util
 
 
 def _vjp(ctx, cts, *ins, bwd, num_out):

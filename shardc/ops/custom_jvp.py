@@ -21,8 +21,7 @@ from ..trace import core
 from ..trace.core import Primitive
 from . import lax as L
 from .region import identity_flow, lower_inline
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class CustomJvpRule:

@@ -16,8 +16,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..ops.callback import emit_flat
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 def _is_dynamic(x) -> bool:

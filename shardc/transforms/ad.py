@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import numpy as np
 
 from ..trace import core, types
@@ -22,8 +21,7 @@ from ..ir.program import Lit
 from ..ir.sharding import Sharding
 from ..ops import lax as L
 from .custom_jvp import forward_attr
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class VjpCtx:

@@ -9,12 +9,9 @@ from __future__ import annotations
 import functools
 import inspect
 
-import jax
-
 from ..errors import ShardcTypeError, api_boundary
 from ..trace import core
-
-_tree = jax.tree_util
+from ..trace import pytree as _tree
 
 
 class custom_jvp:

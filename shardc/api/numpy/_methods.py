@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import inspect
 
-import jax
-
 from ...trace.core import Tracer
 from ...errors import ShardcError
+from ...trace import pytree as _tree
 
 _UFUNC_NAMES = {
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
@@ -106,7 +105,7 @@ def _has_foreign(tree) -> bool:
     """Whether `tree` holds a jax transformation's tracer (jax code shardc runs, as a
     jax.lax.cond branch jax traces itself, indexing a shardc value with one)."""
     return any(type(x) is not Tracer and isinstance(x, _JaxTracer)
-               for x in jax.tree_util.tree_leaves(tree))
+               for x in _tree.tree_leaves(tree))
 
 
 def _binop(name, reflected=False):

@@ -10,6 +10,7 @@ from ...ir import dtypes
 from ...ops import shape as shp
 from ...trace import core
 from ._util import aval, check_arraylike, convert
+from ...trace import pytree as _tree
 
 _KWARGS = {"empty": (), "edge": (), "wrap": (), "constant": ("constant_values",),
            "linear_ramp": ("end_values",), "maximum": ("stat_length",),
@@ -74,8 +75,7 @@ def _is_int(v):
 def _pairs(vals, nd, name):
     """Per-axis (before, after) from the shapes jnp.pad accepts: (nd, 2), (1, 2), (2,),
     (1,) or ()."""
-    import jax
-    if any(core.is_tracer(v) for v in jax.tree_util.tree_leaves(vals)):
+    if any(core.is_tracer(v) for v in _tree.tree_leaves(vals)):
         raise ShardcTypeError(f"the {name} argument of jnp.pad must be static (concrete), "
                               "not a traced value")
     try:

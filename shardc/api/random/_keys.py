@@ -1,8 +1,9 @@
 """PRNG keys: raw uint32 (..., 2) arrays (PRNGKey) and typed keys (`key`).
 
 Outside a trace a typed key is jax's own key array (so it interoperates with
-jax.random); inside one it is a KeyArray, a pytree node over a traced uint32 (..., 2)
-array whose shape is the keys' batch shape and whose dtype is jax's key<fry>. A
+jax.random); inside one it is a KeyArray over a traced uint32 (..., 2) array, whose
+shape is the keys' batch shape and whose dtype is jax's key<fry>. To jax it is a leaf,
+as jax's key arrays are; shardc's transforms flatten it to its data (trace.pytree). A
 KeyArray rebuilt from concrete data (a jit's result) becomes a jax key array again.
 A KeyArray is also a jax tracer of shardc's trace (as shardc's Tracer is), so jax.random
 and jax.numpy take it inside a trace and their primitives on it are translated
@@ -18,7 +19,7 @@ import numpy as np
 from jax._src.random import prng as _jprng
 
 from ...errors import ArgumentError, ShardcError, ShardcTypeError
-from ...trace import core
+from ...trace import core, pytree
 
 IMPL = _jprng.prngs["threefry2x32"]
 KEY_DTYPE = _jprng.KeyTy(IMPL)
@@ -39,7 +40,16 @@ class KeyArray(jax.core.Tracer):
     def __init__(self, data):
         self._data = data
 
-    aval = property(lambda self: jax.core.ShapedArray(self.shape, KEY_DTYPE))
+    @property
+    def aval(self):
+        """jax's type of the keys: their data's without its last dim (in explicit mode
+        the data's sharding types the keys, as jax's key arrays are typed)."""
+        if not core.is_tracer(self._data):
+            return jax.core.ShapedArray(self.shape, KEY_DTYPE)
+        a = self._data.aval
+        spec = tuple(a.sharding.spec)[:a.ndim - 1]
+        return a.update(shape=a.shape[:-1], dtype=KEY_DTYPE, weak_type=False,
+                        sharding=a.sharding.update(spec=jax.sharding.PartitionSpec(*spec)))
     _trace = property(lambda self: core.JAX_BRIDGE["jax_trace"])
 
     @property
@@ -80,10 +90,6 @@ class KeyArray(jax.core.Tracer):
         return f"KeyArray(shape={self.shape}, dtype=key<fry>)"
 
 
-def _flatten(k):
-    return (k._data,), None
-
-
 def _unflatten(_, children):
     (data,) = children
     if isinstance(data, jax.core.Tracer):
@@ -98,7 +104,9 @@ def _unflatten(_, children):
     return KeyArray(data)
 
 
-jax.tree_util.register_pytree_node(KeyArray, _flatten, _unflatten)
+# a leaf to jax (jax's loops and jits inside a trace carry it as a key); shardc's own
+# flattening (trace.pytree) takes it apart into its uint32 data
+pytree.expand(KeyArray, lambda k: (k._data,), lambda children: _unflatten(None, children))
 
 
 def is_typed_key(x):
