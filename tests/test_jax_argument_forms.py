@@ -92,3 +92,43 @@ def test_astype_device_places_the_result(mesh2x4):
     s = NamedSharding(mesh2x4, P(None, "y"))
     out = shardc.numpy.asarray(np.ones((8, 16), np.float32)).astype(np.int32, device=s)
     assert out.dtype == np.int32 and out.sharding.spec == P(None, "y")
+
+
+def _spec(a):
+    return getattr(a.sharding, "spec", "single device")
+
+
+DEVICE_FORMS = {   # f(np, x, s): jnp's conversions constrain to device=, its creation ops do not
+    "method_astype": lambda m, x, s: x.astype(np.float16, device=s) * 2,
+    "astype": lambda m, x, s: m.astype(x, np.float16, device=s) * 2,
+    "asarray": lambda m, x, s: m.asarray(x, device=s) * 2,
+    "asarray_dtype": lambda m, x, s: m.asarray(x, dtype=np.float16, device=s) * 2,
+    "array": lambda m, x, s: m.array(x, device=s) * 2,
+    "zeros": lambda m, x, s: m.zeros((8, 16), device=s) + x,
+    "zeros_like": lambda m, x, s: m.zeros_like(x, device=s) + x,
+    "full": lambda m, x, s: m.full((8, 16), 2.0, device=s) * x,
+}
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("name", sorted(DEVICE_FORMS))
+def test_device_argument_inside_jit_as_jax(name, explicit):
+    """Under jax.jit, astype / asarray / array(device=sharding) constrain the result
+    (jnp's convert_element_type adds a with_sharding_constraint, on Auto axes too) and
+    zeros / full / *_like(device=) leave it to propagation. shardc did the opposite:
+    it dropped astype's on Auto axes, refused jnp.asarray's, and pinned zeros'. Both
+    jax code and shardc.numpy, against jax.jit."""
+    from jax.sharding import AxisType, NamedSharding
+    kind = AxisType.Explicit if explicit else AxisType.Auto
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(kind, kind))
+    s = NamedSharding(mesh, P(None, "y"))
+    x = np.linspace(-1, 1, 128, dtype=np.float32).reshape(8, 16)
+    f = DEVICE_FORMS[name]
+    with jax.set_mesh(mesh):
+        if explicit:
+            x = jax.device_put(x, NamedSharding(mesh, P("x")))
+        want = jax.jit(lambda x: f(jnp, x, s))(x)
+        for m in (jnp, shardc.numpy):
+            got = shardc.jit(lambda x: f(m, x, s))(x)
+            check_outputs(got, want, check_sharding=False)
+            assert str(_spec(got)) == str(_spec(want)), (m.__name__, _spec(got), _spec(want))

@@ -15,6 +15,7 @@ import inspect
 from jax._src import core as jcore
 from jax._src import dtypes as jdtypes
 from jax._src import source_info_util
+from jax.sharding import AxisType, PartitionSpec
 
 from .. import errors
 from ..errors import Loc, ShardcError
@@ -188,7 +189,7 @@ def with_sharding(sharding, fn, *args, **kwargs):
     takes the type from out_sharding. A replicated spec is applied only when binding
     without it fails: jax's transposed ops carry their primal's replicated type, which
     must not pin Auto axes replicated."""
-    spec = getattr(sharding, "spec", None)
+    spec = _explicit_spec(sharding)
     if spec is None or core.current_builder() is None:
         return fn(*args, **kwargs)
     if all(p is None for p in spec) and not getattr(spec, "unreduced", ()):
@@ -201,6 +202,27 @@ def with_sharding(sharding, fn, *args, **kwargs):
     with types.lenient():
         out = fn(*args, **kwargs)
     return reshard(out, spec)
+
+
+def _explicit_spec(sharding):
+    """The part of a jax op's sharding param that is a type: its Explicit axes. jax's
+    types leave out Auto axes (a concrete sharding of convert_element_type, from
+    astype(device=), names them; jax constrains to it with a with_sharding_constraint
+    of its own, which translates on its own)."""
+    spec = getattr(sharding, "spec", None)
+    mesh = getattr(sharding, "mesh", None)
+    if spec is None or mesh is None or not hasattr(mesh, "axis_types"):
+        return spec
+    kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+    if all(k == AxisType.Explicit for k in kinds.values()):
+        return spec
+
+    def keep(p):
+        axes = tuple(a for a in (p if isinstance(p, tuple) else (p,))
+                     if a is not None and kinds.get(a, AxisType.Explicit) == AxisType.Explicit)
+        return None if not axes else axes[0] if len(axes) == 1 else axes
+    return PartitionSpec(*(keep(p) for p in spec.partitions), unreduced=spec.unreduced,
+                         reduced=spec.reduced)
 
 
 def _bind(name, *args, **params):

@@ -55,8 +55,8 @@ def astype(x, dtype, copy=False, device=None):
     else:
         out = _convert(x, dtype)
     if device is not None:
-        from ..device import device_put
-        out = device_put(out, device)
+        from ._creation import _place
+        out = _place(out, device, None, "astype", convert=True)
     return out
 
 

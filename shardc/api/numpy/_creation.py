@@ -164,7 +164,7 @@ def identity(n, dtype=None):
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
     """An array: traced values stay traced; anything else becomes a jax.Array."""
-    return _place(_asarray(a, dtype, order), device, out_sharding, "asarray")
+    return _place(_asarray(a, dtype, order), device, out_sharding, "asarray", convert=True)
 
 
 def _asarray(a, dtype=None, order=None):
@@ -200,7 +200,7 @@ def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None,
     if ndmin > n:
         from ._shapes import reshape
         out = reshape(out, (1,) * (ndmin - n) + aval(out).shape)
-    return _place(out, device, out_sharding, "array")
+    return _place(out, device, out_sharding, "array", convert=True)
 
 
 def _flat(xs):
@@ -211,11 +211,13 @@ def _flat(xs):
             yield x
 
 
-def _place(x, device, out_sharding, name):
+def _place(x, device, out_sharding, name, convert=False):
     """`device=` / `out_sharding=` of a creation op, as jnp's: outside a trace the result
-    is put (committed) on the device or sharding; inside one, a sharding pins the
-    result's (as out_sharding=) and a single device is no constraint (the program's
-    mesh decides; jax.jit ignores device= of jnp.zeros & co. too)."""
+    is put (committed) on the device or sharding. Inside one, out_sharding= types the
+    result (Explicit axes); device= is ignored by jnp's creation ops under jax.jit (the
+    program's propagation decides), while a conversion (`convert`: asarray, array,
+    astype) constrains its result to a device= sharding, as jnp's convert_element_type
+    does under jax.jit (on any axes)."""
     if device is None and out_sharding is None:
         return x
     if device is not None and out_sharding is not None:
@@ -230,7 +232,7 @@ def _place(x, device, out_sharding, name):
         raise ArgumentError(f"{name}: device= takes a jax Device or Sharding, got "
                             f"{type(device).__name__}")
     if core.is_tracer(x):
-        if isinstance(device, jax.sharding.SingleDeviceSharding):
+        if not convert or isinstance(device, jax.sharding.SingleDeviceSharding):
             return x
         return apply_out_sharding(x, device, f"{name}'s device", check=False)
     from ..device import device_put
