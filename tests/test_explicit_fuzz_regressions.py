@@ -367,3 +367,58 @@ def test_reflect_pad_leaves_unpadded_sharded_dims_alone(mode, kw):
             return out
         return f
     assert _both(mesh, make, v) == ["float32[6,11,16@x]"]
+
+
+def test_dynamic_slice_keeps_the_operands_type():
+    # a dynamic slice along a sharded dim came back unsharded (i32[16] where jax's
+    # type is i32[16@z]): jnp.roll by a traced shift (FUZZ_FRONTEND seed 2801008528)
+    mesh = _mesh()
+    v = jax.device_put(np.arange(64, dtype=np.float32).reshape(4, 16),
+                       NamedSharding(mesh, P(None, "z")))
+
+    def make(m, lib, seen):
+        def f(v):
+            t = v[0].astype(m.int32)
+            c = lib.lax.concatenate([t, t], 0)
+            outs = [m.roll(t, m.argmax(t) % 16, axis=0),
+                    lib.lax.dynamic_slice_in_dim(c, m.argmax(t), 16, 0),
+                    lib.lax.dynamic_slice(v, (1, m.argmax(t) % 8), (2, 8)),
+                    lib.lax.scan(lambda c, x: (c, m.roll(x, m.argmax(x) % 16)), 0, v)[1]]
+            for o in outs:
+                seen(o)
+            return outs
+        return f
+    assert _both(mesh, make, v)[:2] == ["int32[16@z]"] * 2
+    # a start past the end is clamped (jax.jit's partitioned slice is wrong there: it
+    # reads [28..31, 28..31] for row 1, a known XLA partitioner issue)
+    with shardc.set_mesh(mesh):
+        out = shardc.jit(lambda v: shardc.lax.dynamic_slice(v, (1, snp.argmax(v[0])), (2, 8)))(v)
+    np.testing.assert_array_equal(out, np.asarray(v)[1:3, 8:16])
+    assert str(jax.typeof(out)) == "float32[2,8@z]"
+
+
+def test_dynamic_slice_to_a_size_the_axes_do_not_divide_is_refused_as_jax():
+    mesh = _mesh()
+    v = jax.device_put(np.arange(16, dtype=np.float32), NamedSharding(mesh, P("z")))
+    for lib in (jax, shardc):
+        with lib.set_mesh(mesh), pytest.raises(Exception, match="divisible|divide"):
+            lib.jit(lambda v: lib.lax.dynamic_slice_in_dim(v, 3, 5))(v)
+
+
+def test_gradient_of_a_min_window_keeps_the_operands_type():
+    # jax's own gradient of a min/max window (select_and_scatter_add) inside shardc.jit
+    # had an unsharded cotangent: "Expected cotangent type float32[4@x,3,16] but got
+    # float32[4,3,16]" (FUZZ_FRONTEND seed 2801008473)
+    mesh = _mesh()
+    x = jax.device_put(np.random.RandomState(0).randn(4, 3, 16).astype(np.float32),
+                       NamedSharding(mesh, P("x")))
+    for op in (jax.lax.min, jax.lax.max):
+        init = np.inf if op is jax.lax.min else -np.inf
+        g = jax.grad(lambda x: jnp.sum(jax.lax.reduce_window(x, init, op, (1, 1, 2),
+                                                             (1, 1, 1), "VALID")))
+        with jax.set_mesh(mesh):
+            want = jax.jit(g)(x)
+        with shardc.set_mesh(mesh):
+            got = shardc.jit(g)(x)
+        np.testing.assert_array_equal(got, want)
+        assert str(jax.typeof(got)) == str(jax.typeof(want)) == "float32[4@x,3,16]"

@@ -152,7 +152,8 @@ def select_and_scatter_add(source, operand, select_prim, window_dimensions, wind
     """Each window's `source` value added at the element the selection picks (the
     transpose of select_and_gather_add in its tangents)."""
     from .grad import vjp
-    like = L.zeros_like(operand)
+    from .numpy._creation import zeros_like
+    like = zeros_like(operand)      # typed as the operand (explicit mode), as jax's result
     _, back = vjp(lambda t: select_and_gather_add(t, operand, select_prim, window_dimensions,
                                                   window_strides, padding), like)
     return back(source)[0]

@@ -72,6 +72,9 @@ def _lower_ds(ctx, x, *idx, slice_sizes):
 
 dynamic_slice_p = Primitive("dynamic_slice", shape_rule=_ds_shape, sharding_rule=_ds_rule,
                             lower=_lower_ds, prop_kind=PropKind.DYNAMIC_SLICE)
+# explicit mode: the result has the operand's type, a sliced sharded dim included (an
+# error where its size does not divide), as jax's _get_sharding_for_varying_out_shape
+dynamic_slice_p.type_whole = "keep"
 
 
 def _dus_shape(x, upd, *idx):
