@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
-from helpers import check_outputs
+from helpers import check_outputs, sample
 
 RNG = np.random.RandomState(1)
 X = RNG.randn(4, 6, 8).astype(np.float32)
@@ -74,7 +74,7 @@ GRADS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(GRADS))
+@pytest.mark.parametrize("name", sample(sorted(GRADS), 2))
 def test_per_example_gradients(name):
     fn = GRADS[name]
     ours = shardc.jit(shardc.vmap(shardc.grad(lambda x: fn(snp, shardc.lax, x))))(X)
