@@ -164,3 +164,14 @@ def test_keys_are_typed_by_their_datas_sharding_in_explicit_mode():
                                  in_specs=P("i"), out_specs=P("i"))(ks)
         both(f, ks, mesh=mesh)
     assert seen == ["key<fry>[8@i]"] * 2
+
+
+def test_a_vmapped_while_with_a_predicate_per_example_carries_keys():
+    """jax's batched while (a predicate per example) is a masked loop: the keys' data
+    is selected per example, as any carry's."""
+    def f(keys, n):
+        def one(k, n):
+            return lax.while_loop(lambda c: c[1] < n,
+                                  lambda c: (jax.random.split(c[0])[0], c[1] + 1), (k, 0))
+        return jax.vmap(one)(keys, n)
+    both(f, jax.random.split(KEY, 3), jnp.array([1, 3, 2]))

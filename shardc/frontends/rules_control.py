@@ -12,6 +12,7 @@ from jax._src.custom_derivatives import SymbolicZero
 from ..ir.dtypes import is_inexact
 from ..ops.control import bind_while
 from ..trace import core
+from ..trace import pytree as _tree
 from .translate import eval_closed, eval_jaxpr, rule
 
 
@@ -59,8 +60,12 @@ def _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr):
         new = eval_closed(body_jaxpr, bc + list(c))
         lead = tuple(range(core.aval_of(p).ndim))
         return [select(broadcast_in_dim(p, core.aval_of(n).shape, lead), n, o)
-                for n, o in zip(new, c)]
-    return list(bind_while(lambda *c: any_(pred(c)), lambda *c: body(c), init, masked=True))
+                for n, o in zip(_tree.tree_leaves(new), _tree.tree_leaves(c))]
+    # the loop carries arrays: typed keys as their data (their key dim is last)
+    flat, tree = _tree.tree_flatten(list(init))
+    carry = lambda xs: _tree.tree_unflatten(tree, list(xs))     # noqa: E731
+    return carry(bind_while(lambda *xs: any_(pred(carry(xs))), lambda *xs: body(carry(xs)),
+                            flat, masked=True))
 
 
 @rule("cond")
