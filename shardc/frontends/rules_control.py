@@ -63,7 +63,9 @@ def _batched_while(cc, bc, init, cond_jaxpr, body_jaxpr):
                 for n, o in zip(_tree.tree_leaves(new), _tree.tree_leaves(c))]
     # the loop carries arrays: typed keys as their data (their key dim is last)
     flat, tree = _tree.tree_flatten(list(init))
-    carry = lambda xs: _tree.tree_unflatten(tree, list(xs))     # noqa: E731
+
+    def carry(xs):
+        return _tree.tree_unflatten(tree, list(xs))
     return carry(bind_while(lambda *xs: any_(pred(carry(xs))), lambda *xs: body(carry(xs)),
                             flat, masked=True))
 

@@ -95,8 +95,8 @@ def _unflatten(_, children):
     if isinstance(data, jax.core.Tracer):
         if core.is_tracer(data):
             return KeyArray(data)
-        # jax's own tracer (a jax.jit inside shardc's trace flattened the keys): jax's
-        # key array over it, as jax's jit would rebuild it
+        # jax's own tracer (values a jax transform traces, rebuilt by shardc's
+        # flattening): jax's key array over it, as jax would rebuild it
         return _jprng.random_wrap(data, impl=IMPL)
     if isinstance(data, jax.Array) and getattr(data, "dtype", None) == U32 and \
             data.ndim >= 1 and data.shape[-1] == 2:
