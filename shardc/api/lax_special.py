@@ -74,6 +74,23 @@ class RandomAlgorithm(enum.IntEnum):
     RNG_PHILOX = 2
 
 
+def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT,
+                      *, out_sharding=None):
+    """XLA's stateless bit generator, as jax.lax.rng_bit_generator: (the next key, bits
+    of `shape`); key is uint32[4] (or uint64[2]). The bits depend on the backend."""
+    from ..ops.rng import BIT_DTYPES, rng_bit_generator_p
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(map(int, shape))
+    d = dtypes.canonicalize(dtype)
+    if d not in BIT_DTYPES:
+        raise ShardcTypeError(f"rng_bit_generator: unsupported dtype {d}")
+    outs = rng_bit_generator_p.bind(key, shape=shape, dtype=d,
+                                    algorithm=RandomAlgorithm(algorithm).name)
+    if out_sharding is not None:
+        from .explicit import apply_out_sharding
+        outs = [outs[0], apply_out_sharding(outs[1], out_sharding)]
+    return tuple(outs)
+
+
 def _floats(name, *xs):
     xs = _same(name, *xs)
     for x in xs:
@@ -211,6 +228,6 @@ def reduce_tree(xs, inits, fn, dims):
     return fn([L.broadcast_in_dim(v, out_shape, ()) for v in inits], last)
 
 
-__all__ = ["Precision", "GatherScatterMode", "RandomAlgorithm", "lgamma", "digamma",
-           "polygamma", "zeta", "erf_inv", "bessel_i0e", "bessel_i1e", "betainc", "igamma",
-           "igammac", "igamma_grad_a", "random_gamma_grad", "mulhi"]
+__all__ = ["Precision", "GatherScatterMode", "RandomAlgorithm", "rng_bit_generator", "lgamma",
+           "digamma", "polygamma", "zeta", "erf_inv", "bessel_i0e", "bessel_i1e", "betainc",
+           "igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "mulhi"]

@@ -88,6 +88,14 @@ def _fold_in(keys, msgs):
     return as_jax(KeyArray(run(fold, _data(keys), msgs)))
 
 
+@rule("rng_bit_generator")
+def _rng_bit_generator(key, *, shape, dtype, algorithm, out_sharding=None):
+    from ..api.lax_special import rng_bit_generator
+    from .translate import with_sharding
+    new_key, bits = rng_bit_generator(key, shape, dtype, int(algorithm))
+    return [new_key, with_sharding(out_sharding, lambda: bits)]
+
+
 @rule("random_clone", "random_clone_p")
 def _clone(keys):
     return keys

@@ -15,3 +15,4 @@ from . import linalg_decomp, linalg_forms, linalg_tridiagonal  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
 from . import callback, callback_io  # noqa: E402,F401
 from . import custom_vmap  # noqa: E402,F401
+from . import rng  # noqa: E402,F401
