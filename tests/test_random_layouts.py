@@ -133,11 +133,13 @@ def test_config_values_are_part_of_the_jit_key():
         same(sr.uniform(k, (3,)), jr.uniform(k, (3,)))
 
 
-def test_another_default_prng_impl_is_an_error_not_threefry_keys():
+def test_another_default_prng_impl_is_followed_as_jax():
+    # (it was an error until shardc had jax's rbg PRNG)
     with jax.default_prng_impl("rbg"):
-        assert jr.key_impl(jr.key(0)) != jr.key_impl(sr.key(0, impl="threefry2x32"))
-        for make in (sr.key, sr.PRNGKey):
-            with pytest.raises(shardc.ShardcError, match="jax_default_prng_impl is 'rbg'"):
-                make(0)
+        assert sr.key_impl(sr.key(0)) == jr.key_impl(jr.key(0)) == "rbg"
+        assert sr.key(0).dtype == jr.key(0).dtype
+        same(jr.key_data(sr.key(5)), jr.key_data(jr.key(5)))
+        same(sr.PRNGKey(5), jr.PRNGKey(5))                          # raw: uint32[4]
+        same(sr.uniform(sr.PRNGKey(5), (3,)), jr.uniform(jr.PRNGKey(5), (3,)))
         same(jr.key_data(sr.key(1, impl="threefry2x32")),
              jr.key_data(jr.key(1, impl="threefry2x32")))

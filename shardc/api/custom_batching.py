@@ -88,7 +88,7 @@ class _Rule:
         for i, x, b in zip(self.traced, operands, flags):
             leaves[i], batched[i] = x, bool(b)
         args = _tree.tree_unflatten(self.arg_tree, leaves)
-        in_batched = list(_tree.tree_unflatten(self.arg_tree, batched))
+        in_batched = list(_tree.collapse(_tree.tree_unflatten(self.arg_tree, batched)))
         rule = self.fn.vmap_rule
         got = rule(size, in_batched, *args)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):

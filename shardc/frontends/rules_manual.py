@@ -70,25 +70,30 @@ def _shard_map(*args, mesh, in_specs, out_specs, jaxpr, check_vma, newly_manual_
     else:
         body, consts = jaxpr, ()
     # typed PRNG keys cross the boundary as their uint32 data (one more, whole dim)
-    key_in = [_is_key(v.aval) for v in body.invars]
-    key_out = [_is_key(v.aval) for v in body.outvars]
-    in_sh = [_sharding(s, v.aval.ndim + k, shape, f"shard_map in_specs[{i}]")
+    key_in = [_key_impl(v.aval) for v in body.invars]
+    key_out = [_key_impl(v.aval) for v in body.outvars]
+    in_sh = [_sharding(s, v.aval.ndim + bool(k), shape, f"shard_map in_specs[{i}]")
              for i, (s, v, k) in enumerate(zip(in_specs, body.invars, key_in))]
-    out_sh = [_sharding(s, v.aval.ndim + k, shape, f"shard_map out_specs[{i}]")
+    out_sh = [_sharding(s, v.aval.ndim + bool(k), shape, f"shard_map out_specs[{i}]")
               for i, (s, v, k) in enumerate(zip(out_specs, body.outvars, key_out))]
     args = [x._data if type(x) is KeyArray else _as_tracer(x) for x in args]
 
     def run(*xs):    # a literal result (a jaxpr Literal) as a constant of its own type
-        xs = [KeyArray(x) if k else x for x, k in zip(xs, key_in)]
+        xs = [KeyArray(x, k) if k else x for x, k in zip(xs, key_in)]
         return [o._data if type(o) is KeyArray else _as_tracer(o) if isinstance(o, Lit)
                 else o for o in eval_jaxpr(body, consts, xs)]
     outs = bind_shard_map(run, args, in_sh, out_sh, manual, shape, bool(check_vma),
                           name="shard_map")
-    return [KeyArray(o) if k else o for o, k in zip(outs, key_out)]
+    return [KeyArray(o, k) if k else o for o, k in zip(outs, key_out)]
 
 
-def _is_key(aval):
-    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
+def _key_impl(aval):
+    """Our PRNG impl of a key-typed value, None for other values."""
+    dt = getattr(aval, "dtype", None)
+    if not jax.dtypes.issubdtype(dt, jax.dtypes.prng_key):
+        return None
+    from ..api.random import _impls
+    return _impls.resolve(dt._impl)
 
 
 def _as_tracer(x):
@@ -136,7 +141,7 @@ def on_keys(fn):
     is last, so jax's dimension numbers stay valid)."""
     def run(x, **params):
         if type(x) is KeyArray:
-            return KeyArray(fn(x._data, **params))
+            return KeyArray(fn(x._data, **params), x.impl)
         return fn(x, **params)
     return run
 

@@ -1,46 +1,34 @@
 """jax's PRNG primitives on shardc's keys (bit-identical: shardc.random implements jax's
-partitionable threefry).
+threefry2x32, rbg and unsafe_rbg).
 
-Inside a trace a jax key array (dtype key<fry>) is shardc's KeyArray, which is a jax
-tracer of shardc's trace, so jax.random's Python code takes it, and keys pass freely
-between jax.random and shardc.random. Raw uint32 keys work as they are.
+Inside a trace a jax key array (dtype key<fry>, key<rbg>, ...) is shardc's KeyArray,
+which is a jax tracer of shardc's trace, so jax.random's Python code takes it, and keys
+pass freely between jax.random and shardc.random. Raw uint32 keys work as they are.
 """
 from __future__ import annotations
 
 import jax
 
-from ..api import random as srandom
-from ..errors import ShardcError
-from ..api.random._keys import KeyArray
+from ..api.random import _impls
+from ..api.random._keys import KeyArray, impl_of, keys_bits, keys_fold_in, keys_split
+from ..api.random._run import run, shape_of
 from ..trace import core
 from .translate import RULES, rule, unsupported
-
-
-def check_impl(impl):
-    """jax keys of another PRNG (rbg, unsafe_rbg) would silently give threefry's
-    numbers here: an error instead."""
-    name = getattr(getattr(impl, "_impl", impl), "name", impl)
-    if name != "threefry2x32":
-        raise ShardcError(
-            f"jax.random with {name!r} keys inside shardc.jit: shardc implements jax's "
-            f"threefry2x32 PRNG only (bit for bit), so these keys' numbers would differ "
-            f"from jax's; make keys with the default impl (not impl={name!r}, nor "
-            "jax_default_prng_impl set to it)")
 
 
 def keys_of(x):
     if type(x) is KeyArray:
         return x
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        check_impl(jax.random.key_impl(x))
-        return KeyArray(jax.random.key_data(x))
+        return KeyArray(x._base_array, impl_of(x))
     raise unsupported("a PRNG operation", f"on {type(x).__name__}")
 
 
 def as_jax(keys):
+    """Keys as a rule returns them: a KeyArray inside a trace."""
     if core.current_builder() is None or type(keys) is KeyArray:
         return keys
-    return KeyArray(srandom.key_data(keys))
+    return keys_of(keys)
 
 
 def _data(x):
@@ -49,16 +37,15 @@ def _data(x):
 
 @rule("random_seed")
 def _seed(seed, *, impl):
-    check_impl(impl)
-    return as_jax(srandom.key(seed))
+    from ..api.random import key
+    return as_jax(key(seed, impl=_impls.resolve(impl)))
 
 
 @rule("random_wrap")
 def _wrap(data, *, impl):
-    check_impl(impl)
     if type(data) is KeyArray:
-        return as_jax(keys_of(data))
-    return as_jax(KeyArray(data))
+        return as_jax(data)
+    return as_jax(KeyArray(data, _impls.resolve(impl)))
 
 
 @rule("random_unwrap")
@@ -68,24 +55,48 @@ def _unwrap(keys):
 
 @rule("random_bits")
 def _bits(keys, *, bit_width, shape):
-    from ..api.random._run import run
-    from ..api.random import _threefry as tf
-    from ..api.random._run import shape_of
-    return run(tf.random_bits, _data(keys), bit_width=bit_width, shape=shape_of(tuple(shape)))
+    return run(keys_bits, keys_of(keys), bit_width=bit_width, shape=shape_of(tuple(shape)))
+
+
+def _split_data(keys, shape):
+    return keys_split(keys, shape)._data
 
 
 @rule("random_split")
 def _split(keys, *, shape):
-    from ..api.random._run import run
-    from ..api.random import _threefry as tf
-    from ..api.random._run import shape_of
-    return as_jax(KeyArray(run(tf.split, _data(keys), shape=shape_of(tuple(shape)))))
+    keys = keys_of(keys)
+    return as_jax(KeyArray(run(_split_data, keys, shape=shape_of(tuple(shape))), keys.impl))
+
+
+def _fold_data(keys, msgs):
+    """jax's fold_in on a batch of keys and messages: vmapped over the dims they
+    share, a size-1 (or absent) dim of one side taken whole (as jax's
+    iterated_vmap_binary_bcast; XLA's bit generator under vmap depends on it)."""
+    from ..api.vmap import vmap
+    from ..ops import lax as L
+    msgs = L.convert_element_type(msgs, _impls.tf.U32)
+    ks, ms = tuple(keys.shape), tuple(L.aval(msgs).shape)
+    if ms and ks and len(ms) != len(ks):
+        raise unsupported("random_fold_in", f"on keys {ks} and messages {ms}")
+    fold = lambda k, m: keys_fold_in(k, m)._data  # noqa: E731
+    nd = max(len(ks), len(ms))
+    k_axes = [d < len(ks) and (not ms or ks[d] != 1 or ms[d] == 1) for d in range(nd)]
+    m_axes = [d < len(ms) and (not ks or ms[d] != 1 or ks[d] == 1) for d in range(nd)]
+    for kb, mb in reversed(list(zip(k_axes, m_axes))):
+        fold = vmap(fold, in_axes=(0 if kb else None, 0 if mb else None))
+    # a size-1 dim taken whole is squeezed out of its side
+    if ks and not all(k_axes):
+        keys = KeyArray(L.reshape(keys._data, (*[n for n, b in zip(ks, k_axes) if b],
+                                               keys.impl.key_size)), keys.impl)
+    if ms and not all(m_axes):
+        msgs = L.reshape(msgs, tuple(n for n, b in zip(ms, m_axes) if b))
+    return fold(keys, msgs)
 
 
 @rule("random_fold_in")
 def _fold_in(keys, msgs):
-    from ..api.random._base import _fold_in as fold, run
-    return as_jax(KeyArray(run(fold, _data(keys), msgs)))
+    keys = keys_of(keys)
+    return as_jax(KeyArray(run(_fold_data, keys, msgs), keys.impl))
 
 
 @rule("rng_bit_generator")
@@ -104,15 +115,18 @@ def _clone(keys):
 # ---------------------------------------------------------------- shape ops on key arrays
 
 def _phys(name, fn):
-    """A shape op on key arrays: the op on the uint32 data, whose last dim is 2."""
+    """A shape op on key arrays: the op on the uint32 data, whose last dim is the
+    impl's key size (`fn(size, *operands, **params)`)."""
     base = RULES.get(name)
 
     def run(*args, **params):
-        if not any(type(a) is KeyArray for a in args):
+        keys = [a for a in args if type(a) is KeyArray]
+        if not keys:
             from .translate import _generic
             return (base or _generic(name))(*args, **params)
-        return as_jax(KeyArray(fn(*[_data(a) if type(a) is KeyArray else a
-                                    for a in args], **params)))
+        impl = keys[0].impl
+        return as_jax(KeyArray(fn(impl.key_size, *[_data(a) if type(a) is KeyArray else a
+                                                   for a in args], **params), impl))
     RULES[name] = run
 
 
@@ -121,22 +135,22 @@ def _b(name, *args, **params):
     return _bind(name, *args, **params)
 
 
-_phys("slice", lambda d, start_indices, limit_indices, strides=None: _b(
-    "slice", d, start_indices=(*start_indices, 0), limit_indices=(*limit_indices, 2),
+_phys("slice", lambda n, d, start_indices, limit_indices, strides=None: _b(
+    "slice", d, start_indices=(*start_indices, 0), limit_indices=(*limit_indices, n),
     strides=None if strides is None else (*strides, 1)))
-_phys("squeeze", lambda d, dimensions: _b(
-    "reshape", d, shape=tuple(n for i, n in enumerate(core.aval_of(d).shape)
+_phys("squeeze", lambda n, d, dimensions: _b(
+    "reshape", d, shape=tuple(m for i, m in enumerate(core.aval_of(d).shape)
                               if i not in dimensions)))
-_phys("reshape", lambda d, new_sizes, dimensions=None, sharding=None: _b(
-    "reshape", d, shape=(*new_sizes, 2)))
-_phys("broadcast_in_dim", lambda d, shape, broadcast_dimensions, sharding=None: _b(
-    "broadcast_in_dim", d, shape=(*shape, 2),
+_phys("reshape", lambda n, d, new_sizes, dimensions=None, sharding=None: _b(
+    "reshape", d, shape=(*new_sizes, n)))
+_phys("broadcast_in_dim", lambda n, d, shape, broadcast_dimensions, sharding=None: _b(
+    "broadcast_in_dim", d, shape=(*shape, n),
     broadcast_dimensions=(*broadcast_dimensions, len(shape))))
-_phys("concatenate", lambda *ds, dimension: _b("concatenate", *ds, dimension=dimension))
-_phys("transpose", lambda d, permutation: _b(
+_phys("concatenate", lambda n, *ds, dimension: _b("concatenate", *ds, dimension=dimension))
+_phys("transpose", lambda n, d, permutation: _b(
     "transpose", d, permutation=(*permutation, len(permutation))))
-_phys("copy", lambda d: d)
-_phys("copy_p", lambda d: d)
+_phys("copy", lambda n, d: d)
+_phys("copy_p", lambda n, d: d)
 
 
 def _select_keys(which, *cases):
@@ -151,7 +165,7 @@ def _select_keys(which, *cases):
     return select_n(w, *cases)
 
 
-_phys("select_n", _select_keys)
+_phys("select_n", lambda n, which, *cases: _select_keys(which, *cases))
 
 
 
@@ -159,18 +173,8 @@ _phys("select_n", _select_keys)
 def _gamma(keys, a, *, log_space):
     """jax's random_gamma: each key split into one key per element of a's dims past the
     keys' (a key per element of `a` when the key is one), as shardc.random.gamma."""
-    import math
     from ..api.random._gamma import _random_gamma
-    from ..api.vmap import vmap
-    data = _data(keys)
-    kshape = tuple(core.aval_of(data).shape[:-1])
-    if not kshape:
-        return _random_gamma(data, a, log_space)
-    ashape = tuple(core.aval_of(a).shape)
-    n = math.prod(kshape)
-    from .translate import _bind
-    flat_d = _bind("reshape", data, shape=(n, 2))
-    flat_a = _bind("reshape", a, shape=(n, *ashape[len(kshape):]))
-    out = vmap(lambda d, x: _random_gamma(d, x, log_space))(flat_d, flat_a)
-    return _bind("reshape", out, shape=ashape)
+    return _random_gamma(keys_of(keys), a, log_space)
+
+
 __all__ = ["keys_of", "as_jax"]

@@ -3,8 +3,9 @@ of jax's rbg and unsafe_rbg PRNGs).
 
 The key is uint32[4] (jax's form, which needs no x64) or uint64[2] (XLA's); the lowering
 bitcasts the first to the second, as jax's. Its results are the next key and the bits.
-Shardy's rule: the key is whole on every device (need replication) and the bits' dims
-are factors of their own, which the SPMD partitioner computes shard by shard so that
+Shardy's rule: the key is whole on every device (need replication), the next key
+shares no factor with it (XLA's Shardy passes no sharding from one to the other), and
+the bits' dims are factors of their own, which the SPMD partitioner computes shard by shard so that
 every sharding gives the same bits. The bits depend on the backend (XLA's DEFAULT
 algorithm is Philox on CPU), so values are checked against jax.jit on the same backend.
 """
@@ -41,7 +42,8 @@ def _shape(key, *, shape, dtype, algorithm):
 
 def _rule(ins, outs, *, shape, dtype, algorithm):
     b = RuleBuilder(ins, outs)
-    b.factor([0], [0, None], ins[0].shape[0], NEED_REPLICATION)
+    b.factor([0], [None, None], ins[0].shape[0], NEED_REPLICATION)
+    b.factor([None], [0, None], ins[0].shape[0])
     for d, n in enumerate(shape):
         b.factor([None], [None, d], n)
     return b.build()

@@ -17,18 +17,32 @@ _NODES: set[type] = set()
 
 
 def expand(cls, to_children, from_children):
-    """Flatten each `cls` leaf to `to_children(x)` (a tuple) and rebuild it with
-    `from_children(children)`."""
+    """Flatten each `cls` leaf to the children of `to_children(x) -> (children, aux)`
+    and rebuild it with `from_children(aux, children)` (aux is hashable, as a pytree
+    node's, and part of the tree structure)."""
     class Expanded:
-        __slots__ = ("children",)
+        __slots__ = ("children", "aux")
 
-        def __init__(self, children):
-            self.children = children
+        def __init__(self, flat):
+            self.children, self.aux = flat
     Expanded.__name__ = Expanded.__qualname__ = cls.__name__
-    _tu.register_pytree_node(Expanded, lambda n: (n.children, None),
-                             lambda _, children: from_children(tuple(children)))
+    _tu.register_pytree_node(Expanded, lambda n: (n.children, n.aux),
+                             lambda aux, children: from_children(aux, tuple(children)))
     _EXPANDED[cls] = (Expanded, to_children)
     _NODES.add(Expanded)
+
+
+def collapse(tree):
+    """`tree` with each expanded leaf as its one child: a tree of flags (a custom_vmap
+    rule's in_batched) rebuilt through an expanded structure has a flag per key, as
+    jax's trees have."""
+    def one(x):
+        e = _EXPANDED.get(type(x))
+        if e is None:
+            return x
+        children, _ = e[1](x)
+        return children[0] if len(children) == 1 else children
+    return _tu.tree_map(one, tree)
 
 
 def _node(x):

@@ -228,6 +228,8 @@ _CONV = ("{window_strides=(1,), padding=((4, 3),), lhs_dilation=(1,), rhs_dilati
          "batch_group_count=1}")
 NEW.update({
     "reduce_precision": [([F], [F], "{exponent_bits=8, mantissa_bits=7}")],
+    "rng_bit_generator": [(["u32[4]"], ["u32[4]", "u32[8,16]"],
+                           "{shape=(8, 16), dtype=u32, algorithm='RNG_DEFAULT'}")],
     "bitcast_convert_type": [([F], [I], "{new_dtype=i32}"),
                              ([F], ["u8[8,16,4]"], "{new_dtype=u8}"),
                              (["u8[8,16,4]"], [F], "{new_dtype=f32}")],

@@ -1,5 +1,6 @@
 """shardc.random: jax.random's API, bit-identical to it (threefry2x32 with jax's
-partitionable counters, built from shardc's own ops)."""
+partitionable counters, built from shardc's own ops; rbg and unsafe_rbg on XLA's bit
+generator, _impls)."""
 from __future__ import annotations
 
 # ruff: noqa: F401  (re-exports)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ArgumentError, ShardcError, ShardcTypeError
+from ...errors import ArgumentError, ShardcTypeError
 from ...ir import dtypes
 from ...ops import lax as L
 from ...ops.special_math import erf_inv_p
 from ...trace import core
 from .. import numpy as jnp
 from . import _threefry as tf
-from ._keys import IMPL, KEY_DTYPE, as_output, is_typed_key, key_data_of, make_typed
+from . import _impls
+from ._keys import (KeyArray, as_output, is_typed_key, keys_bits, keys_fold_in, keys_of,
+                    keys_split, make_typed)
 from ._run import float_dtype, run, shape_of
 
 U32 = tf.U32
@@ -34,76 +36,74 @@ def _seed_arg(seed, name):
 
 
 def _resolve_impl(impl, dtype=None):
+    """Our PRNGImpl for an impl= or dtype= argument (jax's default when neither)."""
     if dtype is not None:
         if impl is not None:
             raise ArgumentError("Cannot specify both `impl` and `dtype` arguments")
         impl = dtype
-    if impl is None:
-        import jax
-        impl = jax.config.jax_default_prng_impl     # jax's keys follow it
-        if impl == "threefry2x32":
-            return
-        raise ShardcError(f"jax_default_prng_impl is {impl!r}, and shardc.random implements "
-                          "only the threefry2x32 PRNG (bit for bit): pass "
-                          "impl='threefry2x32', or leave the config at its default")
-    if impl == "threefry2x32" or impl is IMPL or impl == KEY_DTYPE:
-        return
-    raise ShardcError(f"shardc.random implements only the threefry2x32 PRNG, got {impl!r}")
+    return _impls.resolve(impl)
 
 
 def key(seed, *, impl=None, dtype=None):
-    """A typed PRNG key (shape (), dtype key<fry>) from an integer seed."""
-    _resolve_impl(impl, dtype)
-    return make_typed(run(tf.seed, _seed_arg(seed, "key")))
+    """A typed PRNG key (shape (), dtype key<fry>, key<rbg>, ...) from an integer seed."""
+    impl = _resolve_impl(impl, dtype)
+    return make_typed(KeyArray(run(impl.seed, _seed_arg(seed, "key")), impl))
 
 
 def PRNGKey(seed, *, impl=None):
-    """A raw key: uint32[2] from an integer seed."""
-    _resolve_impl(impl)
-    return run(tf.seed, _seed_arg(seed, "PRNGKey"))
+    """A raw key: uint32[2] (uint32[4] for rbg) from an integer seed."""
+    return run(_resolve_impl(impl).seed, _seed_arg(seed, "PRNGKey"))
 
 
 def key_data(keys):
-    data, _ = key_data_of(keys, "key_data", allow_batched=True)
-    return data
+    return keys_of(keys, "key_data", allow_batched=True)[0]._data
 
 
 def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
-    _resolve_impl(impl, dtype)
-    data, _ = key_data_of(key_bits_array, "wrap_key_data", allow_batched=True)
-    return make_typed(data)
+    impl = _resolve_impl(impl, dtype)
+    if is_typed_key(key_bits_array):
+        raise ShardcTypeError("wrap_key_data takes raw key data (uint32), got a typed key")
+    a = L.aval(key_bits_array)
+    if a.ndim < 1 or a.shape[-1] != impl.key_size or a.dtype != U32:
+        raise ShardcTypeError(
+            "JAX encountered invalid PRNG key data: expected key_data.shape to end with "
+            f"({impl.key_size},) and dtype uint32; got {a.dtype}{list(a.shape)} for "
+            f"impl={impl!r}")
+    return make_typed(KeyArray(key_bits_array, impl))
 
 
 def key_impl(keys):
-    key_data_of(keys, "key_impl", allow_batched=True)
-    return "threefry2x32"
+    return keys_of(keys, "key_impl", allow_batched=True)[0].impl.name
 
 
 def key_dtype(impl=None):
-    _resolve_impl(impl)
-    return KEY_DTYPE
+    return _impls.key_dtype(_resolve_impl(impl))
 
 
 def default_prng_impl():
-    return IMPL
+    return _resolve_impl(None).jax
 
 
 def clone(key):
     return key
 
 
+def _split(keys, shape):
+    return keys_split(keys, shape)._data
+
+
 def split(key, num=2):
-    data, typed = key_data_of(key, "split")
+    keys, typed = keys_of(key, "split")
     shape = tuple(num) if isinstance(num, (tuple, list)) else (int(num),)
-    return as_output(run(tf.split, data, shape=shape_of(shape)), typed)
+    return as_output(KeyArray(run(_split, keys, shape=shape_of(shape)), keys.impl), typed)
 
 
-def _fold_in(data, msg):
-    return tf.fold_in(data, L.convert_element_type(msg, U32))
+def _fold_in(keys, msg):
+    return keys_fold_in(keys, L.convert_element_type(msg, U32))._data
 
 
 def fold_in(key, data):
-    kd, typed = key_data_of(key, "fold_in")
+    keys, typed = keys_of(key, "fold_in")
     if (data.ndim if core.is_tracer(data) else np.ndim(data)):
         raise ShardcTypeError("fold_in accepts a scalar, but was given an array of"
                               f"shape {jnp.shape(data)} != (). Use jax.vmap for batching.")
@@ -111,15 +111,15 @@ def fold_in(key, data):
         if not 0 <= data < 2 ** 32:     # as jnp.asarray(data, 'uint32')
             raise OverflowError(f"Python integer {data} out of bounds for uint32")
         data = np.uint32(data)
-    return as_output(run(_fold_in, kd, data), typed)
+    return as_output(KeyArray(run(_fold_in, keys, data), keys.impl), typed)
 
 
 def bits(key, shape=(), dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "bits")
+    data, _ = keys_of(key, "bits")
     d = dtypes.canonicalize(np.uint64) if dtype is None else dtypes.canonicalize(dtype)
     if d.kind != "u":
         raise ArgumentError(f"dtype argument to `bits` must be an unsigned int dtype, got {d}")
-    return _sharded(run(tf.random_bits, data, bit_width=d.itemsize * 8, shape=shape_of(shape)),
+    return _sharded(run(keys_bits, data, bit_width=d.itemsize * 8, shape=shape_of(shape)),
                     out_sharding)
 
 
@@ -159,7 +159,7 @@ def uniform_impl(data, minval, maxval, *, shape, dtype):
     nbits, nmant = fi.bits, fi.nmant
     rng_bits = 8 if nmant < 8 else nbits
     uint = np.dtype(f"uint{nbits}")
-    b = tf.random_bits(data, rng_bits, shape)
+    b = keys_bits(data, rng_bits, shape)
     if rng_bits != nbits:
         b = L.convert_element_type(b, uint)
     fb = tf.bitor(tf.shr(b, rng_bits - nmant), np.array(1.0, dtype).view(uint).item())
@@ -170,7 +170,7 @@ def uniform_impl(data, minval, maxval, *, shape, dtype):
 
 
 def uniform(key, shape=(), dtype=None, minval=0., maxval=1., *, out_sharding=None):
-    data, _ = key_data_of(key, "uniform")
+    data, _ = keys_of(key, "uniform")
     dtype = float_dtype(dtype, "uniform")
     return _sharded(run(uniform_impl, data, minval, maxval, shape=shape_of(shape),
                         dtype=dtype), out_sharding)
@@ -188,7 +188,7 @@ def normal_impl(data, *, shape, dtype):
 
 
 def normal(key, shape=(), dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "normal")
+    data, _ = keys_of(key, "normal")
     dtype = float_dtype(dtype, "normal")
     return _sharded(run(normal_impl, data, shape=shape_of(shape), dtype=dtype), out_sharding)
 
@@ -227,7 +227,7 @@ def truncated_normal_impl(data, lower, upper, *, shape, dtype):
 
 
 def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "truncated_normal")
+    data, _ = keys_of(key, "truncated_normal")
     dtype = float_dtype(dtype, "truncated_normal")
     shape = None if shape is None else shape_of(shape)
     return _sharded(run(truncated_normal_impl, data, lower, upper, shape=shape, dtype=dtype),
@@ -251,7 +251,7 @@ def bernoulli_impl(data, p, *, shape, mode):
 def bernoulli(key, p=np.float32(0.5), shape=None, mode="low", *, out_sharding=None):
     if mode not in ("high", "low"):
         raise ArgumentError(f"got mode={mode!r}, expected 'high' or 'low'")
-    data, _ = key_data_of(key, "bernoulli")
+    data, _ = keys_of(key, "bernoulli")
     dt = L.aval(p).dtype
     if not dtypes.is_float(dt):
         raise ShardcTypeError(f"bernoulli probability `p` must have a floating dtype, got {dt}.")
@@ -282,9 +282,9 @@ def randint_impl(data, minval, maxval, *, shape, dtype):
     minval = _to_rank(_clip_int(minval, dtype), len(shape))
     maxval = _to_rank(_clip_int(maxval, dtype), len(shape))
     nbits = np.iinfo(dtype).bits
-    keys = tf.split(data, (2,))
-    higher = tf.random_bits(keys[0], nbits, shape)
-    lower = tf.random_bits(keys[1], nbits, shape)
+    keys = keys_split(data, (2,))
+    higher = keys_bits(keys[0], nbits, shape)
+    lower = keys_bits(keys[1], nbits, shape)
     uint = np.dtype(f"uint{nbits}")
     span = L.convert_element_type(jnp.subtract(maxval, minval), uint)
     span = jnp.where(jnp.less_equal(maxval, minval), np.array(1, uint), span)
@@ -299,7 +299,7 @@ def randint_impl(data, minval, maxval, *, shape, dtype):
 
 
 def randint(key, shape, minval, maxval, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "randint")
+    data, _ = keys_of(key, "randint")
     dtype = dtypes.default_int() if dtype is None else dtypes.canonicalize(dtype)
     if not dtypes.is_int(dtype):
         raise ShardcTypeError(f"randint only accepts integer dtypes, got {dtype}")

@@ -8,9 +8,9 @@ from ...errors import ArgumentError
 from ...ir import dtypes
 from ...ops import lax as L
 from .. import numpy as jnp
-from . import _threefry as tf
 from ._base import _check_shape, uniform_impl
-from ._keys import key_data_of
+from ._impls import THREEFRY
+from ._keys import keys_of, keys_split
 from ._run import float_dtype, run, shape_of
 
 F32 = np.dtype(np.float32)
@@ -24,7 +24,7 @@ def _while(cond, body, init):
 def _poisson_knuth(data, lam, shape, dtype, max_iters):
     def body(c):
         i, k, rng, log_prod = c
-        ks = tf.split(rng, (2,))
+        ks = keys_split(rng, (2,))
         k = jnp.where(log_prod > -lam, k + 1, k)
         u = uniform_impl(ks[1], 0., 1., shape=shape, dtype=F32)
         return i + 1, k, ks[0], log_prod + jnp.log(u)
@@ -47,7 +47,7 @@ def _poisson_rejection(data, lam, shape, dtype, max_iters):
 
     def body(c):
         i, k_out, accepted, key = c
-        ks = tf.split(key, (3,))
+        ks = keys_split(key, (3,))
         u = uniform_impl(ks[1], 0., 1., shape=shape, dtype=F32) - 0.5
         v = uniform_impl(ks[2], 0., 1., shape=shape, dtype=F32)
         u_shifted = 0.5 - jnp.abs(u)
@@ -82,7 +82,10 @@ def poisson_impl(data, lam, *, shape, dtype):
 
 
 def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "poisson")
+    data, _ = keys_of(key, "poisson")
+    if data.impl is not THREEFRY:       # as jax's
+        raise NotImplementedError("`poisson` is only implemented for the threefry2x32 RNG, "
+                                  f"not {data.impl.jax}")
     dtype = dtypes.default_int() if dtype is None else dtypes.canonicalize(dtype)
     shape = tuple(jnp.shape(lam)) if shape is None else shape_of(shape)
     lam = L.convert_element_type(jnp.broadcast_to(jnp.asarray(lam), shape), F32)
@@ -116,7 +119,7 @@ def _binomial_inversion(data, count, prob, shape, dtype, max_iters):
 
     def body(c):
         i, num_geom, geom_sum, key = c
-        ks = tf.split(key, (2,))
+        ks = keys_split(key, (2,))
         subkey, key = ks[0], ks[1]
         out = jnp.where(geom_sum <= count, num_geom + 1, num_geom)
         u = uniform_impl(subkey, 0., 1., shape=shape, dtype=pd)
@@ -144,7 +147,7 @@ def _btrs(data, count, prob, shape, dtype, max_iters):
 
     def body(carry):
         i, k_out, accepted, key = carry
-        ks = tf.split(key, (3,))
+        ks = keys_split(key, (3,))
         u = uniform_impl(ks[1], 0., 1., shape=shape, dtype=pd)
         v = uniform_impl(ks[2], 0., 1., shape=shape, dtype=pd)
         u = u - 0.5
@@ -206,14 +209,14 @@ def binomial_impl(data, count, prob, *, shape, dtype):
 
 
 def binomial(key, n, p, shape=None, dtype=None):
-    data, _ = key_data_of(key, "binomial")
+    data, _ = keys_of(key, "binomial")
     dtype = float_dtype(dtype, "binomial")
     shape = None if shape is None else shape_of(shape)
     return run(binomial_impl, data, n, p, shape=shape, dtype=dtype)
 
 
 def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
-    data, _ = key_data_of(key, "multinomial")
+    data, _ = keys_of(key, "multinomial")
     dtype = float_dtype(dtype, "multinomial")
     shape = None if shape is None else shape_of(shape)
     return run(_multinomial_impl, data, n, p, shape=shape, dtype=dtype)
@@ -232,7 +235,7 @@ def _multinomial_impl(data, n, p, *, shape, dtype):
     p = jnp.moveaxis(jnp.broadcast_to(p, shape), -1, 0)
     remaining = jnp.flip(jnp.cumsum(jnp.flip(p, 0), 0), 0)
     ratios = p / jnp.where(remaining == 0, 1, remaining)
-    keys = tf.split(data, (L.aval(ratios).shape[0],))
+    keys = keys_split(data, (L.aval(ratios).shape[0],))
 
     def step(rem, rk):
         ratio, key = rk

@@ -10,7 +10,7 @@ from ...ops import lax as L
 from .. import numpy as jnp
 from . import _threefry as tf
 from ._base import _check_shape, _sharded, normal_impl, uniform_impl
-from ._keys import key_data_of
+from ._keys import keys_bits, keys_of, keys_split
 from ._run import float_dtype, run, shape_of
 
 
@@ -35,7 +35,7 @@ def _bshape(name, shape, *args):
 def _simple(name, impl):
     """A sampler of signature (key, shape=(), dtype=None)."""
     def sampler(key, shape=(), dtype=None, *, out_sharding=None):
-        data, _ = key_data_of(key, name)
+        data, _ = keys_of(key, name)
         dtype = float_dtype(dtype, name)
         return _sharded(run(impl, data, shape=shape_of(shape), dtype=dtype), out_sharding)
     sampler.__name__ = sampler.__qualname__ = name
@@ -89,7 +89,7 @@ def _safe_int_to_float(bits):
 
 def _gumbel_highest(data, shape):
     u32 = tf.U32
-    bits = tf.random_bits(data, 32, (2, *shape))
+    bits = keys_bits(data, 32, (2, *shape))
     neg = jnp.bitwise_not(bits)
     lo_bits = neg[1]
     carry = jnp.stack([L.convert_element_type(jnp.equal(lo_bits, np.array(0xFFFFFFFF, u32)),
@@ -117,7 +117,7 @@ def gumbel_impl(data, *, shape, dtype, mode):
 
 
 def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "gumbel")
+    data, _ = keys_of(key, "gumbel")
     dtype = float_dtype(dtype, "gumbel")
     mode = "low" if mode is None else mode
     if mode not in ("highest", "high", "low"):
@@ -142,7 +142,7 @@ def categorical_impl(data, logits, *, shape, batch_shape, axis, mode):
 
 def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *,
                 out_sharding=None):
-    data, _ = key_data_of(key, "categorical")
+    data, _ = keys_of(key, "categorical")
     logits = jnp.asarray(logits)
     lshape = tuple(jnp.shape(logits))
     batch_shape = tuple(int(d) for d in np.delete(lshape, axis))
@@ -174,7 +174,7 @@ def _param_sampler(name, impl, nparams, defaults=()):
                 dtype = extra[1]
         while len(args) < nparams:
             args.append(defaults[len(args) - (nparams - len(defaults))])
-        data, _ = key_data_of(key, name)
+        data, _ = keys_of(key, name)
         dtype = float_dtype(dtype, name)
         shape = _bshape(name, shape, *args)
         return _sharded(run(impl, data, *args, shape=shape, dtype=dtype), out_sharding)
@@ -195,7 +195,7 @@ def rayleigh_impl(data, scale, *, shape, dtype):
 
 
 def wald_impl(data, mean, *, shape, dtype):
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     mean = jnp.broadcast_to(L.convert_element_type(jnp.asarray(mean), dtype), shape)
     v = normal_impl(k[0], shape=shape, dtype=dtype)
     z = uniform_impl(k[1], 0., 1., shape=shape, dtype=dtype)
@@ -248,7 +248,7 @@ def geometric_impl(data, p, *, shape, dtype):
 
 
 def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "geometric")
+    data, _ = keys_of(key, "geometric")
     dtype = dtypes.default_int() if dtype is None else dtypes.canonicalize(dtype)
     if not dtypes.is_int(dtype):
         raise ArgumentError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
@@ -263,7 +263,7 @@ def weibull_min_impl(data, scale, concentration, *, shape, dtype):
 
 
 def weibull_min(key, scale, concentration, shape=(), dtype=None):
-    data, _ = key_data_of(key, "weibull_min")
+    data, _ = keys_of(key, "weibull_min")
     dtype = float_dtype(dtype, "weibull_min")
     return run(weibull_min_impl, data, scale, concentration, shape=shape_of(shape),
                dtype=dtype)
@@ -278,7 +278,7 @@ def rademacher_impl(data, *, shape, dtype):
 
 
 def rademacher(key, shape=(), dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "rademacher")
+    data, _ = keys_of(key, "rademacher")
     dtype = dtypes.default_int() if dtype is None else dtypes.canonicalize(dtype)
     return _sharded(run(rademacher_impl, data, shape=shape_of(shape), dtype=dtype),
                     out_sharding)
@@ -297,14 +297,14 @@ def double_sided_maxwell_impl(data, loc, scale, *, shape, dtype):
     if not shape:
         shape = params
     shape = tuple(shape) + tuple(params)
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     m = maxwell_impl(k[0], shape=shape, dtype=dtype)
     s = rademacher_impl(k[1], shape=shape, dtype=dtype)
     return jnp.add(jnp.multiply(jnp.multiply(s, m), scale), loc)
 
 
 def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
-    data, _ = key_data_of(key, "double_sided_maxwell")
+    data, _ = keys_of(key, "double_sided_maxwell")
     dtype = float_dtype(dtype, "double_sided_maxwell")
     return run(double_sided_maxwell_impl, data, loc, scale, shape=shape_of(shape), dtype=dtype)
 

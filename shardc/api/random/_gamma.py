@@ -11,10 +11,10 @@ from ...errors import ArgumentError
 from ...ir import dtypes
 from ...ops import lax as L
 from .. import numpy as jnp
-from . import _threefry as tf
 from ._base import _check_shape, _sharded, normal_impl, uniform_impl
 from ._dist import _bshape, exponential_impl, rademacher_impl
-from ._keys import key_data_of
+from ._impls import THREEFRY
+from ._keys import KeyArray, as_keys, keys_of, keys_split
 from ._run import float_dtype, run, shape_of
 
 
@@ -25,6 +25,8 @@ def _lanes_while(cond, body, init):
     from ..control import while_loop
 
     def keep(pred, new, old):
+        if type(new) is KeyArray:
+            return KeyArray(keep(pred, new._data, old._data), new.impl)
         extra = L.aval(new).ndim - 1
         p = L.broadcast_in_dim(pred, L.aval(new).shape, (0,)) if extra else pred
         return jnp.where(p, new, old)
@@ -62,10 +64,10 @@ def _gamma_lanes(keys, alpha, log_space):
 
     def body_fn(s):
         def next_kxv(kxv):
-            k = tf.split(kxv[0], (2,))
+            k = keys_split(kxv[0], (2,))
             x = normal_impl(k[:, 1], shape=(), dtype=dtype)
             return k[:, 0], x, jnp.add(one, jnp.multiply(x, c))
-        k = tf.split(s[0], (3,))
+        k = keys_split(s[0], (3,))
         _, x, v = _lanes_while(lambda kxv: jnp.less_equal(kxv[2], zero), next_kxv,
                                (k[:, 1], full(0), full(-1)))
         X = jnp.multiply(x, x)
@@ -73,7 +75,7 @@ def _gamma_lanes(keys, alpha, log_space):
         U = uniform_impl(k[:, 2], 0., 1., shape=(), dtype=dtype)
         return k[:, 0], X, V, U
 
-    k = tf.split(keys, (2,))
+    k = keys_split(keys, (2,))
     _, _, V, _ = _lanes_while(cond_fn, body_fn, (k[:, 0], full(0), full(1), full(2)))
     if log_space:
         log_samples = jnp.negative(exponential_impl(k[:, 1], shape=(), dtype=dtype))
@@ -131,13 +133,54 @@ def _random_gamma(data, a, log_space):
     return f(data, a)
 
 
-def _random_gamma_values(data, a, log_space):
-    """Gamma samples of a's shape: a key per element of `a` (split off `data`)."""
+def _random_gamma_values(keys, a, log_space):
+    """Gamma samples of a's shape: each of `keys` (a prefix of a's shape) split into a
+    key per element of the rest of a's dims. As jax's CPU lowering: threefry keys
+    run in lanes (its vmap), others one after another (its lax.map; XLA's generator
+    under vmap would draw every lane's bits from one key)."""
+    keys = as_keys(keys)     # (a custom_vjp rebuilds concrete keys as jax's key arrays)
+    if keys.impl is THREEFRY:
+        return _gamma_values(keys, a, log_space)
+    f = _MAPPED.get(log_space)
+    if f is None:
+        f = _MAPPED[log_space] = _mapped(log_space)
+    return f(keys, a)
+
+
+def _gamma_values(keys, a, log_space):
     a_shape = tuple(jnp.shape(a))
     n = math.prod(a_shape)
-    keys = tf.split(data, (n,))
-    samples = _gamma_lanes(keys, jnp.reshape(a, (n,)), log_space)
+    nk = math.prod(keys.shape)
+    keys = keys_split(keys.reshape(nk), (n // nk,)).reshape(n)
+    alphas = jnp.reshape(a, (n,))
+    if keys.impl is THREEFRY:
+        samples = _gamma_lanes(keys, alphas, log_space)
+    else:
+        from ..control import map as lmap
+        samples = lmap(lambda ka: jnp.reshape(_gamma_lanes(
+            ka[0].reshape(1), jnp.reshape(ka[1], (1,)), log_space), ()), (keys, alphas))
     return jnp.reshape(samples, a_shape)
+
+
+_MAPPED = {}
+
+
+def _mapped(log_space):
+    """_gamma_values batched as jax's random_gamma: a vmap makes the keys a batch (its
+    mapped dim first) and samples one after another over the whole batch, rather than
+    vmapping the loop (whose draws would all come from the batch's first key)."""
+    from ..custom_batching import custom_vmap
+    f = custom_vmap(lambda keys, a: _gamma_values(keys, a, log_space))
+
+    @f.def_vmap
+    def rule(size, in_batched, keys, a):
+        if not in_batched[0]:
+            keys = KeyArray(jnp.broadcast_to(keys._data, (size, *jnp.shape(keys._data))),
+                            keys.impl)
+        if not in_batched[1]:
+            a = jnp.broadcast_to(a, (size, *jnp.shape(a)))
+        return f(keys, a), True
+    return f
 
 
 def gamma_impl(data, a, *, shape, dtype, log_space=False):
@@ -152,14 +195,14 @@ def gamma_impl(data, a, *, shape, dtype, log_space=False):
 
 
 def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "gamma")
+    data, _ = keys_of(key, "gamma")
     dtype = float_dtype(dtype, "gamma")
     shape = None if shape is None else shape_of(shape)
     return _sharded(run(gamma_impl, data, a, shape=shape, dtype=dtype), out_sharding)
 
 
 def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "loggamma")
+    data, _ = keys_of(key, "loggamma")
     dtype = float_dtype(dtype, "gamma")
     shape = None if shape is None else shape_of(shape)
     return _sharded(run(gamma_impl, data, a, shape=shape, dtype=dtype, log_space=True),
@@ -169,7 +212,7 @@ def loggamma(key, a, shape=None, dtype=None, *, out_sharding=None):
 def beta_impl(data, a, b, *, shape, dtype):
     a = L.convert_element_type(jnp.asarray(a), dtype)
     b = L.convert_element_type(jnp.asarray(b), dtype)
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
     lga = gamma_impl(k[0], a, shape=shape, dtype=dtype, log_space=True)
     lgb = gamma_impl(k[1], b, shape=shape, dtype=dtype, log_space=True)
@@ -180,7 +223,7 @@ def beta_impl(data, a, b, *, shape, dtype):
 
 
 def beta(key, a, b, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "beta")
+    data, _ = keys_of(key, "beta")
     dtype = float_dtype(dtype, "beta")
     shape = _bshape("beta", shape, a, b)
     return _sharded(run(beta_impl, data, a, b, shape=shape, dtype=dtype), out_sharding)
@@ -203,7 +246,7 @@ def dirichlet_impl(data, alpha, *, shape, dtype):
 
 
 def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "dirichlet")
+    data, _ = keys_of(key, "dirichlet")
     dtype = float_dtype(dtype, "dirichlet")
     shape = None if shape is None else shape_of(shape)
     return _sharded(run(dirichlet_impl, data, alpha, shape=shape, dtype=dtype), out_sharding)
@@ -217,7 +260,7 @@ def chisquare_impl(data, df, *, shape, dtype):
 
 
 def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "chisquare")
+    data, _ = keys_of(key, "chisquare")
     dtype = float_dtype(dtype, "chisquare")
     shape = _bshape("chisquare", shape, df)
     return _sharded(run(chisquare_impl, data, df, shape=shape, dtype=dtype), out_sharding)
@@ -226,14 +269,14 @@ def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
 def f_impl(data, dfnum, dfden, *, shape, dtype):
     dfden = L.convert_element_type(jnp.asarray(dfden), dtype)
     dfnum = L.convert_element_type(jnp.asarray(dfnum), dtype)
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     chi_n = chisquare_impl(k[1], dfnum, shape=shape, dtype=dtype)
     chi_d = chisquare_impl(k[0], dfden, shape=shape, dtype=dtype)
     return jnp.divide(jnp.divide(chi_n, dfnum), jnp.divide(chi_d, dfden))
 
 
 def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "f")
+    data, _ = keys_of(key, "f")
     dtype = float_dtype(dtype, "f")
     shape = _bshape("f", shape, dfnum, dfden)
     return _sharded(run(f_impl, data, dfnum, dfden, shape=shape, dtype=dtype), out_sharding)
@@ -241,7 +284,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
 
 def t_impl(data, df, *, shape, dtype):
     df = L.convert_element_type(jnp.asarray(df), dtype)
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     n = normal_impl(k[0], shape=shape, dtype=dtype)
     half_df = jnp.divide(df, np.array(2, dtype))
     g = gamma_impl(k[1], half_df, shape=shape, dtype=dtype)
@@ -249,14 +292,14 @@ def t_impl(data, df, *, shape, dtype):
 
 
 def t(key, df, shape=None, dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "t")
+    data, _ = keys_of(key, "t")
     dtype = float_dtype(dtype, "t")
     shape = _bshape("t", shape, df)
     return _sharded(run(t_impl, data, df, shape=shape, dtype=dtype), out_sharding)
 
 
 def generalized_normal_impl(data, p, *, shape, dtype):
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     inv_p = jnp.divide(1, p)
     g = gamma_impl(k[0], inv_p, shape=shape, dtype=dtype)
     r = rademacher_impl(k[1], shape=shape, dtype=dtype)
@@ -264,14 +307,14 @@ def generalized_normal_impl(data, p, *, shape, dtype):
 
 
 def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "generalized_normal")
+    data, _ = keys_of(key, "generalized_normal")
     dtype = float_dtype(dtype, "generalized_normal")
     return _sharded(run(generalized_normal_impl, data, p, shape=shape_of(shape), dtype=dtype),
                     out_sharding)
 
 
 def ball_impl(data, p, *, d, shape, dtype):
-    k = tf.split(data, (2,))
+    k = keys_split(data, (2,))
     g = generalized_normal_impl(k[0], p, shape=(*shape, d), dtype=dtype)
     e = exponential_impl(k[1], shape=shape, dtype=dtype)
     s = jnp.add(jnp.sum(jnp.power(jnp.abs(g), p), -1), e)
@@ -279,7 +322,7 @@ def ball_impl(data, p, *, d, shape, dtype):
 
 
 def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "ball")
+    data, _ = keys_of(key, "ball")
     dtype = float_dtype(dtype, "ball")
     return _sharded(run(ball_impl, data, p, d=int(d), shape=shape_of(shape), dtype=dtype),
                     out_sharding)

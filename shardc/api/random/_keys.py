@@ -1,8 +1,10 @@
-"""PRNG keys: raw uint32 (..., 2) arrays (PRNGKey) and typed keys (`key`).
+"""PRNG keys: raw uint32 (..., n) arrays (PRNGKey; n is 2 for threefry, 4 for rbg) and
+typed keys (`key`).
 
 Outside a trace a typed key is jax's own key array (so it interoperates with
-jax.random); inside one it is a KeyArray over a traced uint32 (..., 2) array, whose
-shape is the keys' batch shape and whose dtype is jax's key<fry>. To jax it is a leaf,
+jax.random); inside one it is a KeyArray over a traced uint32 (..., n) array and its
+PRNG impl (_impls), whose shape is the keys' batch shape and whose dtype is jax's
+key<fry> (key<rbg>, key<urbg>). To jax it is a leaf,
 as jax's key arrays are; shardc's transforms flatten it to its data (trace.pytree). A
 KeyArray rebuilt from concrete data (a jit's result) becomes a jax key array again.
 A KeyArray is also a jax tracer of shardc's trace (as shardc's Tracer is), so jax.random
@@ -20,9 +22,9 @@ from jax._src.random import prng as _jprng
 
 from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...trace import core, pytree
+from . import _impls
+from ._impls import THREEFRY
 
-IMPL = _jprng.prngs["threefry2x32"]
-KEY_DTYPE = _jprng.KeyTy(IMPL)
 JaxKey = _jprng.PRNGKeyArray
 U32 = np.dtype(np.uint32)
 
@@ -33,22 +35,27 @@ def _aval(x):
 
 
 class KeyArray(jax.core.Tracer):
-    """Typed PRNG keys inside a trace: `shape` is the batch shape, `dtype` key<fry>;
-    the uint32 key data is `_data`, of shape (*shape, 2)."""
-    __slots__ = ("_data",)
+    """Typed PRNG keys inside a trace: `shape` is the batch shape, `dtype` jax's key
+    type of `impl`; the uint32 key data is `_data`, of shape (*shape, impl.key_size)."""
+    __slots__ = ("_data", "impl")
 
-    def __init__(self, data):
+    def __init__(self, data, impl=THREEFRY):
         self._data = data
+        self.impl = impl
+
+    @property
+    def dtype(self):
+        return _impls.key_dtype(self.impl)
 
     @property
     def aval(self):
         """jax's type of the keys: their data's without its last dim (in explicit mode
         the data's sharding types the keys, as jax's key arrays are typed)."""
         if not core.is_tracer(self._data):
-            return jax.core.ShapedArray(self.shape, KEY_DTYPE)
+            return jax.core.ShapedArray(self.shape, self.dtype)
         a = self._data.aval
         spec = tuple(a.sharding.spec)[:a.ndim - 1]
-        return a.update(shape=a.shape[:-1], dtype=KEY_DTYPE, weak_type=False,
+        return a.update(shape=a.shape[:-1], dtype=self.dtype, weak_type=False,
                         sharding=a.sharding.update(spec=jax.sharding.PartitionSpec(*spec)))
     _trace = property(lambda self: core.JAX_BRIDGE["jax_trace"])
 
@@ -64,8 +71,6 @@ class KeyArray(jax.core.Tracer):
     def size(self):
         return int(np.prod(self.shape))
 
-    dtype = KEY_DTYPE
-
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of unsized object")
@@ -76,7 +81,7 @@ class KeyArray(jax.core.Tracer):
         if any(i is Ellipsis for i in idx):
             raise ShardcError("indexing a key array with ... is not supported; index its "
                               "leading dims")
-        return KeyArray(self._data[idx])
+        return KeyArray(self._data[idx], self.impl)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -84,29 +89,29 @@ class KeyArray(jax.core.Tracer):
     def reshape(self, *shape):
         from .. import numpy as jnp
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return KeyArray(jnp.reshape(self._data, (*shape, 2)))
+        return KeyArray(jnp.reshape(self._data, (*shape, self.impl.key_size)), self.impl)
 
     def __repr__(self):
-        return f"KeyArray(shape={self.shape}, dtype=key<fry>)"
+        return f"KeyArray(shape={self.shape}, dtype={self.dtype})"
 
 
-def _unflatten(_, children):
+def _unflatten(impl, children):
     (data,) = children
     if isinstance(data, jax.core.Tracer):
         if core.is_tracer(data):
-            return KeyArray(data)
+            return KeyArray(data, impl)
         # jax's own tracer (values a jax transform traces, rebuilt by shardc's
         # flattening): jax's key array over it, as jax would rebuild it
-        return _jprng.random_wrap(data, impl=IMPL)
+        return _jprng.random_wrap(data, impl=impl.jax)
     if isinstance(data, jax.Array) and getattr(data, "dtype", None) == U32 and \
-            data.ndim >= 1 and data.shape[-1] == 2:
-        return JaxKey(IMPL, data)       # a concrete result: a jax key array again
-    return KeyArray(data)
+            data.ndim >= 1 and data.shape[-1] == impl.key_size:
+        return JaxKey(impl.jax, data)       # a concrete result: a jax key array again
+    return KeyArray(data, impl)
 
 
 # a leaf to jax (jax's loops and jits inside a trace carry it as a key); shardc's own
-# flattening (trace.pytree) takes it apart into its uint32 data
-pytree.expand(KeyArray, lambda k: (k._data,), lambda children: _unflatten(None, children))
+# flattening (trace.pytree) takes it apart into its uint32 data, its impl the aux data
+pytree.expand(KeyArray, lambda k: ((k._data,), k.impl), _unflatten)
 
 
 def is_typed_key(x):
@@ -123,33 +128,36 @@ def wrap_jax_keys(tree):
     leaves = jax.tree_util.tree_leaves(tree, is_leaf=_is_jax_key)
     if not any(map(_is_jax_key, leaves)):
         return tree
-    for x in leaves:
-        name = getattr(getattr(x, "_impl", None), "name", "threefry2x32") \
-            if _is_jax_key(x) else "threefry2x32"
-        if name != "threefry2x32":      # its numbers would silently be threefry's
-            raise ShardcError(f"a jax key array of the {name!r} PRNG was passed to shardc; "
-                              "shardc implements jax's threefry2x32 PRNG only (bit for "
-                              "bit): make the keys with the default impl")
     return jax.tree_util.tree_map(
-        lambda x: KeyArray(x._base_array) if _is_jax_key(x) else x, tree, is_leaf=_is_jax_key)
+        lambda x: KeyArray(x._base_array, impl_of(x)) if _is_jax_key(x) else x, tree,
+        is_leaf=_is_jax_key)
+
+
+def impl_of(x):
+    """Our PRNGImpl of a jax key array (an error for a PRNG shardc does not have, whose
+    numbers would silently be another's)."""
+    return _impls.resolve(x._impl)
 
 
 def has_jax_keys(tree):
     return any(map(_is_jax_key, jax.tree_util.tree_leaves(tree, is_leaf=_is_jax_key)))
 
 
-def make_typed(data):
-    """Typed keys over uint32 data (..., 2): a jax key array if concrete."""
-    return _unflatten(None, (data,))
+def make_typed(keys):
+    """Typed keys from a KeyArray: a jax key array if its data is concrete."""
+    data = keys._data
+    if not isinstance(data, jax.core.Tracer) and not isinstance(data, jax.Array):
+        data = jax.device_put(np.asarray(data))         # NumPy data (wrap_key_data)
+    return _unflatten(keys.impl, (data,))
 
 
-def key_data_of(key, name, allow_batched=False):
-    """(uint32 data of shape (*batch, 2), whether `key` was typed), as jax's
-    _check_prng_key: raw keys must be uint32 arrays whose last dim is 2."""
+def keys_of(key, name, allow_batched=False):
+    """(`key` as a KeyArray, whether it was typed), as jax's _check_prng_key: raw keys
+    are uint32 arrays whose last dim is the default impl's key size."""
     if isinstance(key, JaxKey):
-        data, typed = key._base_array, True
+        keys, typed = KeyArray(key._base_array, impl_of(key)), True
     elif type(key) is KeyArray:
-        data, typed = key._data, True
+        keys, typed = key, True
     else:
         if isinstance(key, (list, tuple)):
             raise ShardcTypeError(f"unexpected PRNG key type {type(key)}")
@@ -159,21 +167,44 @@ def key_data_of(key, name, allow_batched=False):
                 "JAX encountered invalid PRNG key data: expected key_data to have ndim, "
                 f"shape, and dtype attributes. Got {key}")
         a = _aval(key)
-        if a.ndim < 1 or a.shape[-1] != 2:
+        impl = _impls.resolve(None)
+        if a.ndim < 1 or a.shape[-1] != impl.key_size:
             raise ShardcTypeError(
                 "JAX encountered invalid PRNG key data: expected key_data.shape to end "
-                f"with (2,); got shape={a.shape} for impl=PRNGImpl(threefry2x32)")
+                f"with ({impl.key_size},); got shape={a.shape} for impl={impl!r}")
         if a.dtype != U32:
             raise ShardcTypeError(
                 "JAX encountered invalid PRNG key data: expected key_data.dtype = uint32; "
                 f"got dtype={a.dtype}")
-        data, typed = key, False
-    batch = _aval(data).shape[:-1]
-    if not allow_batched and batch:
+        keys, typed = KeyArray(key, impl), False
+    if not allow_batched and keys.shape:
         raise ArgumentError(f"{name} accepts a single key, but was given a key array of "
-                          f"shape {batch} != (). Use jax.vmap for batching.")
-    return data, typed
+                          f"shape {keys.shape} != (). Use jax.vmap for batching.")
+    return keys, typed
 
 
-def as_output(data, typed):
-    return make_typed(data) if typed else data
+def as_output(keys, typed):
+    """Keys a function returns: typed if its key was, else their raw data."""
+    return make_typed(keys) if typed else keys._data
+
+
+# ---------------------------------------------------------------- the PRNG's functions
+# on KeyArrays (samplers call these; each dispatches on the keys' impl)
+
+def as_keys(x):
+    """A KeyArray or a jax key array, as a KeyArray."""
+    return KeyArray(x._base_array, impl_of(x)) if isinstance(x, JaxKey) else x
+
+
+def keys_split(keys, shape):
+    """`shape` new keys from each key: a KeyArray of shape (*keys.shape, *shape)."""
+    return KeyArray(keys.impl.split(keys._data, tuple(shape)), keys.impl)
+
+
+def keys_bits(keys, bit_width, shape):
+    """Random bits of `shape` (after the keys' batch dims)."""
+    return keys.impl.random_bits(keys._data, bit_width, tuple(shape))
+
+
+def keys_fold_in(keys, msg):
+    return KeyArray(keys.impl.fold_in(keys._data, msg), keys.impl)

@@ -13,10 +13,9 @@ from ...ir import dtypes
 from ...ops import lax as L
 from ...trace import core
 from .. import numpy as jnp
-from . import _threefry as tf
 from ._base import _check_shape, _sharded, normal_impl, uniform_impl
 from ._dist import gumbel_impl
-from ._keys import key_data_of
+from ._keys import keys_bits, keys_of, keys_split
 from ._run import float_dtype, run, shape_of
 
 
@@ -38,9 +37,9 @@ def _shuffle_impl(data, x, *, axis):
     size = math.prod(jnp.shape(x))
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
-        ks = tf.split(data, (2,))
+        ks = keys_split(data, (2,))
         data, sub = ks[0], ks[1]
-        sort_keys = tf.random_bits(sub, 32, tuple(jnp.shape(x)))
+        sort_keys = keys_bits(sub, 32, tuple(jnp.shape(x)))
         _, x = sort_key_val(sort_keys, x, axis)
     return x
 
@@ -58,7 +57,7 @@ def _permutation_impl(data, x, *, axis, independent):
 
 def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
     """A shuffled copy of x along `axis` (or of arange(x) for an integer x)."""
-    data, _ = key_data_of(key, "permutation")
+    data, _ = keys_of(key, "permutation")
     if not core.is_tracer(x) and np.ndim(x) == 0:
         if not np.issubdtype(np.asarray(x).dtype, np.integer):
             raise ShardcTypeError("x must be an integer or at least 1-dimensional")
@@ -73,12 +72,12 @@ def permutation(key, x, axis=0, independent=False, *, out_sharding=None):
 
 def shuffle(key, x, axis=0):
     """Deprecated in jax (use permutation); the same values as jax's shuffle."""
-    data, _ = key_data_of(key, "shuffle")
+    data, _ = keys_of(key, "shuffle")
     return run(_shuffle_impl, data, x, axis=axis % jnp.ndim(x))
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
-    data, typed = key_data_of(key, "choice")
+    data, typed = keys_of(key, "choice")
     if not isinstance(shape, (tuple, list)):
         raise ShardcTypeError("shape argument of jax.random.choice must be a sequence, "
                               f"got {shape}")
@@ -191,7 +190,7 @@ def _mvn_impl(data, mean, cov, *, shape, dtype, method):
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *,
                         out_sharding=None):
-    data, _ = key_data_of(key, "multivariate_normal")
+    data, _ = keys_of(key, "multivariate_normal")
     if method not in {"svd", "eigh", "cholesky"}:
         raise ArgumentError("method must be one of {'svd', 'eigh', 'cholesky'}")
     mean, cov = jnp.asarray(mean), jnp.asarray(cov)
@@ -219,7 +218,7 @@ def _orthogonal_impl(data, *, n, m, shape, dtype):
 
 
 def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
-    data, _ = key_data_of(key, "orthogonal")
+    data, _ = keys_of(key, "orthogonal")
     dtype = float_dtype(dtype, "orthogonal")
     shape = shape_of(shape)
     _check_shape("orthogonal", shape)

@@ -9,13 +9,13 @@ import numpy as np
 from ...errors import ShardcTypeError
 from ...ir import dtypes
 from ...runtime import backend as runtime
-from ...trace import core
+from ...trace import core, pytree
 
 _JITS: dict = {}
 
 
 def run(fn, *args, **static):
-    if core.current_builder() is not None and core.folds(args):
+    if core.current_builder() is not None and core.folds(pytree.tree_leaves(args)):
         with core.outside_traces():          # ensure_compile_time_eval: run it now
             return run(fn, *args, **static)
     if core.current_builder() is not None:
