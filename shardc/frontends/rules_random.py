@@ -8,6 +8,7 @@ pass freely between jax.random and shardc.random. Raw uint32 keys work as they a
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from ..api.random import _impls
 from ..api.random._keys import KeyArray, impl_of, keys_bits, keys_fold_in, keys_split
@@ -74,7 +75,7 @@ def _fold_data(keys, msgs):
     iterated_vmap_binary_bcast; XLA's bit generator under vmap depends on it)."""
     from ..api.vmap import vmap
     from ..ops import lax as L
-    msgs = L.convert_element_type(msgs, _impls.tf.U32)
+    msgs = L.convert_element_type(msgs, np.dtype(np.uint32))
     ks, ms = tuple(keys.shape), tuple(L.aval(msgs).shape)
     if ms and ks and len(ms) != len(ks):
         raise unsupported("random_fold_in", f"on keys {ks} and messages {ms}")
