@@ -259,7 +259,7 @@ UNTRANSLATED = {
                      "from_edtype", "to_edtype", "reduced_vary_cast_p",
                      "vary_unreduced_cast_p", "dim_as_value", "dimension_size",
                      "shape_assertion", "eval_jaxpr", "call", "unreachable",
-                     "xla_metadata_value", "broadcast_to", "iota_2x32_shape",
+                     "xla_metadata_value", "broadcast_to",
                      "remat_opt", "custom_jvp_call_jaxpr", "compute_on", "layout_constraint",
                      "check"], "internal"),
     # collectives' async halves and unreduced/reduced types (shard_map's own
@@ -279,8 +279,7 @@ UNTRANSLATED = {
                      "dot_product_attention_fp8_fwd_wrapper", "dot_product_attention_fwd",
                      "dot_product_attention_fwd_wrapper", "scaled_matmul",
                      "scaled_matmul_wrapper", "scaled_dot", "ffi_call", "buffer_callback",
-                     "custom_partitioning", "call_exported", "philox2x32", "philox4x32",
-                     "threefry2x32", "threefry4x32"], "device kernels and foreign calls"),
+                     "custom_partitioning", "call_exported"], "device kernels and foreign calls"),
     # still to do
     **dict.fromkeys(["after_all", "create_token", "rng_uniform",
                      "select_and_scatter", "linear_call"], "not yet"),

@@ -1,5 +1,6 @@
-"""jax's PRNG primitives on shardc's keys (bit-identical: shardc.random implements jax's
-threefry2x32, rbg and unsafe_rbg).
+"""jax's PRNG primitives on shardc's keys (bit-identical: shardc.random implements each
+of jax's PRNGs), and the counter-based hashes under them (threefry2x32, threefry4x32,
+philox2x32, philox4x32, iota_2x32_shape) as shardc's own.
 
 Inside a trace a jax key array (dtype key<fry>, key<rbg>, ...) is shardc's KeyArray,
 which is a jax tracer of shardc's trace, so jax.random's Python code takes it, and keys
@@ -10,7 +11,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..api.random import _impls
+from ..api.random import _counters, _impls
+from ..api.random import _threefry as tf
 from ..api.random._keys import KeyArray, impl_of, keys_bits, keys_fold_in, keys_split
 from ..api.random._run import run, shape_of
 from ..trace import core
@@ -106,6 +108,21 @@ def _rng_bit_generator(key, *, shape, dtype, algorithm, out_sharding=None):
     from .translate import with_sharding
     new_key, bits = rng_bit_generator(key, shape, dtype, int(algorithm))
     return [new_key, with_sharding(out_sharding, lambda: bits)]
+
+
+@rule("threefry2x32")
+def _threefry2x32(k1, k2, x1, x2):
+    return tf.threefry2x32(*_counters.broadcast(k1, k2, x1, x2))
+
+
+rule("threefry4x32")(_counters.threefry4x32)
+rule("philox2x32")(_counters.philox2x32)
+rule("philox4x32")(_counters.philox4x32)
+
+
+@rule("iota_2x32_shape")
+def _iota_2x32_shape(*, shape):
+    return list(tf.iota_2x32_shape(shape_of(tuple(shape))))
 
 
 @rule("random_clone", "random_clone_p")

@@ -1,5 +1,6 @@
 """jax's PRNG implementations, bit for bit: threefry2x32 (jax's default), rbg and
-unsafe_rbg (XLA's bit generator, keyed by threefry's seeds and splits).
+unsafe_rbg (XLA's bit generator, keyed by threefry's seeds and splits), and
+threefry4x32, philox2x32 and philox4x32 (Random123's other hashes, _counters).
 
 Each is a PRNGImpl of four functions on uint32 key data of shape (*B, key_size), B the
 batch dims of a key array. A batch of keys behaves as jax's vmap of the function over B
@@ -18,6 +19,7 @@ import numpy as np
 
 from ...errors import ShardcError
 from ...ops import lax as L
+from . import _counters
 from . import _threefry as tf
 
 
@@ -117,7 +119,8 @@ def _unsafe_fold_in(data, msg):
 THREEFRY = PRNGImpl("threefry2x32", 2, tf.seed, tf.split, tf.fold_in, tf.random_bits)
 RBG = PRNGImpl("rbg", 4, _rbg_seed, _rbg_split, _rbg_fold_in, _rbg_bits)
 UNSAFE_RBG = PRNGImpl("unsafe_rbg", 4, _rbg_seed, _unsafe_split, _unsafe_fold_in, _rbg_bits)
-IMPLS = {i.name: i for i in (THREEFRY, RBG, UNSAFE_RBG)}
+IMPLS = {i.name: i for i in (THREEFRY, RBG, UNSAFE_RBG, *(
+    PRNGImpl(name, *fns) for name, fns in _counters.FUNCTIONS.items()))}
 
 
 def resolve(impl) -> PRNGImpl:
