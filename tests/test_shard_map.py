@@ -87,6 +87,36 @@ def test_untiled_all_to_all_and_psum_scatter(mesh2x4):
              P("x", "y"), P(("x", "y")))
 
 
+def test_pswapaxes_and_pbroadcast(mesh2x4):
+    """pswapaxes against jax; pbroadcast (which jax lowers only for GPUs) against its
+    definition in jax's docs, a psum of the block masked to the source, values and
+    gradients, and against NumPy over a vmap's axis (jax.vmap's rule fails, jax 0.10.2:
+    "take requires ndarray or scalar arguments")."""
+    x = jax.device_put(X, NamedSharding(mesh2x4, P("x", "y")))
+    run_both(mesh2x4, lambda L, m, a: L.pswapaxes(a, "y", 1), x, P("x", "y"), P("x", "y"))
+
+    def masked(a, axes, src):
+        return jax.lax.psum(jnp.where(jax.lax.axis_index(axes) == src, a, 0), axes)
+    for axes, src in (("y", 2), (("x", "y"), 5)):
+        def loss(bcast, smap, a):
+            out = smap(lambda b: bcast(b, axes, src) * b, mesh=mesh2x4, in_specs=P("x", "y"),
+                       out_specs=P("x", "y"))(a)
+            return (out ** 2).sum()
+        ours = partial(loss, shardc.lax.pbroadcast, shardc.shard_map)
+        ref = partial(loss, masked, jax.shard_map)
+        np.testing.assert_allclose(shardc.jit(ours)(x), jax.jit(ref)(x), rtol=1e-6)
+        np.testing.assert_allclose(shardc.jit(shardc.grad(ours))(x), jax.jit(jax.grad(ref))(x),
+                                   rtol=1e-6)
+    got = shardc.jit(shardc.shard_map(lambda b: shardc.lax.pbroadcast(b, "y", 2), mesh=mesh2x4,
+                                      in_specs=P("x", "y"), out_specs=P("x", "y")))(x)
+    np.testing.assert_array_equal(got, X.reshape(8, 4, 4)[:, 2:3].repeat(4, 1).reshape(8, 16))
+    vm = shardc.vmap(lambda v: shardc.lax.pbroadcast(v, "b", 1), axis_name="b")
+    np.testing.assert_array_equal(shardc.jit(vm)(X), np.broadcast_to(X[1], X.shape))
+    with pytest.raises(shardc.ShardcError, match="source 4 is not an index"):
+        shardc.jit(shardc.shard_map(lambda b: shardc.lax.pbroadcast(b, "y", 4), mesh=mesh2x4,
+                                    in_specs=P("x", "y"), out_specs=P("x", "y")))(x)
+
+
 def test_psum_of_invariant_value_scales_by_axis_size(mesh2x4):
     x = jax.device_put(X, NamedSharding(mesh2x4, P("x", "y")))
     out = run_both(mesh2x4, lambda L, m, a: L.psum(m.ones(3), "y"), x, P("x", "y"), P())

@@ -177,6 +177,39 @@ def ppermute(x, axis_name, perm):
 
 
 @api_boundary
+def pbroadcast(x, axis_name, source):
+    """Every device gets the block of the device at index `source` along `axis_name`,
+    as jax.lax.pbroadcast: a psum of the block masked to that device (jax lowers its
+    own only for GPUs); the result varies over the axes x varies over."""
+    from ..ops import lax as L
+    ctx, axes, sizes = _axes("pbroadcast", axis_name)
+    n = int(np.prod(sizes))
+    if not 0 <= int(source) < n:
+        raise ArgumentError(f"pbroadcast: source {source} is not an index along "
+                            f"{axis_name!r} (size {n})")
+
+    def one(v):
+        v = v if core.is_tracer(v) else _as_tracer(v)
+        vary = ctx.vma_of(v.value) if ctx is not None and ctx.check_vma else ()
+        here = L.eq(axis_index(axis_name), int(source))
+        out = m.psum_p.bind(L.select(here, v, L.zeros_like(v)), axes=axes, sizes=sizes)
+        kept = tuple(a for a in axes if a in vary)
+        return pv.pvary_p.bind(out, axes=kept, sizes=tuple(ctx.mesh.sizes[a] for a in kept)
+                               ) if kept else out
+    return _map(one, x)
+
+
+@api_boundary
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """Swap the devices along `axis_name` with the array's dim `axis` (whose size is
+    the axis size), as jax.lax.pswapaxes: all_to_all(x, axis_name, axis, axis)."""
+    if axis_index_groups is not None:
+        raise ShardcError("pswapaxes: axis_index_groups is not supported (jax's all_to_all "
+                          "supports it only under pmap)")
+    return all_to_all(x, axis_name, axis, axis)
+
+
+@api_boundary
 def axis_index(axis_name):
     """This device's index along `axis_name` (row-major over a tuple of axes)."""
     ctx, axes, sizes = _axes("axis_index", axis_name)

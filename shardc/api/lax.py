@@ -20,7 +20,8 @@ from ..ir.sharding import MeshShape, Sharding, axis_name, from_spec
 from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
-                          pcast, pmin, ppermute, psum, psum_scatter, pvary)
+                          pbroadcast, pcast, pmin, ppermute, pswapaxes, psum,
+                          psum_scatter, pvary)
 from ..trace import pytree as _tree
 
 

@@ -216,16 +216,10 @@ def _pvary(x, *, axes):
 @rule("pbroadcast")
 @on_keys
 def _pbroadcast(x, *, axis_name, source):
-    """Every device gets the block of device `source` along the axes: a psum of the
-    block masked to that device (jax lowers its own only for GPUs)."""
-    from ..ops import lax as L
-    ctx, axes, sizes = _axes("pbroadcast", axis_name)
-    x = _operand(ctx, x, axes)
-    here = L.eq(m.axis_index_p.bind(axes=axes, sizes=sizes, **_auto(ctx)), int(source))
-    kept = L.select(here, x, L.zeros_like(x))
-    out = m.psum_p.bind(kept, axes=axes, sizes=sizes)
-    vary = ctx.vma_of(x.value)      # jax's result keeps x's variance
-    return _pvary(out, axes=tuple(a for a in axes if a in vary)) if ctx.check_vma else out
+    """shardc.lax.pbroadcast (jax lowers its own only for GPUs)."""
+    from ..api.collectives import pbroadcast
+    ctx, axes, _ = _axes("pbroadcast", axis_name)
+    return pbroadcast(_operand(ctx, x, axes), axes, source)
 
 
 def _auto(ctx):
