@@ -1,12 +1,16 @@
 """einsum's dtypes against jax.jit: every step in the operands' result type (or
 preferred_element_type), indices summed in one operand included (they were summed in
-that operand's own dtype: bool counts as int32, bf16 accumulating in bf16)."""
+that operand's own dtype: bool counts as int32, bf16 accumulating in bf16), repeated
+indices (diagonals) and numpy's sublist form."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from helpers import compare, sample
+import shardc
+import shardc.numpy as snp
+from helpers import check_outputs, compare, place, sample
 
 SUBSCRIPTS = {
     "ij,k->i": ((3, 4), (5,)),
@@ -17,6 +21,8 @@ SUBSCRIPTS = {
     "ij,ij->i": ((3, 4), (3, 4)),
     "i,j,k->ijk": ((2,), (3,), (4,)),
     "ijk,k->": ((2, 3, 4), (4,)),
+    "ii": ((4, 4),),                    # a trace
+    "ii,ij->j": ((4, 4), (4, 5)),       # a diagonal that meets another operand
 }
 DTYPES = [np.bool_, np.int32, jnp.bfloat16, np.float16, np.float32]
 
@@ -148,3 +154,42 @@ def test_a_dot_algorithm_preset_is_a_clear_error():
         shardc.jit(lambda x: shardc.numpy.matmul(x, x, precision=preset))(x)
     with pytest.raises(shardc.ShardcError, match="DotAlgorithmPreset"):
         shardc.jit(lambda x: jnp.matmul(x, x, precision=preset))(x)
+
+
+@pytest.mark.parametrize("args", [
+    ("ii->i", (4, 4)), ("abba->a", (4, 3, 3, 4)), ("abbc->ac", (4, 4, 4, 3)),
+    ("...ii->...i", (2, 3, 4, 4)), ("iij->ij", (4, 4, 5)), ("aba->ab", (4, 3, 4)),
+    ("ij,jj,jk->ik", (2, 4), (4, 4), (4, 2))], ids=lambda a: a[0])
+def test_einsum_repeated_indices(args, mesh2x4):
+    """Diagonals as jax's einsum takes them (the operand masked to the diagonal, then
+    summed), on sharded operands: values, shardings and gradients' values."""
+    sub, *shapes = args
+    arrays = [_data(s, np.float32, i) for i, s in enumerate(shapes)]
+    specs = [P("x") for _ in shapes]
+    compare(lambda m, *xs: m.einsum(sub, *xs), arrays, specs, mesh2x4)
+    argnums = tuple(range(len(arrays)))
+    ours = shardc.jit(shardc.grad(lambda *xs: (snp.einsum(sub, *xs) ** 2).sum(), argnums))
+    ref = jax.jit(jax.grad(lambda *xs: (jnp.einsum(sub, *xs) ** 2).sum(), argnums))
+    # values only: shardc shards a gradient as its primal, where jax replicates these
+    check_outputs(ours(*place(mesh2x4, arrays, specs)), ref(*place(mesh2x4, arrays, specs)),
+                  mesh2x4, check_sharding=False)
+
+
+SUBLISTS = {    # numpy's other form: each operand followed by its indices' ints
+    "matmul": lambda m, x, y: m.einsum(x, [0, 1], y, [1, 2], [0, 2]),
+    "implicit_out": lambda m, x, y: m.einsum(x, [1, 0], y, [0, 2]),
+    "trace": lambda m, x, y: m.einsum(x, [0, 0]),
+    "diagonal": lambda m, x, y: m.einsum(x, [0, 0], [0]),
+    "ellipsis": lambda m, x, y: m.einsum(y, [Ellipsis, 1], [1, Ellipsis]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUBLISTS))
+def test_einsum_sublists(name, mesh2x4):
+    x, y = _data((4, 4), np.float32, 0), _data((4, 8), np.float32, 1)
+    compare(SUBLISTS[name], [x, y], [P("x"), P(None, "y")], mesh2x4)
+
+
+def test_einsum_bad_sublist():
+    with pytest.raises(shardc.ShardcError, match="sublist index must be an int"):
+        snp.einsum(np.ones((2, 2)), [0, "a"])

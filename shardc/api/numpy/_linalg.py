@@ -221,18 +221,81 @@ def _parse(subscripts, operands):
     return expanded, out
 
 
+def _sum(x, axes, pref):
+    """x summed over `axes` as jax's einsum sums: in the einsum's dtype `pref` when the
+    operand's is narrower (bf16 accumulates in f32 beside an f32 operand), with OR for
+    bools (bools stay bools)."""
+    if result_type(x, _strong(pref))[0] != aval(x).dtype:
+        x = convert(x, pref)
+    p = red.reduce_or_p if aval(x).dtype == dtypes.bool_ else red.reduce_sum_p
+    return p.bind(x, axes=tuple(axes))
+
+
 def _sum_unused(x, term, keep, pref):
-    """Sum away indices of one operand that appear nowhere else, as jax's einsum: in the
-    einsum's dtype `pref` when the operand's is narrower (bf16 accumulates in f32
-    beside an f32 operand), with OR for bools (bools stay bools)."""
+    """Sum away indices of one operand that appear nowhere else."""
     drop = tuple(d for d, c in enumerate(term) if c not in keep)
     if drop:
-        if result_type(x, _strong(pref))[0] != aval(x).dtype:
-            x = convert(x, pref)
-        p = red.reduce_or_p if aval(x).dtype == dtypes.bool_ else red.reduce_sum_p
-        x = p.bind(x, axes=drop)
+        x = _sum(x, drop, pref)
         term = "".join(c for c in term if c in keep)
     return x, term
+
+
+def _diagonals(x, term, keep, pref):
+    """An index repeated within one operand (`ii->i`, a trace `ii`), as jax's einsum:
+    the operand masked to where those dims' indices agree, summed down to one of them
+    (the last), or away if the index is in no other operand nor the output."""
+    from ...ops import elementwise as ew
+    from ...ops import lax as L
+    for c in dict.fromkeys(term):
+        axes = [d for d, t in enumerate(term) if t == c]
+        if len(axes) < 2:
+            continue
+        shape = aval(x).shape
+        if len({shape[d] for d in axes}) > 1:
+            raise ShardcError(f"einsum: the repeated index {c!r} has sizes "
+                              f"{[shape[d] for d in axes]} in one operand")
+        # the mask over those dims alone, broadcast (as jax's lax._delta builds it)
+        base = (shape[axes[0]],) * len(axes)
+        u32 = dtypes.canonicalize("uint32")
+        eye = None
+        for i in range(1, len(axes)):
+            e = L.eq(L.iota(u32, base, i - 1), L.iota(u32, base, i))
+            eye = e if eye is None else ew.and_p.bind(eye, e)
+        eye = L.broadcast_in_dim(eye, shape, axes)
+        x = L.select(eye, x, L.full(shape, 0, aval(x).dtype))
+        summed = axes if c not in keep else axes[:-1]
+        x = _sum(x, summed, pref)
+        term = "".join(t for d, t in enumerate(term) if d not in summed)
+    return x, term
+
+
+def _from_sublists(first, rest):
+    """numpy's other form, einsum(x, [0, 1], y, [1, 2], [0, 2]): a subscripts string
+    (index k the k-th letter of a-zA-Z, Ellipsis `...`) and the operands."""
+    import string
+    args = (first, *rest)
+    operands, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(subs) < len(operands):       # an odd count: the last is the output's
+        out = operands.pop()
+    letters = string.ascii_lowercase + string.ascii_uppercase
+
+    def term(sub):
+        if isinstance(sub, str) or not hasattr(sub, "__iter__"):
+            raise ShardcError(f"einsum: expected a sublist of ints (and ...) after each "
+                              f"operand, got {sub!r}")
+        t = ""
+        for i in sub:
+            if i is Ellipsis:
+                t += "..."
+            elif isinstance(i, int) and 0 <= i < len(letters):
+                t += letters[i]
+            else:
+                raise ShardcError(f"einsum: a sublist index must be an int in [0, 52) or "
+                                  f"..., got {i!r}")
+        return t
+    s = ",".join(map(term, subs)) + ("" if out is None else "->" + term(out))
+    return s, operands
 
 
 def _strong(dtype):
@@ -253,13 +316,9 @@ def einsum(subscripts, *operands, optimize=None, precision=None,
     """Einstein summation by pairwise dot_generals, left to right, with jax's dtypes:
     everything in the operands' result type (or `preferred_element_type`)."""
     if not isinstance(subscripts, str):
-        raise ShardcError("einsum needs a subscripts string first")
+        subscripts, operands = _from_sublists(subscripts, operands)
     check_arraylike("einsum", *operands)
     terms, out = _parse(subscripts, operands)
-    for t in terms:
-        if len(set(t)) != len(t):
-            raise ShardcError(f"einsum: repeated index within one operand ({t!r}, a "
-                              "diagonal) is not supported")
     sizes = {}
     for t, x in zip(terms, operands):
         for c, n in zip(t, aval(x).shape):
@@ -270,6 +329,10 @@ def einsum(subscripts, *operands, optimize=None, precision=None,
     else:
         pref, weak = canonical_dtype(preferred_element_type), False
     xs = list(operands)
+    for i, (x, t) in enumerate(zip(xs, terms)):
+        if len(set(t)) != len(t):
+            keep = set(out) | {c for j, u in enumerate(terms) if j != i for c in u}
+            xs[i], terms[i] = _diagonals(x, t, keep, pref)
     x, t = xs[0], terms[0]
     for k in range(1, len(xs)):
         y, u = xs[k], terms[k]
