@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 from . import ops as _ops  # noqa: E402,F401  (registers every primitive)
 from .runtime import eager as _eager  # noqa: E402,F401  (runs ops outside traces)
 from . import debug, lax, nn, numpy  # noqa: E402  (the public modules)
-from . import random, scipy  # noqa: E402,F401  (public modules)
+from . import image, random, scipy  # noqa: E402,F401  (public modules)
 from .tools import html as _html  # noqa: E402,F401  (notebook views of jit's stages)
 from .errors import ShardcError  # noqa: E402
 from .api.jit import jit  # noqa: E402

@@ -10,7 +10,7 @@ STAGES = ["errors", "ir", "trace", "propagate", "auto", "lower", "ops", "transfo
           "api", "frontends", "tools", "public"]
 PUBLIC = {"", "numpy", "lax", "nn", "debug", "distributed", "report", "launch", "__main__",
           "ad_checkpoint", "random", "scipy", "sharding", "checkpoints", "experimental",
-          "custom_batching"}
+          "custom_batching", "image"}
 
 # Known back-edges being removed by the redesign (issue 14); each entry is
 # "importer -> imported". The list only ever shrinks.
