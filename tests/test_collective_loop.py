@@ -14,7 +14,8 @@ SCRIPT = pathlib.Path(__file__).with_name("collective_loop.py")
 @pytest.mark.parametrize("mode", ["fresh", "jax-first"])
 def test_back_to_back_collective_calls_never_abort(mode):
     # fresh: shardc sizes the CPU client's pool; jax-first: jax made the client before
-    # shardc was imported, so collective programs run one at a time instead
+    # shardc was imported, so collective programs run one at a time instead (and a
+    # failed run does not fail the next)
     env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", "XLA_FLAGS")}
     r = subprocess.run([sys.executable, str(SCRIPT), mode, "6000"], env=env,
                        capture_output=True, text=True, timeout=240)
