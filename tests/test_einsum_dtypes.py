@@ -144,16 +144,16 @@ def test_precision_reaches_the_lowering(mesh2x4):
     assert _precisions(ours) == _precisions(ref) == [("HIGH", "HIGH")]
 
 
-def test_a_dot_algorithm_preset_is_a_clear_error():
-    import jax
-
-    import shardc
+def test_a_dot_algorithm_preset_as_jax():
+    """einsum's and matmul's dots carry the preset (tests/test_dot_algorithms.py has the
+    presets themselves)."""
     preset = jax.lax.DotAlgorithmPreset.BF16_BF16_F32
-    x = np.ones((4, 4), np.float32)
-    with pytest.raises(shardc.ShardcError, match="DotAlgorithmPreset"):
-        shardc.jit(lambda x: shardc.numpy.matmul(x, x, precision=preset))(x)
-    with pytest.raises(shardc.ShardcError, match="DotAlgorithmPreset"):
-        shardc.jit(lambda x: jnp.matmul(x, x, precision=preset))(x)
+    x = _data((4, 6), np.float32, 0)
+    for f in (lambda m: lambda x: m.matmul(x, x.T, precision=preset),
+              lambda m: lambda x: m.einsum("ij,kj->ik", x, x, precision=preset)):
+        ref = jax.jit(f(jnp))(x)
+        np.testing.assert_array_equal(shardc.jit(f(snp))(x), ref)
+        np.testing.assert_array_equal(shardc.jit(f(jnp))(x), ref)
 
 
 @pytest.mark.parametrize("args", [

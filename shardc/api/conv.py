@@ -137,7 +137,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                   rhs_dilation=rhs_dilation, dimension_numbers=tuple(map(tuple, dn)),
                   feature_group_count=int(feature_group_count),
                   batch_group_count=int(batch_group_count))
-    prec = canonical_precision(precision)
+    prec = canonical_precision(precision, "conv")
     if prec is not None:
         params["precision"] = prec
     if preferred_element_type is not None:
@@ -237,7 +237,7 @@ def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
     kernel per output position (as jax's)."""
     check_arraylike("conv_general_dilated_local", lhs, rhs)
     lhs, rhs = promote_dtypes(lhs, rhs)
-    prec = canonical_precision(precision)
+    prec = canonical_precision(precision, "conv")
     patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
                                            lhs_dilation, rhs_dilation, dimension_numbers,
                                            precision=None if prec is None else prec[0])

@@ -230,29 +230,12 @@ def _auto(ctx):
 
 # ---------------------------------------------------------------- platform_dependent
 
-def target_platform() -> str:
-    """The platform shardc compiles for: the devices of the program's mesh (or of the
-    context's), else of its single device; as jax's lowering names it (cuda, not gpu)."""
-    from jax._src.xla_bridge import canonicalize_platform
-
-    from ..runtime.meshes import current_mesh
-    b = core.current_builder()
-    info = b.meshes.info if b is not None and b.meshes is not None else None
-    mesh = info.mesh if info is not None else None
-    if mesh is None and isinstance(current_mesh(), jax.sharding.Mesh):
-        mesh = current_mesh()
-    if mesh is not None:
-        dev = mesh.devices.flat[0]
-    else:
-        dev = info.devices[0] if info is not None else jax.devices()[0]
-    return canonicalize_platform(dev.platform)
-
-
 @rule("platform_index")
 def _platform_index(*, platforms):
     """jax.lax.platform_dependent's branch index, known at trace time: the branch whose
     platforms include the target, else the default branch (platforms None)."""
     import numpy as np
+    from ..runtime.meshes import target_platform
     target = target_platform()
     default = None
     for i, ps in enumerate(platforms):

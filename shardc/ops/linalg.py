@@ -1,6 +1,8 @@
 """dot_general: batched matrix products; contracting dims are reduction factors."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..trace.core import Primitive
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
@@ -56,6 +58,68 @@ def _dims(xs):
     return "[" + ", ".join(map(str, xs)) + "]"
 
 
+# jax's DotAlgorithmPreset: (input types taken as they are, else the first; the
+# accumulation's types, likewise, or None for the result's own; the algorithm attribute
+# (lhs, rhs, accumulation, primitive operations), None for the operands' float8 types)
+_F32, _BF16 = ("float32",), ("bfloat16", "float32")
+_F8_OUT = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+           "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e4m3b11fnuz")
+PRESETS = {
+    "ANY_F8_ANY_F8_F32": (None, _F8_OUT, None),
+    "ANY_F8_ANY_F8_F32_FAST_ACCUM": (None, _F8_OUT, None),
+    "ANY_F8_ANY_F8_ANY": (None, None, None),
+    "ANY_F8_ANY_F8_ANY_FAST_ACCUM": (None, None, None),
+    "F16_F16_F16": (("float16",), ("float16",), ("f16", "f16", "f16", 1)),
+    "F16_F16_F32": (("float16",), _F32, ("f16", "f16", "f32", 1)),
+    "BF16_BF16_BF16": (_BF16, ("bfloat16",), ("bf16", "bf16", "bf16", 1)),
+    "BF16_BF16_F32": (_BF16, _F32, ("bf16", "bf16", "f32", 1)),
+    "BF16_BF16_F32_X3": (_F32, _F32, ("bf16", "bf16", "f32", 3)),
+    "BF16_BF16_F32_X6": (_F32, _F32, ("bf16", "bf16", "f32", 6)),
+    "BF16_BF16_F32_X9": (_F32, _F32, ("bf16", "bf16", "f32", 9)),
+    "TF32_TF32_F32": (_F32, _F32, ("tf32", "tf32", "f32", 1)),
+    "TF32_TF32_F32_X3": (_F32, _F32, ("tf32", "tf32", "f32", 3)),
+    "F32_F32_F32": (_F32, _F32, ("f32", "f32", "f32", 1)),
+    "F64_F64_F64": (("float64",), ("float64",), ("f64", "f64", "f64", 1)),
+}
+
+
+def _algorithm(precision, in_dtype, out_dtype):
+    """A dot algorithm's (lhs type, rhs type, accumulation type, attribute), as jax's
+    lowering picks them: a preset converts an operand it does not take as it is, and
+    accumulates in the result's type if it may (else its own); a DotAlgorithm converts
+    both to its types."""
+    from ..ir import dtypes
+    name = np.dtype(in_dtype).name
+    if precision[0] == "algorithm":
+        lt, rt, acc, lc, rc, n, imprecise = precision[1:]
+        m = [dtypes.mlir_name(np.dtype(t)) for t in (lt, rt, acc)]
+        return lt, rt, acc, (*m, lc, rc, n, imprecise)
+    preset = precision[1]
+    takes, accs, attr = PRESETS[preset]
+    t = name if takes is None or name in takes else takes[0]
+    if preset in ("F16_F16_F32", "BF16_BF16_F32") and t == takes[0]:
+        accs = accs + (t,)          # a half-precision result may accumulate as such
+    out = np.dtype(out_dtype).name
+    acc = out if accs is None or out in accs else accs[0]
+    if attr is None:                # the float8 presets: the operands' own types
+        if "float8" not in name:
+            raise ShardcError(f"The dot algorithm '{preset}' requires both inputs to have "
+                              f"float8 dtypes. Got {name} and {name} instead.")
+        m = dtypes.mlir_name(np.dtype(in_dtype))
+        attr = (m, m, "f32", 1, 1, 1, preset.endswith("FAST_ACCUM"))
+    else:
+        attr = (*attr[:3], 1, 1, attr[3], False)
+    return t, t, acc, attr
+
+
+def _algorithm_text(attr):
+    lt, rt, acc, lc, rc, n, imprecise = attr
+    return (f"#stablehlo.dot_algorithm<lhs_precision_type = {lt}, rhs_precision_type = {rt}, "
+            f"accumulation_type = {acc}, lhs_component_count = {lc}, rhs_component_count = "
+            f"{rc}, num_primitive_operations = {n}, allow_imprecise_accumulation = "
+            f"{str(imprecise).lower()}>")
+
+
 def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None,
                precision=None):
     (ac, bc), (ab, bb) = contracting, batch
@@ -66,11 +130,34 @@ def _lower_dot(ctx, a, b, *, contracting, batch, preferred_element_type=None,
     if ac:
         parts += [f"lhs_contracting_dimensions = {_dims(ac)}",
                   f"rhs_contracting_dimensions = {_dims(bc)}"]
+    algorithm = precision is not None and precision[0] in ("preset", "algorithm")
     props = {"dot_dimension_numbers": "#stablehlo.dot<" + ", ".join(parts) + ">",
              "precision_config": "[" + ", ".join(
-                 f"#stablehlo<precision {p}>" for p in precision or ("DEFAULT",) * 2) + "]"}
-    return ctx.op("stablehlo.dot_general", [a, b], [tensor_type(x) for x in ctx.in_avals],
-                  [tensor_type(ctx.out_avals[0])], props)
+                 f"#stablehlo<precision {p}>" for p in (
+                     ("DEFAULT",) * 2 if algorithm or precision is None else precision))
+             + "]"}
+    ins, out = list(ctx.in_avals), ctx.out_avals[0]
+    if not algorithm:
+        return ctx.op("stablehlo.dot_general", [a, b], [tensor_type(x) for x in ins],
+                      [tensor_type(out)], props)
+    # an algorithm: the operands converted to its types, the dot in its accumulation
+    # type, converted to the result's (as jax's lowering)
+    lt, rt, acc, attr = _algorithm(precision, ins[0].dtype, out.dtype)
+    props["algorithm"] = _algorithm_text(attr)
+    args = []
+    for v, x, t, sh in zip((a, b), ins, (lt, rt), ctx.in_shardings):
+        if np.dtype(t) != x.dtype:
+            new = Aval(x.shape, np.dtype(t), False)
+            (v,) = ctx.op("stablehlo.convert", [v], [tensor_type(x)], [tensor_type(new)],
+                          sharding=[sh])
+            x = new
+        args.append((v, x))
+    acc_aval = Aval(out.shape, np.dtype(acc), False)
+    res = ctx.op("stablehlo.dot_general", [v for v, _ in args],
+                 [tensor_type(x) for _, x in args], [tensor_type(acc_aval)], props)
+    if acc_aval.dtype == out.dtype:
+        return res
+    return ctx.op("stablehlo.convert", res, [tensor_type(acc_aval)], [tensor_type(out)])
 
 
 dot_general_p = Primitive("dot_general", shape_rule=_dot_shape, sharding_rule=_dot_rule,

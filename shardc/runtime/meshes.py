@@ -280,3 +280,21 @@ def named_in_context(spec, what):
                           "`shardc.set_mesh(mesh)` (or `with shardc.set_mesh(mesh):`), or "
                           "pass NamedSharding(mesh, spec)")
     return NamedSharding(mesh, spec)
+
+
+def target_platform() -> str:
+    """The platform shardc compiles for: the devices of the program's mesh (or of the
+    context's), else of its single device; as jax's lowering names it (cuda, not gpu)."""
+    from jax._src.xla_bridge import canonicalize_platform
+
+    from ..trace import core
+    b = core.current_builder()
+    info = b.meshes.info if b is not None and b.meshes is not None else None
+    mesh = info.mesh if info is not None else None
+    if mesh is None and isinstance(current_mesh(), jax.sharding.Mesh):
+        mesh = current_mesh()
+    if mesh is not None:
+        dev = mesh.devices.flat[0]
+    else:
+        dev = info.devices[0] if info is not None else jax.devices()[0]
+    return canonicalize_platform(dev.platform)
