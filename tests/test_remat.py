@@ -50,6 +50,7 @@ POLICIES = {
     "only_h": lambda p: p.save_only_these_names("h"),
     "only_h_a": lambda p: p.save_only_these_names("h", "a"),
     "all_but_h": lambda p: p.save_any_names_but_these("h"),
+    "anything_but_h": lambda p: p.save_anything_except_these_names("h"),
     "both": lambda p: p.save_from_both_policies(p.save_only_these_names("a"),
                                                 p.dots_saveable),
 }

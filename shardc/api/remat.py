@@ -132,6 +132,14 @@ def save_any_names_but_these(*names):
     return named_callback("save_any_names_but_these", policy, sorted(names))
 
 
+def save_anything_except_these_names(*names):
+    """As jax 0.10.2's: every value is saveable (a named value excluded would still be
+    recomputed from its saved producer, so jax's saves everything)."""
+    def policy(*_, **__):
+        return True
+    return named_callback("save_anything_except_these_names", policy, sorted(set(names)))
+
+
 def save_from_both_policies(policy_1, policy_2):
     def policy(prim, *avals, **params):
         return policy_1(prim, *avals, **params) or policy_2(prim, *avals, **params)
@@ -145,7 +153,8 @@ def save_from_both_policies(policy_1, policy_2):
 for _f in (everything_saveable, nothing_saveable, dots_saveable,
            dots_with_no_batch_dims_saveable):
     NAMED_CALLBACKS[_f.__name__] = named_callback(_f.__name__, _f)
-for _f in (save_only_these_names, save_any_names_but_these, save_from_both_policies):
+for _f in (save_only_these_names, save_any_names_but_these, save_anything_except_these_names,
+           save_from_both_policies):
     NAMED_CALLBACKS[_f.__name__] = _f
 
 
@@ -156,4 +165,5 @@ checkpoint_policies = types.SimpleNamespace(
     checkpoint_dots_with_no_batch_dims=checkpoint_dots_with_no_batch_dims,
     save_only_these_names=save_only_these_names,
     save_any_names_but_these=save_any_names_but_these,
+    save_anything_except_these_names=save_anything_except_these_names,
     save_from_both_policies=save_from_both_policies)
