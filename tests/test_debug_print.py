@@ -46,6 +46,27 @@ def test_eager_print_and_callback_run_now(capsys):
     assert got[2] == "ArrayImpl float32 2.5"
 
 
+def test_log_is_print_as_logging_records_at_the_callers_line(caplog):
+    """debug.log: jax's and shardc's each log the message at INFO naming the user's line,
+    under jit and eagerly, and in the two-call form; jax's log traced by shardc too."""
+    x = jnp.arange(3.0)
+    for lib in (jax, shardc):
+        with caplog.at_level("INFO"):
+            lib.jit(lambda x: lib.debug.log("x={x}", x=x * 2))(x)
+            jax.effects_barrier()
+            line = test_log_is_print_as_logging_records_at_the_callers_line.__code__. \
+                co_firstlineno + 6
+            lib.debug.log(ordered=True)("eager {}", x)
+        recs = [r for r in caplog.records if r.msg.startswith(("x=", "eager"))]
+        assert [r.msg for r in recs] == ["x=[0. 2. 4.]", "eager [0. 1. 2.]"], recs
+        assert {r.levelname for r in recs} == {"INFO"}
+        assert recs[0].lineno == line and recs[0].filename == "test_debug_print.py"
+        caplog.clear()
+    with caplog.at_level("INFO"):
+        shardc.jit(lambda x: jax.debug.log("jax's x={x}", x=x + 1))(x)
+    assert [r.msg for r in caplog.records if "jax's" in r.msg] == ["jax's x=[1. 2. 3.]"]
+
+
 def test_print_inside_jit_prints_runtime_values_each_call(capsys):
     def make(lib):
         def f(x, y):

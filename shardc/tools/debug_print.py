@@ -7,6 +7,8 @@ on the host CPU; leaves of the arguments that are not arrays or scalars pass as 
 """
 from __future__ import annotations
 
+import copy
+import logging
 import string
 import sys
 
@@ -88,6 +90,24 @@ def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # 
 
     Options as debug.callback's; `skip_format_check` skips checking `fmt` against the
     arguments now. Also `print(ordered=...)(fmt, *args)`."""
+    return _print(fmt, args, kwargs, ordered, partitioned, skip_format_check, None)
+
+
+LOGGER = logging.getLogger("shardc.debug")
+
+
+def log(fmt=None, *args, ordered: bool = False, partitioned: bool = False,
+        skip_format_check: bool = False, **kwargs):
+    """jax.debug.log: as print, but each message is a logging record at INFO (logger
+    "shardc.debug") naming the line that called log."""
+    from ..errors import user_loc
+    loc = user_loc()
+    record = LOGGER.makeRecord(LOGGER.name, logging.INFO, loc[0] if loc else "(unknown file)",
+                               loc[1] if loc else 0, "", (), None)
+    return _print(fmt, args, kwargs, ordered, partitioned, skip_format_check, record)
+
+
+def _print(fmt, args, kwargs, ordered, partitioned, skip_format_check, record):
     def _debug_print(fmt, *c_args, **c_kwargs):
         if not skip_format_check:
             try:
@@ -108,8 +128,14 @@ def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # 
                     msg = fmt.format(*a, **k)
             else:
                 msg = " ".join((fmt, *(str(x) for x in a)))
-            sys.stdout.write(msg + "\n")
-        _emit(show, c_args, c_kwargs, ordered, partitioned, "debug.print")
+            if record is None:
+                sys.stdout.write(msg + "\n")
+            else:
+                r = copy.copy(record)
+                r.msg = msg
+                LOGGER.handle(r)
+        _emit(show, c_args, c_kwargs, ordered, partitioned,
+              "debug.print" if record is None else "debug.log")
 
     if fmt is not None:
         _debug_print(fmt, *args, **kwargs)
