@@ -82,3 +82,26 @@ def test_a_convolution_lowers_an_algorithm_as_the_default_precision():
     f = lambda lax: lambda x, k: lax.conv(x, k, (1, 1), "SAME",  # noqa: E731
                                           precision=D.F32_F32_F32)
     check_outputs(shardc.jit(f(shardc.lax))(x, k), jax.jit(f(jax.lax))(x, k))
+
+
+def test_for_a_gpu_the_lowering_carries_what_cpu_cannot_run(monkeypatch):
+    """Lowered for a GPU (not compiled here): TF32 and a DotAlgorithm reach StableHLO;
+    the float8 presets need float8 operands (jax's error, at the user's line)."""
+    monkeypatch.setattr("shardc.runtime.meshes.target_platform", lambda: "cuda")
+    text = shardc.jit(lambda a, b: snp.dot(a, b, precision=D.TF32_TF32_F32)).lower(
+        A, B).as_text()
+    assert "algorithm = <lhs_precision_type = tf32, rhs_precision_type = tf32" in text
+    alg = DotAlgorithm(jnp.bfloat16, jnp.bfloat16, jnp.float32, num_primitive_operations=3)
+    text = shardc.jit(lambda a, b: snp.dot(a, b, precision=alg)).lower(A, B).as_text()
+    assert "(tensor<8x16xf32>) -> tensor<8x16xbf16>" in text     # always its types
+    assert "num_primitive_operations = 3" in text
+    f8 = jnp.float8_e4m3fn
+    text = shardc.jit(lambda a, b: snp.dot(a.astype(f8), b.astype(f8),
+                                           precision="ANY_F8_ANY_F8_F32_FAST_ACCUM",
+                                           preferred_element_type=jnp.float32)).lower(
+        A, B).as_text()
+    assert "lhs_precision_type = f8E4M3FN" in text and \
+        "allow_imprecise_accumulation = true" in text
+    with pytest.raises(shardc.ShardcError, match=r"test_dot_algorithms.py:\d+: The dot "
+                       r"algorithm 'ANY_F8_ANY_F8_F32' requires both inputs to have float8"):
+        shardc.jit(lambda a, b: snp.dot(a, b, precision="ANY_F8_ANY_F8_F32")).trace(A, B)

@@ -29,6 +29,10 @@ def _dot_shape(a, b, *, contracting, batch, preferred_element_type=None, precisi
                 f"dims {x} and {y} (sizes "
                 f"{a.shape[x] if 0 <= x < a.ndim else '?'} vs "
                 f"{b.shape[y] if 0 <= y < b.ndim else '?'})")
+    if precision is not None and precision[0] == "preset" and \
+            precision[1].startswith("ANY_F8") and "float8" not in a.dtype.name:
+        raise ShardcError(f"The dot algorithm '{precision[1]}' requires both inputs to have "
+                          f"float8 dtypes. Got {a.dtype} and {b.dtype} instead.")
     shape = [a.shape[d] for d in ab] + [a.shape[d] for d in _free(a.ndim, ac, ab)] + \
         [b.shape[d] for d in _free(b.ndim, bc, bb)]
     return Aval(shape, preferred_element_type or a.dtype, a.weak and b.weak)
@@ -102,9 +106,6 @@ def _algorithm(precision, in_dtype, out_dtype):
     out = np.dtype(out_dtype).name
     acc = out if accs is None or out in accs else accs[0]
     if attr is None:                # the float8 presets: the operands' own types
-        if "float8" not in name:
-            raise ShardcError(f"The dot algorithm '{preset}' requires both inputs to have "
-                              f"float8 dtypes. Got {name} and {name} instead.")
         m = dtypes.mlir_name(np.dtype(in_dtype))
         attr = (m, m, "f32", 1, 1, 1, preset.endswith("FAST_ACCUM"))
     else:
