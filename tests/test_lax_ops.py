@@ -366,3 +366,25 @@ def test_clamp_gradient_is_jaxs_at_bounds_and_nan():
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     jax_grad = jax.grad(lambda x: jax.lax.clamp(-1., x, 1.).sum())   # translated
     np.testing.assert_array_equal(np.asarray(shardc.jit(jax_grad)(x)), np.asarray(jax_grad(x)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.uint16, np.int8, np.uint64,
+                                   np.int64])
+def test_mulhi_eagerly_under_vmap_and_sharded(dtype, mesh2x4):
+    """The high half of each product against Python's exact products (jax.jit cannot
+    lower lax.mulhi on sharded operands: "Unable to convert MHLO to StableHLO", jax
+    0.10.2): run op by op, vmapped and sharded; below 64 bits the wide product is in the
+    op's lowering only (so it runs in 32-bit mode), 64-bit types in x64 mode."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(5)
+    x, y = (rng.integers(info.min, info.max, (8, 16), dtype=dtype, endpoint=True)
+            for _ in range(2))
+    want = np.array([(int(a) * int(b)) >> info.bits for a, b in zip(x.flat, y.flat)],
+                    dtype=object).reshape(x.shape).astype(dtype)
+    with jax.enable_x64(info.bits == 64):
+        np.testing.assert_array_equal(slax.mulhi(x, y), want)
+        np.testing.assert_array_equal(shardc.vmap(slax.mulhi)(x, y), want)
+        xs = jax.device_put(x, NamedSharding(mesh2x4, P("x", "y")))
+        got = shardc.jit(slax.mulhi)(xs, y)
+        np.testing.assert_array_equal(got, want)
+        assert got.sharding.spec == P("x", "y")

@@ -152,10 +152,8 @@ def mulhi(x, y, /):
     bits = np.dtype(dt).itemsize * 8
     signed = dtypes.is_signed(dt)
     if bits < 64:       # the product fits a type of twice the width (jax's lowering)
-        wide = np.dtype(f"{'i' if signed else 'u'}{bits // 4}")
-        p = L.mul(L.convert_element_type(x, wide), L.convert_element_type(y, wide))
-        shift = ew.shift_right_arithmetic_p if signed else ew.shift_right_logical_p
-        return L.convert_element_type(shift.bind(p, _c(p, bits)), dt)
+        from ..ops.bits import mulhi_p
+        return mulhi_p.bind(x, y)
     # N = 64: schoolbook on 32-bit halves in unsigned 64-bit arithmetic
     u = np.dtype(f"u{bits // 8}")
     xu, yu = L.convert_element_type(x, u), L.convert_element_type(y, u)

@@ -1,4 +1,5 @@
-"""bitcast_convert_type: reinterpret an array's bits as another dtype (as lax's).
+"""bitcast_convert_type: reinterpret an array's bits as another dtype (as lax's); and
+mulhi, the high half of an integer product.
 
 Same width: one shape. A narrower result gains a minor dim of width ratio; a wider one
 consumes the operand's minor dim (which must be the ratio), as StableHLO's
@@ -6,6 +7,8 @@ bitcast_convert. Shardy's rule: the common dims are pass factors, the extra dim 
 size-1 factor of its own (it is never sharded).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import ShardcError
 from ..ir import dtypes
@@ -62,3 +65,51 @@ def _batch(ctx, args, batched, *, new_dtype):
 
 
 bitcast_convert_type_p.batch = _batch
+
+
+# ---------------------------------------------------------------- mulhi
+
+def _mulhi_shape(x, y):
+    from .elementwise import _shape
+    a = _shape("mulhi", "int", x, y)
+    if dtypes.bit_width(a.dtype) == 64:
+        raise ShardcError("internal: mulhi_p is for integers narrower than 64 bits")
+    return a
+
+
+def _lower_mulhi(ctx, x, y):
+    """jax's lowering below 64 bits: the product in integers twice as wide, shifted
+    right by the width (the wide type lives only in the HLO, so it exists in 32-bit
+    mode too)."""
+    from .common import broadcast_to, expand_scalars
+    out = ctx.out_avals[0].update(weak=False)
+    x, y = expand_scalars(ctx, (x, y), out.shape)
+    bits = dtypes.bit_width(out.dtype)
+    signed = dtypes.is_signed(out.dtype)
+    wide = out.update(dtype=np.dtype(f"{'i' if signed else 'u'}{bits // 4}"))
+    t, tw = tensor_type(out), tensor_type(wide)
+    xw, yw = (ctx.op("stablehlo.convert", [v], [t], [tw])[0] for v in (x, y))
+    (p,) = ctx.op("stablehlo.multiply", [xw, yw], [tw, tw], [tw])
+    scalar = wide.update(shape=())
+    shift = broadcast_to(ctx, ctx.constant(bits, scalar), scalar, wide, ())
+    (hi,) = ctx.op("stablehlo.shift_right_" + ("arithmetic" if signed else "logical"),
+                   [p, shift], [tw, tw], [tw])
+    return ctx.op("stablehlo.convert", [hi], [tw], [t])
+
+
+def _mulhi_rule(in_avals, out_avals, **params):
+    from .elementwise import pointwise
+    return pointwise(in_avals, out_avals, **params)
+
+
+mulhi_p = Primitive("mulhi", shape_rule=_mulhi_shape, sharding_rule=_mulhi_rule,
+                    lower=_lower_mulhi, prop_kind=PropKind.ELEMENTWISE, nargs=2)
+mulhi_p.vjp = nondiff
+
+
+def _mulhi_batch(ctx, args, batched, **params):
+    from .batching import elementwise_rule
+    return elementwise_rule(mulhi_p)(ctx, args, batched, **params)
+
+
+mulhi_p.batch = _mulhi_batch

@@ -26,7 +26,7 @@ FLOAT_UNARY = ("abs acos asin atan ceil cos cosh erfc exp expm1 floor log log1p 
                "neg round round_afz rsqrt sign sin sinh sqrt square tan tanh copy "
                "stop_gradient custom_vjp_out").split()
 FLOAT_BINARY = "add sub mul div rem pow max min atan2".split()
-INT_BINARY = "and or xor shift_left shift_right_arithmetic shift_right_logical".split()
+INT_BINARY = "and or xor shift_left shift_right_arithmetic shift_right_logical mulhi".split()
 COMPARE = "eq ne lt le gt ge eq_to lt_to le_to".split()
 
 # primitive -> [(operand types, result types, params text)]
