@@ -181,6 +181,7 @@ SUBLISTS = {    # numpy's other form: each operand followed by its indices' ints
     "trace": lambda m, x, y: m.einsum(x, [0, 0]),
     "diagonal": lambda m, x, y: m.einsum(x, [0, 0], [0]),
     "ellipsis": lambda m, x, y: m.einsum(y, [Ellipsis, 1], [1, Ellipsis]),
+    "numpy_ints": lambda m, x, y: m.einsum(x, [np.int64(0), 1], [1]),
 }
 
 

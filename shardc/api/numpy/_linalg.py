@@ -1,6 +1,8 @@
 """Products of shardc.numpy: dot, matmul, tensordot, einsum, vdot, inner, outer."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...trace import core
 from ...ir import dtypes
 from ...errors import ShardcError
@@ -288,8 +290,8 @@ def _from_sublists(first, rest):
         for i in sub:
             if i is Ellipsis:
                 t += "..."
-            elif isinstance(i, int) and 0 <= i < len(letters):
-                t += letters[i]
+            elif isinstance(i, (int, np.integer)) and 0 <= i < len(letters):
+                t += letters[int(i)]
             else:
                 raise ShardcError(f"einsum: a sublist index must be an int in [0, 52) or "
                                   f"..., got {i!r}")
