@@ -34,13 +34,17 @@ _NOT_ALGORITHM = object()
 
 
 def _algorithm(p, what):
-    """`p` as a dot algorithm (None for the DEFAULT preset), or _NOT_ALGORITHM."""
-    from jax.lax import DotAlgorithm, DotAlgorithmPreset
-    if isinstance(p, str) and p in DotAlgorithmPreset.__members__:
-        p = DotAlgorithmPreset[p]       # (jax's lowercase strings name Precisions)
-    if isinstance(p, DotAlgorithmPreset):
+    """`p` as a dot algorithm (None for the DEFAULT preset), or _NOT_ALGORITHM. jax's
+    DotAlgorithmPreset and DotAlgorithm are known by their class names (the compiler
+    does not import jax.lax); a preset's name is upper case (jax's lower case strings
+    name Precisions)."""
+    from ..ops.linalg import PRESETS
+    kind = type(p).__name__
+    if isinstance(p, str) and (p == "DEFAULT" or p in PRESETS):
+        alg, name = ("preset", p), p
+    elif kind == "DotAlgorithmPreset":
         alg, name = ("preset", p.name), p.name
-    elif isinstance(p, DotAlgorithm):
+    elif kind == "DotAlgorithm":
         import numpy as np
         alg = ("algorithm", *(np.dtype(t).name for t in (
             p.lhs_precision_type, p.rhs_precision_type, p.accumulation_type)),
