@@ -17,6 +17,9 @@ from ..ir.program import Aval
 from ..ir.rules import RuleBuilder
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
+from .batching import elementwise_rule
+from .common import broadcast_to, expand_scalars
+from .elementwise import elementwise
 
 
 def _bits(d):
@@ -69,22 +72,15 @@ bitcast_convert_type_p.batch = _batch
 
 # ---------------------------------------------------------------- mulhi
 
-def _mulhi_shape(x, y):
-    from .elementwise import _shape
-    a = _shape("mulhi", "int", x, y)
-    if dtypes.bit_width(a.dtype) == 64:
-        raise ShardcError("internal: mulhi_p is for integers narrower than 64 bits")
-    return a
-
-
 def _lower_mulhi(ctx, x, y):
     """jax's lowering below 64 bits: the product in integers twice as wide, shifted
     right by the width (the wide type lives only in the HLO, so it exists in 32-bit
-    mode too)."""
-    from .common import broadcast_to, expand_scalars
+    mode too). 64-bit mulhi is built from 32-bit halves above the op (api.lax_special)."""
     out = ctx.out_avals[0].update(weak=False)
-    x, y = expand_scalars(ctx, (x, y), out.shape)
     bits = dtypes.bit_width(out.dtype)
+    if bits == 64:
+        raise ShardcError("internal: mulhi_p is for integers narrower than 64 bits")
+    x, y = expand_scalars(ctx, (x, y), out.shape)
     signed = dtypes.is_signed(out.dtype)
     wide = out.update(dtype=np.dtype(f"{'i' if signed else 'u'}{bits // 4}"))
     t, tw = tensor_type(out), tensor_type(wide)
@@ -97,19 +93,6 @@ def _lower_mulhi(ctx, x, y):
     return ctx.op("stablehlo.convert", [hi], [tw], [t])
 
 
-def _mulhi_rule(in_avals, out_avals, **params):
-    from .elementwise import pointwise
-    return pointwise(in_avals, out_avals, **params)
-
-
-mulhi_p = Primitive("mulhi", shape_rule=_mulhi_shape, sharding_rule=_mulhi_rule,
-                    lower=_lower_mulhi, prop_kind=PropKind.ELEMENTWISE, nargs=2)
+mulhi_p = elementwise("mulhi", None, "int", 2, lower=_lower_mulhi)
 mulhi_p.vjp = nondiff
-
-
-def _mulhi_batch(ctx, args, batched, **params):
-    from .batching import elementwise_rule
-    return elementwise_rule(mulhi_p)(ctx, args, batched, **params)
-
-
-mulhi_p.batch = _mulhi_batch
+mulhi_p.batch = elementwise_rule(mulhi_p)

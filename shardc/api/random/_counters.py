@@ -60,8 +60,10 @@ def threefry4x32(k0, k1, k2, k3, x0, x1, x2, x3):
 
 
 def _mulhilo(m, x):
+    """The low and high words of the 64-bit product m * x."""
     from ..lax_special import mulhi
-    return L.mul(L.full(L.aval(x).shape, m, U32), x), mulhi(L.full(L.aval(x).shape, m, U32), x)
+    m = L.full(L.aval(x).shape, m, U32)
+    return L.mul(m, x), mulhi(m, x)
 
 
 def philox2x32(k0, x0, x1):
