@@ -270,8 +270,8 @@ UNTRANSLATED = {
                      "ppermute_done", "ppermute_start", "psum_done", "psum_start",
                      "psum_invariant_start", "reduce_scatter_done", "reduce_scatter_start",
                      "unreduced_psum", "unreduced_psum_start", "unreduced_reduce_scatter",
-                     "unreduced_reduce_scatter_start", "preduced", "psend", "precv",
-                     "ragged_all_to_all"], "async or unreduced collectives"),
+                     "unreduced_reduce_scatter_start", "preduced", "psend", "precv"],
+                    "async or unreduced collectives"),
     # GPU/TPU kernels and foreign calls
     **dict.fromkeys(["cudnn_fusion", "dot_product_attention_bwd",
                      "dot_product_attention_bwd_wrapper", "dot_product_attention_fp8_bwd",

@@ -312,7 +312,8 @@ def test_platform_dependent_picks_the_target_platform(mesh2x4):
 
 def _ragged(b):
     z = jnp.zeros((4,), jnp.int32)
-    return jax.lax.ragged_all_to_all(b, jnp.zeros_like(b), z, z + 1, z, z + 1, axis_name="y")
+    return jax.lax.ragged_all_to_all(b, jnp.zeros_like(b), z, z + 1, z, z + 1, axis_name="y",
+                                     axis_index_groups=[[0, 1], [2, 3]])
 
 
 def _grouped(b):

@@ -7,11 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import core
+from ..ir import dtypes
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from .numpy._util import aval
 from ..ops import batching
 from ..ops import collectives as m
 from ..ops import pvary as pv
+from ..ops.ragged_collective import ragged_all_to_all_p
+from ..runtime.meshes import target_platform
 from .shard_map import manual_ctx
 from ..trace import pytree as _tree
 
@@ -289,3 +292,74 @@ def pvary(x, axis_name):
             return pcast(v, new, to="varying") if new else v
         return _map(one, x)
     return pcast(x, axes, to="varying")
+
+
+_RAGGED_ARGS = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+
+
+def _check_ragged(operand, output, metadata):
+    """jax's checks of ragged_all_to_all's arguments, named as jax names them."""
+    op, out = aval(operand), aval(output)
+    for name, v in zip(_RAGGED_ARGS, metadata):
+        a = aval(v)
+        if not dtypes.is_int(a.dtype):
+            raise ArgumentError(f"ragged_all_to_all {name} must be integer type.")
+        if a.ndim != 1 or a.shape[0] < 1:
+            raise ArgumentError(f"ragged_all_to_all {name} must be rank 1 with positive "
+                                f"dimension size, but got shape {a.shape}")
+    if len({aval(v).shape for v in metadata}) != 1:
+        raise ArgumentError("ragged_all_to_all: " + ", ".join(_RAGGED_ARGS) + " must have "
+                            "the same length, got " + ", ".join(str(aval(v).shape[0])
+                                                               for v in metadata))
+    if op.ndim < 1 or op.shape[1:] != out.shape[1:] or op.dtype != out.dtype:
+        raise ArgumentError(f"ragged_all_to_all: operand {op} and output {out} must have the "
+                            "same dtype and the same shape but for the leading dim")
+
+
+@api_boundary
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
+                      recv_sizes, *, axis_name, axis_index_groups=None):
+    """jax.lax.ragged_all_to_all: slice i of `operand` (rows input_offsets[i] to
+    input_offsets[i] + send_sizes[i]) goes to the device i // (K / axis size) along
+    `axis_name`, which writes it into its `output` at output_offsets[i]; rows of
+    `output` nobody writes keep their values.
+
+    For GPUs and TPUs this is XLA's op (shardc.ops.ragged_collective). XLA:CPU has
+    none, so there (and over a vmap's axis) it is built from a dense all_to_all: each
+    device packs the rows it sends to each peer (at most len(output) of them, as
+    disjoint writes fit there) and the row each lands on, exchanges both and scatters
+    what it receives. Gradients and vmap follow from those ops."""
+    from . import numpy as snp
+    if axis_index_groups is not None:
+        raise ShardcError("ragged_all_to_all: axis_index_groups is not supported (shardc "
+                          "groups a collective by mesh axes)")
+    meta = (input_offsets, send_sizes, output_offsets, recv_sizes)
+    _check_ragged(operand, output, meta)
+    _, axes, sizes = _axes("ragged_all_to_all", axis_name)
+    ndev, k = int(np.prod(sizes)), aval(input_offsets).shape[0]
+    if k % ndev:
+        raise ArgumentError(f"ragged_all_to_all: the {k} slices do not divide among the "
+                            f"{ndev} devices along {axis_name!r}")
+    operand, output = _as_tracer(operand), _as_tracer(output)
+    if all(batching.vmap_axis_size(a) is None for a in axes) and target_platform() != "cpu":
+        meta = [snp.asarray(v).astype(np.int32) for v in meta]
+        return ragged_all_to_all_p.bind(operand, output, *meta, axes=axes, sizes=sizes)
+    n, m, per = aval(operand).shape[0], aval(output).shape[0], k // ndev
+    io, ss, oo = (snp.reshape(snp.asarray(v).astype(np.int32), (ndev, per))
+                  for v in (input_offsets, send_sizes, output_offsets))
+    rows = max(min(per * n, m), 1)      # rows sent to one peer
+    ends = snp.cumsum(ss, axis=1)                                   # (ndev, per)
+    r = snp.arange(rows, dtype=np.int32)
+    # the slice each packed row belongs to, and its place in that slice
+    which = snp.sum(ends[:, None, :] <= r[None, :, None], axis=2, dtype=np.int32)
+    sent = which < per
+    which = snp.minimum(which, per - 1)
+    within = r[None, :] - snp.take_along_axis(ends - ss, which, axis=1)
+    src = snp.take_along_axis(io, which, axis=1) + within
+    dst = snp.take_along_axis(oo, which, axis=1) + within
+    dst = snp.where(sent & (dst >= 0) & (dst < m), dst, m)         # m: dropped
+    data = snp.take(operand, snp.clip(src, 0, n - 1), axis=0)       # (ndev, rows, ...)
+    data = all_to_all(data, axes, 0, 0, tiled=True)
+    dst = all_to_all(dst, axes, 0, 0, tiled=True)
+    flat = snp.reshape(data, (ndev * rows,) + aval(operand).shape[1:])
+    return output.at[snp.reshape(dst, (-1,))].set(flat, mode="drop")

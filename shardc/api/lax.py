@@ -21,7 +21,7 @@ from ..transforms.ad import stop_gradient  # noqa: F401
 from .assoc_scan import associative_scan  # noqa: F401
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,  # noqa: F401
                           pbroadcast, pcast, pmin, ppermute, pswapaxes, psum,
-                          psum_scatter, pvary)
+                          psum_scatter, pvary, ragged_all_to_all)
 from ..trace import pytree as _tree
 
 

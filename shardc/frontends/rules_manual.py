@@ -222,6 +222,15 @@ def _pbroadcast(x, *, axis_name, source):
     return pbroadcast(_operand(ctx, x, axes), axes, source)
 
 
+@rule("ragged_all_to_all")
+def _ragged_all_to_all(operand, output, *metadata, axis_name, axis_index_groups=None):
+    """shardc.lax.ragged_all_to_all (XLA:CPU has no ragged all-to-all)."""
+    from ..api.collectives import ragged_all_to_all
+    _, axes, _ = _axes("ragged_all_to_all", axis_name, axis_index_groups)
+    return ragged_all_to_all(_as_tracer(operand), _as_tracer(output), *metadata,
+                             axis_name=axes)
+
+
 def _auto(ctx):
     # in a partial-manual body the index is computed where every axis is manual
     auto = tuple(a for a in ctx.mesh.names if a not in ctx.axes)
