@@ -278,7 +278,7 @@ UNTRANSLATED = {
                      "dot_product_attention_fp8_bwd_wrapper", "dot_product_attention_fp8_fwd",
                      "dot_product_attention_fp8_fwd_wrapper", "dot_product_attention_fwd",
                      "dot_product_attention_fwd_wrapper", "scaled_matmul",
-                     "scaled_matmul_wrapper", "scaled_dot", "ffi_call", "buffer_callback",
+                     "scaled_matmul_wrapper", "ffi_call", "buffer_callback",
                      "custom_partitioning", "call_exported"], "device kernels and foreign calls"),
     # still to do
     **dict.fromkeys(["after_all", "create_token", "rng_uniform",

@@ -289,3 +289,4 @@ from .lax_window import reduce_window  # noqa: E402,F401
 wrap_public(globals())
 from .lax_solve import custom_linear_solve, custom_root  # noqa: E402,F401
 from .lax_ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general  # noqa: E402,F401
+from .lax_scaled import scaled_dot  # noqa: E402,F401

@@ -171,6 +171,14 @@ def _tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):
     return tridiagonal_solve(dl, d, du, b, perturb_singular=perturb_singular)
 
 
+@rule("scaled_dot")
+def _scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, preferred_element_type):
+    from ..api.lax_scaled import scaled_dot
+    return scaled_dot(lhs, rhs, lhs_scale=lhs_scale, rhs_scale=rhs_scale,
+                      dimension_numbers=dimension_numbers,
+                      preferred_element_type=preferred_element_type)
+
+
 @rule("ragged_dot_general")
 def _ragged_dot_general(lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision,
                         preferred_element_type, group_offset=None, out_sharding=None):

@@ -28,6 +28,7 @@ _SMALL_FLOATS = {
 SMALL_FLOATS = {np.dtype(getattr(ml_dtypes, n)): m for n, m in _SMALL_FLOATS.items()}
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 _FLOATS = frozenset([*SMALL_FLOATS, bfloat16, float16, float32, float64])
 _COMPLEX = frozenset([complex64, complex128])
 _SINTS = frozenset([int2, int4, int8, int16, int32, int64])
