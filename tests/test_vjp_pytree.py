@@ -1,6 +1,7 @@
 """vjp's function is a pytree of residuals, as jax's VJP: it leaves and enters jitted
 functions; jax.fwd_and_bwd on top of it compiles each half once."""
 import jax
+import jax.ad_checkpoint
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -39,6 +40,30 @@ def test_vjp_function_returned_from_jit_and_passed_into_jit():
     close(shardc.jit(lambda f, c: f(c * 2))(fn, CT), jax.vjp(jf, X, W)[1](CT * 2))
     close(shardc.vjp(sf, X, W)[1](CT), want)                  # eager vjp: the same object
     close(y, jf(X, W))
+
+
+@pytest.mark.parametrize("policy", [None, "save_only_these_names", "dots_saveable"])
+def test_vjp_function_of_a_checkpoint(policy):
+    """A checkpoint's gradient adds the residuals its policy saves to the forward op;
+    with the backward pass traced into a region (the vjp function leaving jit, or an
+    eager vjp) they stay results of that op, which the region captures. (This raised
+    "the return uses an undefined value".)"""
+    def pick(cp):
+        return None if policy is None else (cp.save_only_these_names("t") if policy ==
+                                            "save_only_these_names" else getattr(cp, policy))
+
+    def s(x, w):
+        return shardc.ad_checkpoint.checkpoint_name(snp.tanh(x @ w), "t") * x
+
+    def j(x, w):
+        return jax.ad_checkpoint.checkpoint_name(jnp.tanh(x @ w), "t") * x
+    sg = shardc.checkpoint(s, policy=pick(shardc.checkpoint_policies))
+    y, want = jax.vjp(jax.checkpoint(j, policy=pick(jax.checkpoint_policies)), X, W)
+    for out, fn in (shardc.jit(lambda x, w: shardc.vjp(sg, x, w))(X, W),
+                    shardc.vjp(sg, X, W)):
+        close(out, y)
+        close(fn(CT), want(CT))
+        close(shardc.jit(lambda f, c: f(c))(fn, CT), want(CT))
 
 
 def test_vjp_function_keeps_the_shardings_of_the_primals(mesh2x4):
@@ -97,3 +122,33 @@ def test_fwd_and_bwd_with_aux_and_unjitted():
     fwd, bwd = shardc.fwd_and_bwd(sf, argnums=1, jitted=False)
     y, res = fwd(X, W)
     close(bwd(res, CT), jax.vjp(lambda w: jf(X, w), W)[1](CT)[0])
+
+
+def _region_cases(lax, np_, ns, mesh):
+    return {
+        "cond": lambda x: lax.cond(x[0] > 0, np_.sin, np_.cos, x),
+        "switch": lambda x: lax.switch(1, [np_.sin, np_.cos, np_.tanh], x),
+        "checkpointed_cond": ns.checkpoint(lambda x: lax.cond(x[0] > 0, np_.sin, np_.cos, x)),
+        "scan": lambda x: lax.scan(lambda c, v: (c * np_.sin(v), c + v), 1.0, x)[1],
+        "checkpoint_in_scan": lambda x: lax.scan(ns.checkpoint(
+            lambda c, v: (np_.sin(c * v), c)), 1.0, x)[0],
+        "cond_in_scan": lambda x: lax.scan(lambda c, v: (
+            lax.cond(v > 0.5, np_.sin, np_.cos, c), c), 1.0, x)[1],
+        "shard_map": lambda x: ns.shard_map(lambda b: lax.psum(np_.sin(b), "x"), mesh=mesh,
+                                            in_specs=P("x"), out_specs=P())(x),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_region_cases(jax.lax, jnp, jax, None)))
+def test_vjp_function_of_region_ops_leaves_its_trace(mesh2x4, name):
+    """Region ops whose gradient rebuilds the forward op with residual results (cond,
+    checkpoint, scan): an eager vjp and one returned from jit (its backward pass traced
+    into a region) against jax.vjp. (cond's and checkpoint's raised "the return uses
+    an undefined value".)"""
+    x = np.linspace(0.1, 1, 8).astype(np.float32)
+    ours = _region_cases(shardc.lax, snp, shardc, mesh2x4)[name]
+    y, want = jax.vjp(_region_cases(jax.lax, jnp, jax, mesh2x4)[name], x)
+    ct = np.linspace(1, 2, np.size(y)).reshape(np.shape(y)).astype(np.float32)
+    for out, fn in (shardc.vjp(ours, x), shardc.jit(lambda x: shardc.vjp(ours, x))(x)):
+        close(out, y)
+        close(fn(ct), want(ct))

@@ -186,12 +186,21 @@ def _cond_vjp(ctx, cts, index, *ops):
         return fn
     new = bind_cond(index, [forward(k) for k in range(len(splits))], ops, op.loc,
                     [r.name for r in op.regions])
-    fresh = ctx.builder.program.ops.pop()      # its regions and results move into `op`
+    cur = core.current_builder()
+    fresh = cur.program.ops.pop()      # its regions and results move into `op`
     op.regions = fresh.regions
-    op.inputs = fresh.inputs
     op.outputs = list(op.outputs) + fresh.outputs[n_out:]
     op.sig = None
     res = new[n_out:]
+    if cur is ctx.builder:
+        op.inputs = fresh.inputs
+    else:
+        # the backward pass is traced into a region (a vjp function returned from jit):
+        # `op` keeps its operands, and its new results are captured from its trace
+        if len(fresh.inputs) != len(op.inputs):
+            raise ShardcError("internal: a cond's forward part reads a value from outside "
+                              "while its gradient is traced into a region", op.loc)
+        res = [core.Tracer(ctx.builder, v) for v in fresh.outputs[n_out:]]
     floats = [i for i, x in enumerate(ops) if dtypes.is_inexact(core.aval_of(x).dtype)]
     given = [i for i in range(n_out) if splits[0].ct_in[i] is not None]
 

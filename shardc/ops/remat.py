@@ -55,12 +55,17 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
         env = {id(v): a for v, a in zip(sp.inputs, args)}
         ctx.eval_list(sp.fwd, env)
         return [lookup(env, v) for v in sp.outputs] + [env[id(v)] for v in saved], None
+    cur = core.current_builder()
     new, _ = bind_region(checkpoint_p, fwd, list(ins), op.params, op.loc, body.name)
-    fresh = ctx.builder.program.ops.pop()      # its region and results move into `op`
+    fresh = cur.program.ops.pop()      # its region and results move into `op`
     op.regions = fresh.regions
     op.outputs = list(op.outputs) + fresh.outputs[n_out:]
     op.sig = None
     res = new[n_out:]
+    if cur is not ctx.builder:
+        # the backward pass is traced into a region (a vjp function returned from jit):
+        # the residuals are results of `op`, in its trace, which the region captures
+        res = [core.Tracer(ctx.builder, v) for v in fresh.outputs[n_out:]]
     read = [i for i, v in enumerate(sp.inputs) if v in set(sp.saved)]
     vals = res + [ins[i] for i in read]
     if prevent_cse and sp.recompute and vals:
