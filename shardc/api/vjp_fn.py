@@ -17,6 +17,7 @@ from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import lax as L
 from ..ops.region import trace_region
+from ..propagate.passes import dce
 from ..trace import core
 from ..transforms.ad import eval_ops
 from ..trace import pytree as _tree
@@ -94,6 +95,15 @@ class VJP:
             in_tree.append(t)
             return leaves, None
         region, caps, _ = trace_region(self._out_avals, body, "vjp")
+        # the residuals are what the backward pass reads: not what a rule computed for
+        # a cotangent nobody asks for (a literal's, a constant's)
+        dce(region)
+        n = len(self._out_avals)
+        used = {id(v) for op in region.ops for v in op.inputs}
+        used.update(id(v) for v in region.outputs)
+        keep = [i for i, v in enumerate(region.inputs[n:]) if id(v) in used]
+        region.inputs = region.inputs[:n] + [region.inputs[n + i] for i in keep]
+        caps = [caps[i] for i in keep]
         self._backward = _Backward(region, self._out_tree, in_tree[0], self._out_avals)
         self._residuals = tuple(caps)
 

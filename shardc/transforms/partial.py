@@ -9,6 +9,7 @@ part (jax's partial_eval_jaxpr_nounits with a policy).
 """
 from __future__ import annotations
 
+from ..errors import at_loc
 from ..ir import dtypes
 from ..ir.primitive import PropKind
 from ..ir.program import Lit
@@ -31,15 +32,17 @@ class Split:
 
 def eval_list(ops, env):
     """Re-trace `ops` in the current builder, reading operands from `env` ({id(value):
-    tracer}), which it extends with their results."""
+    tracer}), which it extends with their results. Each keeps its source line (a
+    recomputed op is the user's op at that line, not the gradient's call)."""
     from .ad import rebind_op
     for op in ops:
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
-        if op.regions:
-            outs = rebind_op(op, ins)
-        else:
-            out = op.prim.bind(*ins, **op.params)
-            outs = out if op.prim.multiple_results else [out]
+        with at_loc(op.loc):
+            if op.regions:
+                outs = rebind_op(op, ins)
+            else:
+                out = op.prim.bind(*ins, **op.params)
+                outs = out if op.prim.multiple_results else [out]
         for v, o in zip(op.outputs, outs):
             if v.sharding is not None and op.prim.source_of is not None:
                 o.value.sharding = v.sharding
