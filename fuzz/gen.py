@@ -414,7 +414,7 @@ def make_mesh(spec, types=None):
     return _MESH_CACHE[key]
 
 
-def build(prog: Program, framework: str, record=None):
+def build(prog: Program, framework: str, record=None, vjp_out=False):
     """The program's function for `framework`: takes the inputs, returns a tuple.
     `record`, a dict: each line's value K gets record[K] = str(typeof(vK)) as traced."""
     if framework == "shardc" and FRONTEND:
@@ -436,6 +436,10 @@ def build(prog: Program, framework: str, record=None):
     import shardc
     if not prog.grad:
         g = lambda *xs: f(*fw, *xs)  # noqa: E731
+    elif vjp_out:   # (loss, its vjp function): the function leaves the jit
+        def g(*xs):
+            ns["v0_closed"] = xs[0]
+            return shardc.vjp(lambda p: ns["loss"](*fw, p, *xs[1:]), xs[0])
     else:
         grad = shardc.grad if framework == "shardc" else jax.grad
 

@@ -2,9 +2,10 @@
 
 Kinds: ok; value, dtype, weak_type, sharding (mismatches); internal (shardc failed,
 where jax.jit did not, in a way a user must never see: not a ShardcError, or "a
-shardc bug"); shardc_error (a clear ShardcError where jax accepts); both_error;
-jax_error (jax rejects, shardc accepts); harness (the fuzzer's own failure). On a
-value mismatch eager jax (op by op, no jit) breaks the tie.
+shardc bug"); vjp_fn (a gradient program's vjp function, returned from jit,
+disagrees with shardc.grad or fails); shardc_error (a clear ShardcError where jax
+accepts); both_error; jax_error (jax rejects, shardc accepts); harness (the fuzzer's
+own failure). On a value mismatch eager jax (op by op, no jit) breaks the tie.
 
 Explicit mode (prog.explicit: the mesh's axes Explicit, both sides under set_mesh):
 type_mismatch (str(typeof) of an output or of a line's value differs), explicit_sharding
@@ -30,9 +31,26 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .gen import Program, build, make_mesh
 
 BAD = ("value", "dtype", "weak_type", "internal",      # never acceptable
-       "type_mismatch", "explicit_sharding", "sharding_error_mismatch")
+       "type_mismatch", "explicit_sharding", "sharding_error_mismatch", "vjp_fn")
 KINDS = ("ok",) + BAD + ("sharding", "shardc_error", "both_error", "jax_error", "harness",
                          "both_raise", "shardc_more_permissive")
+
+
+def _vjp_function_differs(prog, xs, grad):
+    """A gradient program once more as shardc.vjp's function returned from jit and
+    called outside it (its backward pass traced into a region, compiled on its own):
+    what differs from shardc.grad's value, or None."""
+    import shardc
+    low = "bfloat16" in prog.source()
+    try:
+        with _in_mesh(prog, "shardc"):
+            out, fn = shardc.jit(build(prog, "shardc", vjp_out=True))(*xs)
+            (g,) = jax.block_until_ready(fn(np.ones(np.shape(out), out.dtype)))
+    except Exception as e:  # noqa: BLE001 -- shardc.grad ran, so this must too
+        return f"{type(e).__name__}: {_first_line(e)}"
+    if g.dtype != grad.dtype or not _close(g, grad, low):
+        return f"vjp function's gradient {g.dtype} differs from shardc.grad's {grad.dtype}"
+    return None
 
 
 @dataclasses.dataclass
@@ -189,6 +207,10 @@ def run(prog: Program, seed: int = 0, collectives=True, mark=lambda stage: None)
         bad = _type_difference(got, ref, types)
         if bad:
             return dataclasses.replace(res, kind="type_mismatch", detail=bad)
+    if prog.grad and prog.vmap is None and not auto:
+        bad = _vjp_function_differs(prog, xs, got[0])
+        if bad:
+            return dataclasses.replace(res, kind="vjp_fn", detail=bad)
     for i, (o, r) in enumerate(zip(got, ref)):
         if not auto and not _same_sharding(o, r):
             full = explicit and all(t == "Explicit" for t in prog.explicit)

@@ -29,8 +29,8 @@ def make(np_, name):
 
 def _norm(rows):
     """(type, source) with jax's location suffix `:col (function)` dropped."""
-    return [(f"{np.dtype(a.dtype).name}{list(a.shape)}", re.sub(r"(:\d+):\d+ \([\w.<>]+\)$", r"\1", s))
-            for a, s in rows]
+    return [(f"{np.dtype(a.dtype).name}{list(a.shape)}",
+             re.sub(r"(:\d+):\d+ \([\w.<>]+\)$", r"\1", s)) for a, s in rows]
 
 
 POLICIES = ["save_only_these_names", "nothing_saveable", "dots_saveable",
@@ -65,3 +65,17 @@ def test_pytree_arguments_literals_and_printing(capsys):
     # abstract arguments: nothing runs
     s = jax.ShapeDtypeStruct((8, 8), np.float32)
     assert _norm(saved_residuals(f, {"a": s, "b": [s]})) == _norm(saved_residuals(f, p))
+
+
+@pytest.mark.parametrize("policy", POLICIES + ["custom"])
+def test_jax_policies_in_jax_code_save_what_jax_does(policy):
+    """jax.checkpoint with jax's policy inside shardc's trace: the policy is asked about
+    jax's primitives (its name policies used to save nothing under shardc)."""
+    cp = jax.checkpoint_policies
+    if policy == "custom":      # a user's policy, written against jax's primitives
+        pol = lambda prim, *_, **params: prim is jax.lax.dot_general_p  # noqa: E731
+    else:
+        pol = getattr(cp, policy)
+        pol = pol("a") if policy.startswith("save_") else pol
+    theirs = jax.checkpoint(make(jnp, jax.ad_checkpoint.checkpoint_name), policy=pol)
+    assert _norm(saved_residuals(theirs, X, W)) == _norm(jax_saved_residuals(theirs, X, W))

@@ -25,7 +25,8 @@ from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
-from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args
+from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args, target_platform
+from ..ops.memory import kind_of
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -176,6 +177,7 @@ class Jitted:
         if self.out_shardings is not None:    # (an AUTO output is the outer search's)
             leaves, tree = _tree.tree_flatten(out)
             flat = _broadcast_prefix(self.out_shardings, out, "out_shardings")
+            # (as jax: a nested jit's memory kinds do not change its results' types)
             out = _tree.tree_unflatten(tree, [x if s is None or is_auto(s) else wsc(x, s)
                                               for x, s in zip(leaves, flat)])
         return out
@@ -222,7 +224,7 @@ class Jitted:
         search = autojit.mesh_search(given, self.out_shardings) if mesh.mesh is None else None
         specs = self._specs(leaves, given, mesh) if search is None else \
             [ArgSpec(core.aval_of(x), None, False) for x in leaves]
-        key = (treedef, static, skw, tuple((s.aval, s.sharding) for s in specs),
+        key = (treedef, static, skw, tuple((s.aval, s.sharding, s.memory) for s in specs),
                mesh.mesh, mesh.devices, runtime.config_key(), search)
         auto = [i for i, s in enumerate(given) if is_auto(s)]
         ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
@@ -265,8 +267,16 @@ class Jitted:
                 f"argument {i} is committed to device {next(iter(x.devices()))} but the "
                 f"program runs on a mesh of {mesh.size} devices; device_put it with a "
                 "NamedSharding (or pass a NumPy array)")
+        memory = _host(getattr(x.sharding, "memory_kind", None)) if committed else None
         if given is not None:
             sh = mesh.sharding_from(given, aval, f"in_shardings for argument {i}")
+            want = _host(getattr(given, "memory_kind", None))
+            if committed and want != memory and getattr(given, "memory_kind", None):
+                raise ShardcError(
+                    f"in_shardings for argument {i} has memory kind {given.memory_kind} but "
+                    f"the array passed is in {x.sharding.memory_kind} memory; device_put it "
+                    "there, or drop the memory kind from in_shardings")
+            memory = want if getattr(given, "memory_kind", None) else memory
             if committed and mesh.sharding_from(x.sharding, aval, "argument") != sh:
                 raise ShardcError(
                     f"in_shardings for argument {i} is "
@@ -278,7 +288,7 @@ class Jitted:
         else:
             sh = Sharding.replicated(aval.ndim)
         mesh.check_divisible(sh, aval, f"argument {i}")
-        return ArgSpec(aval, sh, committed)
+        return ArgSpec(aval, sh, committed, memory)
 
     # ------------------------------------------------------------ staging
 
@@ -313,7 +323,11 @@ class Jitted:
             avals = [types.typed(a, types.restrict(s.sharding, explicit, a.ndim))
                      for a, s in zip(avals, specs)]
         slot = MeshSlot(mesh)
-        b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot)
+        # (as jax: an array on the host is typed so; an argument in_shardings places
+        # there is typed as the device's)
+        host = [i for i, s in enumerate(specs) if s.memory and s.committed]
+        b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot,
+                                  host=host)
         mesh = slot.info
         program = b.program
         program.mesh = mesh.shape
@@ -324,6 +338,13 @@ class Jitted:
                               "transformation, which shardc.jit does not support here")
         program.outputs = [_as_value(b, x) for x in outs]
         program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
+        # memory kinds: an argument's, and a result's from out_shardings or its value's
+        program.meta["in_memory"] = [s.memory for s in specs]
+        asked = self._out_memory(out_tree["tree"], program)
+        program.meta["out_memory"] = [
+            a if a is not _UNSET else ("pinned_host" if id(v) in b.host else None)
+            for a, v in zip(asked, program.outputs)]
+        program.meta["platform"] = target_platform()
         # the outputs out_shardings= pins keep theirs; jax names the others' by XLA's choice
         program.meta["pinned_out"] = [s is not None for s in program.out_shardings]
         program.meta["donate"] = self._donated(ctx)
@@ -374,6 +395,16 @@ class Jitted:
         flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
         return [i for i, s in enumerate(flat) if is_auto(s)]
 
+    def _out_memory(self, out_tree, program):
+        """Per output: the memory kind out_shardings asks for (None: device), or _UNSET."""
+        n = len(program.outputs)
+        if self.out_shardings is None:
+            return [_UNSET] * n
+        dummy = _tree.tree_unflatten(out_tree, [0] * n)
+        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
+        return [_host(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
+                for s in flat]
+
     def _resolve_out_shardings(self, out_tree, program, mesh):
         n = len(program.outputs)
         if self.out_shardings is None:
@@ -389,6 +420,14 @@ class Jitted:
             mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
             out.append(sh)
         return out
+
+
+_UNSET = object()
+
+
+def _host(memory_kind):
+    """"pinned_host" for jax's host memory kinds, None for the device's (or none)."""
+    return "pinned_host" if kind_of(memory_kind) == "pinned_host" else None
 
 
 def internal_jit(fun, name, **kw):

@@ -17,11 +17,13 @@ from ..trace import pytree as _tree
 
 
 class ArgSpec:
-    """What a compiled program assumes about one flat argument."""
-    __slots__ = ("aval", "sharding", "committed")
+    """What a compiled program assumes about one flat argument; `memory` is
+    "pinned_host" for an argument in host memory, else None."""
+    __slots__ = ("aval", "sharding", "committed", "memory")
 
-    def __init__(self, aval, sharding, committed):
+    def __init__(self, aval, sharding, committed, memory=None):
         self.aval, self.sharding, self.committed = aval, sharding, committed
+        self.memory = memory
 
 
 def _leaf_key(x):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import NamedTuple
 
 import jax
 
-from ..errors import ShardcError, api_boundary
+from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir.program import NAMED_CALLBACKS, named_callback
 from ..ops.linalg import dot_general_p
 from ..ops.region import bind_region
@@ -70,16 +71,59 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
 remat = checkpoint
 
 
-def _from_jax(policy):
+def _from_jax(policy, jax_code=False):
     """jax's own standard policies, passed in as they are, test jax's primitives: the
-    shardc policy of the same name instead (else they would never match a dot)."""
+    shardc policy of the same name instead (else they would never match a dot); any
+    other policy written for jax (jax's closures, the user's) sees jax's view of each
+    op (_JaxPolicy). `jax_code`: the policy came with jax code (jax.checkpoint)."""
+    if policy is None or getattr(policy, "ir_name", None) is not None:
+        return policy
     jp = jax.checkpoint_policies
     for name in ("everything_saveable", "nothing_saveable", "dots_saveable",
                  "checkpoint_dots", "dots_with_no_batch_dims_saveable",
                  "checkpoint_dots_with_no_batch_dims"):
-        if policy is not None and policy is getattr(jp, name, None):
+        if policy is getattr(jp, name, None):
             return getattr(checkpoint_policies, name)
+    kind = type(policy).__name__    # jax's name policies are dataclasses: shardc's own
+    if kind == "SaveOnlyTheseNames":
+        return save_only_these_names(*policy.saveable_names)
+    if kind == "SaveAnyNamesButThese":
+        return save_any_names_but_these(*policy.names)
+    if jax_code or _is_jax_code(policy):
+        return _JaxPolicy(policy)
     return policy
+
+
+def _is_jax_code(fn) -> bool:
+    mod = getattr(fn, "__module__", "") or ""
+    return mod == "jax" or mod.startswith("jax.")
+
+
+class _JaxPolicy:
+    """A policy of jax's (save_and_offload_only_these_names, offload_dot_with_no_batch_
+    dims, ...) asked about shardc's ops as jax's primitives with jax's parameters and
+    ShapedArrays; its answer (a bool, or jax's Saveable, Recompute, Offloadable) as
+    shardc's."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.ir_name = f"jax:{getattr(policy, '__qualname__', type(policy).__name__)}"
+
+    def __call__(self, prim, *avals, **params):
+        from jax.extend.core import primitives as jprims
+        if prim is name_p:
+            prim, params = jprims.name_p, {"name": params["name"]}
+        elif prim is dot_general_p:
+            prim, params = jprims.dot_general_p, {
+                "dimension_numbers": (params["contracting"], params.get("batch", ((), ()))),
+                "precision": params.get("precision"), "out_sharding": None,
+                "preferred_element_type": params.get("preferred_element_type")}
+        got = self.policy(prim, *[jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak)
+                                  for a in avals], **params)
+        kind = type(got).__name__
+        if kind == "Offloadable":
+            return Offloadable(got.src, got.dst)
+        return kind == "SaveableType" or (kind == "bool" and got)
 
 
 def checkpoint_name(x, name):
@@ -140,6 +184,49 @@ def save_anything_except_these_names(*names):
     return named_callback("save_anything_except_these_names", policy, sorted(set(names)))
 
 
+class Offloadable(NamedTuple):
+    """A policy's answer for a value saved in another memory (jax's pe.Offloadable):
+    moved from `src` to `dst` after the forward pass, back before the backward pass
+    reads it (jax's memory kinds: "device", "pinned_host")."""
+    src: str
+    dst: str
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved,
+                                      names_which_can_be_offloaded, offload_src,
+                                      offload_dst):
+    """save_only_these_names, and the values named in `names_which_can_be_offloaded`
+    saved in `offload_dst` memory instead of recomputed."""
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    both = saved & offloaded
+    if both:
+        raise ArgumentError(
+            "The names should be exclusive and should not intersect in "
+            "`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+            f"names_which_can_be_saved={saved}, names_which_can_be_offloaded={offloaded} "
+            f"and the intersection={both}")
+    where = Offloadable(offload_src, offload_dst)
+
+    def policy(prim, *_, **params):
+        if prim is name_p and params["name"] in saved:
+            return True
+        if prim is name_p and params["name"] in offloaded:
+            return where
+        return False
+    return named_callback("save_and_offload_only_these_names", policy,
+                          [sorted(saved), sorted(offloaded), offload_src, offload_dst])
+
+
+def offload_dot_with_no_batch_dims(offload_src, offload_dst):
+    """dots_with_no_batch_dims_saveable, saving those dots' results in `offload_dst`
+    memory (a useful heuristic for transformers)."""
+    where = Offloadable(offload_src, offload_dst)
+
+    def policy(prim, *avals, **params):
+        return where if dots_with_no_batch_dims_saveable(prim, *avals, **params) else False
+    return named_callback("offload_dot_with_no_batch_dims", policy, [offload_src, offload_dst])
+
+
 def save_from_both_policies(policy_1, policy_2):
     def policy(prim, *avals, **params):
         return policy_1(prim, *avals, **params) or policy_2(prim, *avals, **params)
@@ -154,8 +241,12 @@ for _f in (everything_saveable, nothing_saveable, dots_saveable,
            dots_with_no_batch_dims_saveable):
     NAMED_CALLBACKS[_f.__name__] = named_callback(_f.__name__, _f)
 for _f in (save_only_these_names, save_any_names_but_these, save_anything_except_these_names,
-           save_from_both_policies):
+           save_from_both_policies, offload_dot_with_no_batch_dims):
     NAMED_CALLBACKS[_f.__name__] = _f
+NAMED_CALLBACKS["save_and_offload_only_these_names"] = lambda s, o, src, dst: \
+    save_and_offload_only_these_names(names_which_can_be_saved=s,
+                                      names_which_can_be_offloaded=o, offload_src=src,
+                                      offload_dst=dst)
 
 
 checkpoint_policies = types.SimpleNamespace(
@@ -166,4 +257,6 @@ checkpoint_policies = types.SimpleNamespace(
     save_only_these_names=save_only_these_names,
     save_any_names_but_these=save_any_names_but_these,
     save_anything_except_these_names=save_anything_except_these_names,
-    save_from_both_policies=save_from_both_policies)
+    save_from_both_policies=save_from_both_policies,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims)

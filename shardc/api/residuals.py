@@ -9,13 +9,11 @@ by the argument; one is listed once however often the backward pass reads it.
 from __future__ import annotations
 
 from ..errors import api_boundary
-from ..ir import dtypes
 from ..ir.program import Lit
+from ..ops.memory import memory_put_p
 from ..ops.remat import checkpoint_p, name_p
-
-
-def _short(aval) -> str:
-    return f"{dtypes.short_name(aval.dtype)}[{','.join(map(str, aval.shape))}]"
+from ..transforms.ad import copy_p
+from ..trace import pytree as _tree
 
 
 def _producers(ops, into):
@@ -29,11 +27,15 @@ def _producers(ops, into):
 
 
 def _source(v, producer):
-    """What `v` is: an argument's copy is the argument (vjp's fresh primal), and a
-    checkpoint's result is the value its region yields (what the policy saved)."""
+    """What `v` is: an argument's copy is the argument (vjp's fresh primal), a value
+    moved to the host is that value, and a checkpoint's result is the value its region
+    yields (what the policy saved). Also whether it is kept on the host (offloaded)."""
+    host = None
     while type(v) is not Lit and id(v) in producer:
         op = producer[id(v)]
-        if op.prim.name == "copy":
+        if op.prim is memory_put_p and host is None:
+            host = op.params["kind"] == "pinned_host"
+        if op.prim is copy_p or op.prim is memory_put_p:
             v = op.inputs[0]
         elif op.prim is checkpoint_p:
             region = op.regions[0]
@@ -43,14 +45,12 @@ def _source(v, producer):
             v = u
         else:
             break
-    return v
+    return v, bool(host)
 
 
 def _arg_names(f, args, kwargs):
     """jax's names of the arguments' leaves: the parameter, then the path in it."""
     import inspect
-
-    import jax
     try:
         params = list(inspect.signature(f).parameters)
     except (TypeError, ValueError):
@@ -58,17 +58,15 @@ def _arg_names(f, args, kwargs):
     names = []
     for i, a in enumerate(args):
         base = params[i] if i < len(params) else f"args[{i}]"
-        names += [base + jax.tree_util.keystr(p)
-                  for p, _ in jax.tree_util.tree_flatten_with_path(a)[0]]
+        names += [base + _tree.keystr(p) for p, _ in _tree.tree_flatten_with_path(a)[0]]
     for k in sorted(kwargs):
-        names += [k + jax.tree_util.keystr(p)
-                  for p, _ in jax.tree_util.tree_flatten_with_path(kwargs[k])[0]]
+        names += [k + _tree.keystr(p) for p, _ in _tree.tree_flatten_with_path(kwargs[k])[0]]
     return names
 
 
 @api_boundary
 def saved_residuals(f, *args, **kwargs):
-    """[(shape and dtype as jax.ShapeDtypeStruct, where it comes from)] for a gradient
+    """[(its type as a jax ShapedArray, where it comes from)] for a gradient
     of `f` at `args` (arrays or ShapeDtypeStructs; nothing runs)."""
     import jax
 
@@ -81,10 +79,12 @@ def saved_residuals(f, *args, **kwargs):
     producer = _producers(program.ops, {})
     names = _arg_names(f, args, kwargs)
     position = {id(v): i for i, v in enumerate(program.inputs)}
-    found = {}
+    found, host = {}, set()
     for v in program.outputs:
-        v = _source(v, producer)
+        v, on_host = _source(v, producer)
         found.setdefault(id(v), v)
+        if on_host:
+            host.add(id(v))
     order = dict(position)
     for op in program.ops:
         for v in op.outputs:
@@ -105,7 +105,9 @@ def saved_residuals(f, *args, **kwargs):
             where = f" from {op.loc}" if op.loc is not None else ""
             src = (f"named '{op.params['name']}'{where}" if op.prim is name_p
                    else f"output of {op.prim.name}{where}")
-        out.append((jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype), src))
+        space = jax.memory.Space.Host if id(v) in host else jax.memory.Space.Device
+        out.append((jax.core.ShapedArray(v.aval.shape, v.aval.dtype, memory_space=space),
+                    src))
     return out
 
 
@@ -113,6 +115,6 @@ def saved_residuals(f, *args, **kwargs):
 def print_saved_residuals(f, *args, **kwargs):
     """Print what a gradient of `f` at `args` saves from its forward pass, one line
     per residual: its type and where it comes from (as jax's)."""
-    for s, src in saved_residuals(f, *args, **kwargs):
-        print(f"{_short(s)} {src}")
+    for aval, src in saved_residuals(f, *args, **kwargs):
+        print(f"{aval.str_short(short_dtypes=True)} {src}")
 

@@ -17,7 +17,7 @@ from ..lower.emit import lower as lower_program
 from ..propagate import passes
 from ..runtime import backend as runtime
 from ..runtime import special
-from ..runtime.meshes import MeshInfo
+from ..runtime.meshes import MeshInfo, with_memory
 from ..trace import core
 from ..trace import pytree as _tree
 
@@ -227,10 +227,12 @@ class Compiled:
         self.lowered = lowered
         p = t.program
         mesh = t.mesh
-        ins = [mesh.named(v.sharding) for v in p.inputs]
+        in_memory = p.meta.get("in_memory") or [None] * len(p.inputs)
+        out_memory = p.meta.get("out_memory") or [None] * len(p.outputs)
+        ins = [with_memory(mesh.named(v.sharding), m) for v, m in zip(p.inputs, in_memory)]
         pinned = p.meta.get("pinned_out") or [False] * len(p.outputs)
-        outs = [mesh.named(s) if pin else mesh.result(s, v.aval)
-                for s, v, pin in zip(p.out_shardings, p.outputs, pinned)]
+        outs = [with_memory(mesh.named(s) if pin else mesh.result(s, v.aval), m)
+                for s, v, pin, m in zip(p.out_shardings, p.outputs, pinned, out_memory)]
         # as jax's Compiled: ((args...), {kwargs}) and the outputs' tree, by leaf
         self.input_shardings = ins if t.in_tree is None else \
             _tree.tree_unflatten(t.in_tree, ins)

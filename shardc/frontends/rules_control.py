@@ -85,7 +85,8 @@ def _remat(*args, jaxpr, prevent_cse=True, differentiated=False, policy=None):
         if isinstance(jaxpr, jcore.ClosedJaxpr):
             return eval_closed(jaxpr, list(xs))
         return eval_jaxpr(jaxpr, (), list(xs))
-    return list(checkpoint(body, prevent_cse=prevent_cse, policy=_from_jax(policy))(*args))
+    policy = _from_jax(policy, jax_code=True)
+    return list(checkpoint(body, prevent_cse=prevent_cse, policy=policy)(*args))
 
 
 @rule("name")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
+import jax
 from jax._src import debugging
 
 from ..ops.callback import emit_flat
+from ..trace import core
 from .translate import rule
 
 
@@ -32,10 +34,12 @@ def _debug_callback(*args, callback, effect, partitioned):
 def _device_put(*xs, devices, srcs, copy_semantics):
     """Inside jit jax's device_put to a NamedSharding changes the type: a reshard on
     Explicit axes; on Auto ones jax's CPU lowering drops it (it constrains only to
-    place the value in another memory kind, which CPU does not have), and so does this."""
+    place the value in another memory kind, which CPU does not have), and so does this.
+    A memory kind (the sharding's, or a jax.memory.Space) moves the value there."""
     from jax.sharding import AxisType
 
     from ..api.explicit import apply_out_sharding
+    from ..ops.memory import kind_of, put
     out = []
     for x, d in zip(xs, devices):
         spec, mesh = getattr(d, "spec", None), getattr(d, "mesh", None)
@@ -45,6 +49,10 @@ def _device_put(*xs, devices, srcs, copy_semantics):
                      for a in (p if isinstance(p, tuple) else (p,))]
             if any(kinds.get(a) == AxisType.Explicit for a in named):
                 x = apply_out_sharding(x, d, "device_put", check=False)
+        memory = d.memory_kind if isinstance(d, jax.sharding.Sharding) else \
+            d if isinstance(d, jax.memory.Space) else None
+        if memory is not None and core.is_tracer(x):
+            x = put(x, kind_of(memory))
         out.append(x)
     return out
 

@@ -176,6 +176,7 @@ class Primitive:
         self.rebind = None
         self.drop_results = None
         self.claim = None
+        self.memory = None      # params -> the memory kind of its result (ops.memory)
         self.reversible = True
         self.jvp = None
         self.batch = None

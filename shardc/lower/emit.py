@@ -313,6 +313,7 @@ class Lowering:
         names = {}
         args = []
         donate = p.meta.get("donate") or [False] * len(p.inputs)
+        in_memory = p.meta.get("in_memory") or [None] * len(p.inputs)
         for i, v in enumerate(p.inputs):
             n = f"%arg{i}"
             names[id(v)] = n
@@ -320,18 +321,31 @@ class Lowering:
             attrs = f"sdy.sharding = {sharding_attr(v.sharding)}"
             if donate[i]:
                 attrs += ", jax.buffer_donor = true"
+            if in_memory[i]:
+                attrs = f'mhlo.memory_kind = "{in_memory[i]}", ' + attrs
             args.append(f"{n}: {tensor_type(v.aval)} {{{attrs}}}")
         body = self.body(p, names, "    ")
         rets, ret_types = [], []
         fixed = p.meta.get("fixed_out") or [True] * len(p.outputs)
+        out_memory = p.meta.get("out_memory") or [None] * len(p.outputs)
         for i, v in enumerate(p.outputs):
             sh = p.out_shardings[i]
             t = tensor_type(v.aval)
-            rets.append(names[id(v)])
+            r = names[id(v)]
+            mem = out_memory[i]
+            if mem and p.meta.get("platform", "cpu") != "cpu" and not self.sources_only:
+                # as jax: XLA moves a result to the host where this call says so
+                r = self.fresh()
+                body.append(f'    {r} = "stablehlo.custom_call"({names[id(v)]}) <{{api_version = '
+                            '1 : i32, call_target_name = "annotate_device_placement", '
+                            f'has_side_effect = true}}> {{mhlo.frontend_attributes = '
+                            f'{{_xla_buffer_placement = "{mem}"}}}} : ({t}) -> {t}')
+            rets.append(r)
+            extra = f'mhlo.memory_kind = "{mem}", ' if mem else ""
             if self.sources_only and (not fixed[i] or sh is None):
-                ret_types.append(t)
+                ret_types.append(f"{t} {{{extra[:-2]}}}" if extra else t)
             else:
-                ret_types.append(f"{t} {{sdy.sharding = {sharding_attr(sh)}}}")
+                ret_types.append(f"{t} {{{extra}sdy.sharding = {sharding_attr(sh)}}}")
         mesh = p.mesh
         mesh_axes = ", ".join(f'"{n}"={s}' for n, s in mesh.axes)
         out = [

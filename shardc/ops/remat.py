@@ -54,7 +54,8 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     def fwd(*args):
         env = {id(v): a for v, a in zip(sp.inputs, args)}
         ctx.eval_list(sp.fwd, env)
-        return [lookup(env, v) for v in sp.outputs] + [env[id(v)] for v in saved], None
+        return [lookup(env, v) for v in sp.outputs] + [_moved(env[id(v)], sp, v, 1)
+                                                       for v in saved], None
     cur = core.current_builder()
     new, _ = bind_region(checkpoint_p, fwd, list(ins), op.params, op.loc, body.name)
     fresh = cur.program.ops.pop()      # its region and results move into `op`
@@ -66,6 +67,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
         # the backward pass is traced into a region (a vjp function returned from jit):
         # the residuals are results of `op`, in its trace, which the region captures
         res = [core.Tracer(ctx.builder, v) for v in fresh.outputs[n_out:]]
+    res = [_moved(r, sp, v, 0) for r, v in zip(res, saved)]   # (offloaded: back)
     read = [i for i, v in enumerate(sp.inputs) if v in set(sp.saved)]
     vals = res + [ins[i] for i in read]
     if prevent_cse and sp.recompute and vals:
@@ -86,6 +88,16 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
             out.append(g if g.value.aval.dtype == v.aval.dtype else
                        L.convert_element_type(g, v.aval.dtype))
     return out
+
+
+def _moved(x, sp, v, end):
+    """A residual the policy offloads (Offloadable(src, dst)), moved to its `dst` memory
+    after the forward pass (end=1) or back to `src` for the backward pass (end=0)."""
+    where = sp.offload.get(id(v))
+    if where is None:
+        return x
+    from .memory import kind_of, memory_put_p
+    return memory_put_p.bind(x, kind=kind_of(where[end]))
 
 
 _vjp.keeps_none = True

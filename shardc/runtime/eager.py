@@ -22,7 +22,7 @@ from . import special
 from ..errors import UNKNOWN, user_loc
 from ..ir.program import Lit, Op, Program, Value, fmt_param
 from ..lower.emit import lower
-from .meshes import MeshInfo, mesh_of_args
+from .meshes import MeshInfo, memory_of, mesh_of_args, with_memory
 from ..ir import dtypes
 from ..ir.sharding import Sharding
 
@@ -168,7 +168,7 @@ def _arguments(args):
         aval = core.aval_of(a)
         if _is_scalar(a):
             arrays.append(np.asarray(a.value if isinstance(a, Lit) else a, aval.dtype))
-            specs.append((aval, Sharding.replicated(0)))
+            specs.append((aval, Sharding.replicated(0), None))
             continue
         if isinstance(a, jax.Array) and mesh.mesh is not None and \
                 not isinstance(a.sharding, jax.sharding.SingleDeviceSharding):
@@ -176,25 +176,34 @@ def _arguments(args):
         else:
             sh = Sharding.replicated(aval.ndim)
             committed = committed or (isinstance(a, jax.Array) and a.committed)
-        specs.append((aval, sh))
+        specs.append((aval, sh, memory_of(a)))
         arrays.append(a)
     return mesh, specs, arrays, committed
 
 
-def _inputs(p, specs, explicit):
-    for aval, sh in specs:
+def _inputs(p, specs, explicit, memory=None):
+    """The program's inputs; arrays in host memory give results there (as jax's
+    memory-space types), or `memory`, a memory_put's."""
+    for aval, sh, _ in specs:
         if explicit:        # explicit mode: the arrays' types carry their shardings
             aval = types.typed(aval, types.restrict(sh, explicit, aval.ndim))
         p.inputs.append(Value(aval, sh, name=f"x{len(p.inputs)}"))
+    p.meta["in_memory"] = [m for _, _, m in specs]
+    host = any(p.meta["in_memory"]) if memory is None else memory == "pinned_host"
+    p.meta["out_host"] = host
 
 
 def _compiled(p, outs, mesh, committed):
     p.outputs = list(outs)
     p.out_shardings = [None] * len(outs)
+    out_memory = "pinned_host" if p.meta.pop("out_host", False) else None
+    p.meta["out_memory"] = [out_memory] * len(outs)
     passes.prepare(p)
     passes.propagate(p)
-    in_sh = [mesh.named(v.sharding) for v in p.inputs]
-    out_sh = [mesh.result(s, v.aval) for s, v in zip(p.out_shardings, outs)]
+    in_sh = [with_memory(mesh.named(v.sharding), m)
+             for v, m in zip(p.inputs, p.meta["in_memory"])]
+    out_sh = [with_memory(mesh.result(s, v.aval), out_memory)
+              for s, v in zip(p.out_shardings, outs)]
     exe = runtime.compile(lower(p), mesh.devices)
     return runtime.Executable(exe, in_sh, [v.aval for v in outs], out_sh, mesh.devices,
                               committed), in_sh
@@ -216,8 +225,9 @@ def apply_region(prim, args, params, regions, out_avals, loc):
 
 def _build(prim, params, specs, mesh: MeshInfo, committed):
     p = Program(prim.name, mesh=mesh.shape)
+    p.meta["platform"] = mesh.devices[0].platform
     explicit = mesh.shape.explicit
-    _inputs(p, specs, explicit)
+    _inputs(p, specs, explicit, prim.memory(params) if prim.memory is not None else None)
     loc = user_loc()
     out_avals = core.abstract_eval(prim, [v.aval.bare() for v in p.inputs], params, loc)
     multiple = prim.multiple_results

@@ -272,6 +272,17 @@ def as_jax_sharding(s, mesh=None):
     return s.named(mesh) if isinstance(s, PositionalSharding) else s
 
 
+def with_memory(sharding, memory):
+    """The jax sharding in host memory when `memory` says so (None: the device's)."""
+    return sharding if memory is None else sharding.with_memory_kind(memory)
+
+
+def memory_of(x):
+    """"pinned_host" for a jax.Array in pinned host memory, else None."""
+    kind = getattr(getattr(x, "sharding", None), "memory_kind", None)
+    return "pinned_host" if kind == "pinned_host" else None
+
+
 def named_in_context(spec, what):
     """A bare PartitionSpec as a NamedSharding on the `set_mesh` mesh."""
     mesh = current_mesh()

@@ -112,6 +112,7 @@ class Builder:
         self.manual = None    # shard_map.ManualCtx while tracing a shard_map body
         self.captured: dict[int, tuple] = {}   # id(outer tracer) -> (outer tracer, inner Value)
         self.alive = True
+        self.host: set = set()  # ids of the values in pinned host memory (ops.memory)
 
     def new_input(self, aval: Aval, name: str | None = None) -> Tracer:
         v = Value(aval, name=name)
@@ -149,7 +150,21 @@ class Builder:
         explicit = _types.explicit_axes_of(self)
         if explicit:
             _type_added(self, op, explicit, loc)
+        if self.host or prim.memory is not None:
+            _memory_added(self.host, op)
         return outs
+
+
+def _memory_added(host, op):
+    """A memory_put's result is in its memory; any other op's are on the host when an
+    operand is (jax's memory-space types; constants take the memory of what they meet)."""
+    memory = op.prim.memory
+    if memory is not None:
+        on_host = memory(op.params) == "pinned_host"
+    else:
+        on_host = any(type(v) is not Lit and id(v) in host for v in op.inputs)
+    if on_host:
+        host.update(id(v) for v in op.outputs)
 
 
 class _ThreadState(threading.local):
@@ -310,6 +325,8 @@ def _bind_traced(b: Builder, prim, args, params):
     b.program.ops.append(op)
     if b.manual is not None:
         b.manual.record(prim, in_vals, [out], params)
+    if b.host or prim.memory is not None:
+        _memory_added(b.host, op)
     return Tracer(b, out)
 
 
@@ -409,16 +426,18 @@ def _scalar(x, dtype):
         else int(v)
 
 
-def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None):
+def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None, host=()):
     """Trace `fun` on abstract inputs; returns (builder, raw outputs of `fun`).
 
     `meshes` is a top-level trace's mesh slot (runtime.meshes.MeshSlot; nested traces
     share their parent's): the caller, which knows the mesh, makes it. The program's
-    outputs are left for the caller to set (it owns the pytree)."""
+    outputs are left for the caller to set (it owns the pytree). `host`: the indices of
+    the inputs in pinned host memory."""
     if meshes is None and parent is None:
         raise ShardcError("internal: a top-level trace needs its mesh slot (meshes=)")
     b = Builder(name, parent, meshes)
     tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
+    b.host.update(id(tracers[i].value) for i in host)
     with trace_context(b):
         out = fun(*tracers)
     return b, out

@@ -9,7 +9,7 @@ part (jax's partial_eval_jaxpr_nounits with a policy).
 """
 from __future__ import annotations
 
-from ..errors import at_loc
+from ..errors import Loc, at_loc
 from ..ir import dtypes
 from ..ir.primitive import PropKind
 from ..ir.program import Lit
@@ -26,8 +26,15 @@ class Split:
     none); fwd: the forward ops, re-computing the body; recompute: forward ops the
     policy did not save, to be re-run before `bwd`; bwd: the backward ops; ct_out: the
     cotangent of each input (a value, a literal or None); saved: the residuals, values
-    of `fwd` or inputs that `recompute` and `bwd` read."""
-    __slots__ = ("inputs", "outputs", "ct_in", "fwd", "recompute", "bwd", "ct_out", "saved")
+    of `fwd` or inputs that `recompute` and `bwd` read; offload: {id(saved value):
+    (src, dst)} for those the policy saves in another memory."""
+    __slots__ = ("inputs", "outputs", "ct_in", "fwd", "recompute", "bwd", "ct_out", "saved",
+                 "offload")
+
+
+def _line(loc):
+    """An op's source line without its named scopes (those open now apply)."""
+    return loc if loc is None or loc.scope is None else Loc(loc.file, loc.line, loc.lib)
 
 
 def eval_list(ops, env):
@@ -37,7 +44,7 @@ def eval_list(ops, env):
     from .ad import rebind_op
     for op in ops:
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
-        with at_loc(op.loc):
+        with at_loc(_line(op.loc)):
             if op.regions:
                 outs = rebind_op(op, ins)
             else:
@@ -88,7 +95,7 @@ def split_region(region, ct_mask, policy=None, active=None):
     fwd, bwd = ops[:n_fwd], ops[n_fwd:]
     producer = {id(v): op for op in fwd for v in op.outputs}
     needed = _reads(bwd, sp.ct_out, producer, in_vals)
-    recompute, saved = _by_policy(needed, producer, policy)
+    recompute, saved, sp.offload = _by_policy(needed, producer, policy)
     sp.fwd, sp.bwd, sp.saved = fwd, bwd, saved
     sp.recompute = [op for op in fwd if id(op) in recompute]
     return sp
@@ -113,7 +120,7 @@ def _by_policy(needed, producer, policy):
     (a broadcast of a smaller value, a constant): in a scan each residual is stacked
     once per iteration, so saving x/rms's [b, d] broadcast of the [b, 1] rms, or the
     broadcast of a layer's norm gain, costs length * b * d elements for nothing."""
-    recompute, saved, seen = set(), [], set()
+    recompute, saved, seen, offload = set(), [], set(), {}
     stack = list(reversed(needed))
     while stack:
         v = stack.pop()
@@ -121,17 +128,24 @@ def _by_policy(needed, producer, policy):
             continue
         seen.add(id(v))
         op = producer.get(id(v))
-        if op is None or (not _cheap(op) if policy is None else _saveable(policy, op)):
+        got = None if op is None or policy is None else _decision(policy, op)
+        if op is None or (not _cheap(op) if policy is None else got):
             saved.append(v)
+            if isinstance(got, tuple):      # saved in another memory: (src, dst)
+                offload[id(v)] = got
             continue
         if id(op) not in recompute:
             recompute.add(id(op))
             stack.extend(x for x in reversed(op.inputs) if not isinstance(x, Lit))
-    return recompute, saved
+    return recompute, saved, offload
 
 
-def _saveable(policy, op):
+def _decision(policy, op):
+    """A policy's answer for `op`'s results: saved (True), recomputed (False), or saved
+    in another memory ((src, dst) kinds, an Offloadable)."""
     got = policy(op.prim, *[v.aval for v in op.inputs], **op.params)
+    if isinstance(got, tuple) and len(got) == 2:
+        return (got[0], got[1])
     return bool(got) and got != "recompute"
 
 

@@ -37,6 +37,7 @@ OPCODE = {
     "dot_general": "dot", "broadcast_in_dim": "broadcast", "rev": "reverse",
     "convert_element_type": "convert", "scatter_add": "scatter", "cumsum": "reduce-window",
     "sharding_constraint": None, "sharding_group": None, "inspect_sharding": None,
+    "memory_put": None,     # (on CPU a move between memories is no instruction)
     **{f"reduce_{k}": "reduce" for k in ("sum", "max", "min", "prod", "and", "or")},
     **{k: "compare" for k in ("eq", "ne", "lt", "le", "gt", "ge", "eq_to", "lt_to", "le_to")},
     "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",

@@ -43,6 +43,7 @@ OPS.update({
     "not": [([B], [B], "")],
     "is_finite": [([F], [B], "")],
     "name": [([F], [F], "{name='h'}")],
+    "memory_put": [([F], [F], "{kind='pinned_host'}")],
     "optimization_barrier": [([F, F], [F, F], ""), ([F, "f32[16]"], [F, "f32[16]"], "")],
     "select": [([B, F, F], [F], "")],
     "convert_element_type": [([F], [I], "{new_dtype=i32, weak_type=False}")],

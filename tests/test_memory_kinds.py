@@ -1,0 +1,176 @@
+"""Memory kinds (pinned host memory) as jax has them: arrays on the host in and out of
+jit, device_put to a memory kind or jax.memory.Space inside it, out_shardings and
+in_shardings with a memory kind, eager ops, the lowering (memory_kind attributes; XLA's
+placement custom call for GPUs), and remat policies that offload residuals -- each
+against jax.jit's result memory kind and values."""
+import re
+
+import jax
+import jax.ad_checkpoint
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+
+
+@pytest.fixture(scope="module")
+def spaces(mesh2x4):
+    x = jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4),
+                       NamedSharding(mesh2x4, P("x")))
+    host = NamedSharding(mesh2x4, P("x"), memory_kind="pinned_host")
+    dev = NamedSharding(mesh2x4, P("x"), memory_kind="device")
+    return x, jax.device_put(x, host), host, dev
+
+
+def _kinds(out):
+    return [o.sharding.memory_kind for o in jax.tree_util.tree_leaves(out)]
+
+
+def _same(mk, args, **kw):
+    """mk(numpy module) under jax.jit and shardc.jit (called twice: the cached call
+    too): the same values and result memory kinds."""
+    want = jax.jit(mk(jnp), **kw)(*args)
+    f = shardc.jit(mk(snp), **kw)
+    for got in (f(*args), f(*args)):
+        assert _kinds(got) == _kinds(want), (_kinds(got), _kinds(want))
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    return want
+
+
+CASES = {
+    "host_in_host_out": lambda x, y, host, dev: (lambda m: lambda y: y * 3, (y,), {}),
+    "to_host_in_jit": lambda x, y, host, dev: (
+        lambda m: lambda x: jax.device_put(x * 2, host), (x,), {}),
+    "space_host": lambda x, y, host, dev: (
+        lambda m: lambda x: jax.device_put(x, jax.memory.Space.Host), (x,), {}),
+    "back_to_device": lambda x, y, host, dev: (
+        lambda m: lambda y, x: (jax.device_put(y, dev) + x, y), (y, x), {}),
+    "out_shardings": lambda x, y, host, dev: (lambda m: lambda x: x * 2, (x,),
+                                               {"out_shardings": host}),
+    "out_shardings_device": lambda x, y, host, dev: (lambda m: lambda y: y, (y,),
+                                                      {"out_shardings": dev}),
+    "in_shardings_numpy": lambda x, y, host, dev: (lambda m: lambda a: a + 1,
+                                                    (np.asarray(x),), {"in_shardings": host}),
+    "reduction": lambda x, y, host, dev: (lambda m: lambda y: m.sum(y, axis=0), (y,), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_result_memory_kinds_are_jaxs(spaces, name):
+    mk, args, kw = CASES[name](*spaces)
+    _same(mk, args, **kw)
+
+
+def test_in_shardings_memory_kind_must_match_the_array(spaces):
+    x, _, host, _ = spaces
+    with pytest.raises(ValueError, match="Memory kinds passed to jax.jit does not match"):
+        jax.jit(lambda a: a + 1, in_shardings=host)(x)
+    with pytest.raises(shardc.ShardcError, match="has memory kind pinned_host but the array "
+                       "passed is in device memory"):
+        shardc.jit(lambda a: a + 1, in_shardings=host)(x)
+
+
+def test_eager_ops_keep_host_arrays_on_the_host(spaces):
+    _, y, _, _ = spaces
+    assert snp.sin(y).sharding.memory_kind == jnp.sin(y).sharding.memory_kind == "pinned_host"
+    np.testing.assert_array_equal(np.asarray(snp.sin(y)), np.asarray(jnp.sin(y)))
+
+
+def _memory_attrs(text):
+    """The memory kinds the main function's signature names, in order."""
+    (main,) = [ln for ln in text.splitlines() if "func.func public @main" in ln]
+    return re.findall(r'mhlo.memory_kind = "(\w+)"', main)
+
+
+def test_lowering_names_host_arguments_and_results_as_jax(spaces):
+    x, y, host, _ = spaces
+    ours = shardc.jit(lambda y, x: (y * 2, x + 1)).lower(y, x).as_text()
+    theirs = jax.jit(lambda y, x: (y * 2, x + 1)).lower(y, x).as_text()
+    # jax names the device's memory too; shardc only the host's
+    assert _memory_attrs(ours) == [k for k in _memory_attrs(theirs) if k != "device"] == \
+        ["pinned_host", "pinned_host"]
+
+
+def test_for_a_gpu_moves_are_xlas_placement_calls(spaces, monkeypatch):
+    """Lowered for a GPU (not run here): jax's annotate_device_placement custom call for
+    each move inside the program and for a result on the host."""
+    x, _, host, dev = spaces
+    monkeypatch.setattr("shardc.api.jit.target_platform", lambda: "cuda")
+    text = shardc.jit(lambda x: (jax.device_put(jax.device_put(x, host) * 2, dev),
+                                 jax.device_put(x, host))).lower(x).as_text()
+    calls = re.findall(r'annotate_device_placement.*_xla_buffer_placement = "(\w+)"', text)
+    assert calls == ["pinned_host", "device", "pinned_host", "pinned_host"], calls
+
+
+# ---------------------------------------------------------------- remat offloading
+
+def _f(np_, name):
+    def f(x, w):
+        y = name(np_.sin(x @ w), "a")
+        z = name(np_.cos(y @ w), "b")
+        return np_.sum(z * y) + x[0, 0]
+    return f
+
+
+X = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+W = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+
+
+def _policies(cp):
+    return {"save_and_offload": cp.save_and_offload_only_these_names(
+        names_which_can_be_saved=["a"], names_which_can_be_offloaded=["b"],
+        offload_src="device", offload_dst="pinned_host"),
+        "offload_dots": cp.offload_dot_with_no_batch_dims("device", "pinned_host")}
+
+
+@pytest.mark.parametrize("policy", ["save_and_offload", "offload_dots"])
+def test_offloading_policies(policy, capsys):
+    """shardc's policies, jax's passed to shardc.checkpoint, and jax's in jax code under
+    shardc.jit: jax.grad's values; the offloaded residuals are moved to the host and
+    back (print_saved_residuals marks them <host>)."""
+    want = jax.jit(jax.grad(jax.checkpoint(_f(jnp, jax.ad_checkpoint.checkpoint_name),
+                                           policy=_policies(jax.checkpoint_policies)[policy]),
+                            argnums=(0, 1)))(X, W)
+    sname = shardc.ad_checkpoint.checkpoint_name
+    variants = {
+        "shardc": shardc.checkpoint(_f(snp, sname),
+                                    policy=_policies(shardc.checkpoint_policies)[policy]),
+        "jax policy": shardc.checkpoint(_f(snp, sname),
+                                        policy=_policies(jax.checkpoint_policies)[policy]),
+        "jax code": jax.checkpoint(_f(jnp, jax.ad_checkpoint.checkpoint_name),
+                                   policy=_policies(jax.checkpoint_policies)[policy]),
+    }
+    for what, g in variants.items():
+        got = shardc.jit(shardc.grad(g, argnums=(0, 1)))(X, W)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, err_msg=what)
+        text = shardc.jit(shardc.grad(g)).trace(X, W).traced_ir
+        assert "memory_put" in text and "kind='pinned_host'" in text and \
+            "kind='device'" in text, what
+        shardc.ad_checkpoint.print_saved_residuals(g, X, W)
+        lines = capsys.readouterr().out.splitlines()
+        host = [ln for ln in lines if "<host>" in ln]
+        if policy == "save_and_offload":
+            assert host == [ln for ln in lines if "named 'b'" in ln] and len(host) == 1, lines
+            assert any("named 'a'" in ln and "<host>" not in ln for ln in lines), lines
+        else:
+            assert len(host) == 2 and all("output of dot_general" in ln for ln in host), lines
+
+
+def test_offload_policy_names_must_not_overlap():
+    with pytest.raises(shardc.ShardcError, match="should be exclusive"):
+        shardc.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=["a"], names_which_can_be_offloaded=["a", "b"],
+            offload_src="device", offload_dst="pinned_host")
+
+
+def test_a_jit_inside_a_trace_keeps_its_results_types(spaces):
+    """A nested jit's out_shardings memory kind leaves its result's type as it is (as
+    jax's: the nested jit is traced in place)."""
+    x, _, host, _ = spaces
+    _same(lambda m: lambda x: jax.jit(lambda v: v * 2, out_shardings=host)(x) + 1
+          if m is jnp else shardc.jit(lambda v: v * 2, out_shardings=host)(x) + 1, (x,))
