@@ -56,6 +56,28 @@ CASES = {
     "in_shardings_numpy": lambda x, y, host, dev: (lambda m: lambda a: a + 1,
                                                     (np.asarray(x),), {"in_shardings": host}),
     "reduction": lambda x, y, host, dev: (lambda m: lambda y: m.sum(y, axis=0), (y,), {}),
+    # scalars take the memory of what they meet; all scalars: the device's (jax's rule)
+    "host_scalar": lambda x, y, host, dev: (lambda m: lambda y, x: (
+        x * m.sum(y), m.sum(y) * 2, y[0, 0] * 2, m.where(y[0, 0] > 0, x, 2 * x)), (y, x), {}),
+    "constant_to_host": lambda x, y, host, dev: (lambda m: lambda a: (
+        a, jax.device_put(np.ones((8, 4), np.float32), host)), (x,), {}),
+    "unpinned_out": lambda x, y, host, dev: (lambda m: lambda a: a * 2, (x,), {
+        "out_shardings": NamedSharding(host.mesh, P("x"), memory_kind="unpinned_host")}),
+    # regions: a body's results are where it puts them
+    "map_to_device": lambda x, y, host, dev: (lambda m: lambda y: jax.lax.map(
+        lambda w: jax.device_put(w, jax.memory.Space.Device) * 2, y), (y,), {}),
+    "scan_to_device": lambda x, y, host, dev: (lambda m: lambda y: jax.lax.scan(
+        lambda c, w: (c, jax.device_put(w, jax.memory.Space.Device) * 2), 0.0, y)[1], (y,),
+        {}),
+    "cond_to_host": lambda x, y, host, dev: (lambda m: lambda x: jax.lax.cond(
+        x[0, 0] > 0, lambda v: jax.device_put(v, jax.memory.Space.Host),
+        lambda v: jax.device_put(v * 2, jax.memory.Space.Host), x), (x,), {}),
+    "fori_host_carry": lambda x, y, host, dev: (lambda m: lambda y: jax.lax.fori_loop(
+        0, 2, lambda i, c: jax.device_put(jax.device_put(c, jax.memory.Space.Device) * 2,
+                                          jax.memory.Space.Host), y), (y,), {}),
+    "grad_of_host_argument": lambda x, y, host, dev: (lambda m: (
+        jax.grad if m is jnp else shardc.grad)(lambda a: m.sum(
+            jax.device_put(a, jax.memory.Space.Device) ** 2)), (y,), {}),
 }
 
 
@@ -63,6 +85,38 @@ CASES = {
 def test_result_memory_kinds_are_jaxs(spaces, name):
     mk, args, kw = CASES[name](*spaces)
     _same(mk, args, **kw)
+
+
+def test_checkpoint_and_shard_map_bodies_put_results_on_the_host(spaces, mesh2x4):
+    x, _, _, _ = spaces
+    H = jax.memory.Space.Host
+    _same(lambda m: lambda a: (jax.checkpoint if m is jnp else shardc.checkpoint)(
+        lambda v: jax.device_put(v * 2, H))(a), (x,))
+    _same(lambda m: lambda a: (jax.shard_map if m is jnp else shardc.shard_map)(
+        lambda v: jax.device_put(v * 2, H), mesh=mesh2x4, in_specs=P("x"),
+        out_specs=P("x"))(a), (x,))
+
+
+def test_single_device_host_arrays(spaces):
+    y1 = jax.device_put(np.arange(8, dtype=np.float32), jax.memory.Space.Host)
+    _same(lambda m: lambda v: v * 2, (y1,))
+
+
+def test_the_cache_tells_host_arrays_from_numpy_placed_there(spaces):
+    """in_shardings places a NumPy argument in host memory but types it as the device's;
+    an array already there is typed as the host's (jax's): two programs."""
+    x, y, host, _ = spaces
+    for order in ((np.asarray(x), y), (y, np.asarray(x))):
+        f, g = jax.jit(lambda a: a * 3, in_shardings=host), \
+            shardc.jit(lambda a: a * 3, in_shardings=host)
+        assert [_kinds(g(a)) for a in order] == [_kinds(f(a)) for a in order]
+
+
+def test_jax_code_sees_host_types(spaces):
+    _, y, _, _ = spaces
+    got = []
+    shardc.jit(lambda v: got.append(jax.typeof(v).memory_space) or v)(y)
+    assert got == [jax.memory.Space.Host]
 
 
 def test_in_shardings_memory_kind_must_match_the_array(spaces):
@@ -159,6 +213,21 @@ def test_offloading_policies(policy, capsys):
             assert any("named 'a'" in ln and "<host>" not in ln for ln in lines), lines
         else:
             assert len(host) == 2 and all("output of dot_general" in ln for ln in host), lines
+
+
+def test_a_policy_answering_as_jax_does():
+    """jax's pe.Saveable and pe.Recompute answers from a policy given to
+    shardc.checkpoint (Recompute is a truthy object: it used to mean saved)."""
+    from jax._src.interpreters import partial_eval as pe
+
+    def policy(prim, *_, **params):
+        if prim is shardc.ad_checkpoint.checkpoint_name.__globals__["name_p"]:
+            return pe.Saveable if params["name"] == "a" else pe.Recompute
+        return pe.Recompute
+    g = shardc.checkpoint(_f(snp, shardc.ad_checkpoint.checkpoint_name), policy=policy)
+    from shardc.api.residuals import saved_residuals
+    srcs = [src for _, src in saved_residuals(g, X, W)]
+    assert len(srcs) == 3 and "named 'a'" in srcs[2], srcs
 
 
 def test_offload_policy_names_must_not_overlap():

@@ -26,7 +26,6 @@ from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
 from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args, target_platform
-from ..ops.memory import kind_of
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -224,7 +223,8 @@ class Jitted:
         search = autojit.mesh_search(given, self.out_shardings) if mesh.mesh is None else None
         specs = self._specs(leaves, given, mesh) if search is None else \
             [ArgSpec(core.aval_of(x), None, False) for x in leaves]
-        key = (treedef, static, skw, tuple((s.aval, s.sharding, s.memory) for s in specs),
+        key = (treedef, static, skw, tuple((s.aval, s.sharding, s.memory, s.host)
+                                           for s in specs),
                mesh.mesh, mesh.devices, runtime.config_key(), search)
         auto = [i for i, s in enumerate(given) if is_auto(s)]
         ctx = dict(treedef=treedef, static=static, skw=skw, specs=specs, mesh=mesh, leaves=leaves,
@@ -256,9 +256,13 @@ class Jitted:
 
     def _arg_spec(self, i, x, given, mesh: MeshInfo):
         aval = core.aval_of(x)
+        # an array's memory kind (jax types an array in pinned host memory so)
+        has = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and \
+            getattr(x, "sharding", None) is not None
+        memory = _boundary(x.sharding.memory_kind) if has else None
         if is_auto(given):      # chosen by the search; the array is placed that way
             autojit.check_mesh(mesh, f"in_shardings for argument {i}")
-            return ArgSpec(aval, None, False)
+            return ArgSpec(aval, None, False, memory, memory == "pinned_host")
         committed = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and isinstance(
             getattr(x, "sharding", None), NamedSharding)
         if isinstance(x, jax.Array) and isinstance(x.sharding, jax.sharding.SingleDeviceSharding) \
@@ -267,16 +271,17 @@ class Jitted:
                 f"argument {i} is committed to device {next(iter(x.devices()))} but the "
                 f"program runs on a mesh of {mesh.size} devices; device_put it with a "
                 "NamedSharding (or pass a NumPy array)")
-        memory = _host(getattr(x.sharding, "memory_kind", None)) if committed else None
+        host = memory == "pinned_host"
         if given is not None:
             sh = mesh.sharding_from(given, aval, f"in_shardings for argument {i}")
-            want = _host(getattr(given, "memory_kind", None))
-            if committed and want != memory and getattr(given, "memory_kind", None):
-                raise ShardcError(
-                    f"in_shardings for argument {i} has memory kind {given.memory_kind} but "
-                    f"the array passed is in {x.sharding.memory_kind} memory; device_put it "
-                    "there, or drop the memory kind from in_shardings")
-            memory = want if getattr(given, "memory_kind", None) else memory
+            if getattr(given, "memory_kind", None):
+                want = _boundary(given.memory_kind)
+                if has and want != memory:
+                    raise ShardcError(
+                        f"in_shardings for argument {i} has memory kind {given.memory_kind} "
+                        f"but the array passed is in {x.sharding.memory_kind} memory; "
+                        "device_put it there, or drop the memory kind from in_shardings")
+                memory = want   # (a NumPy argument placed there is typed as the device's)
             if committed and mesh.sharding_from(x.sharding, aval, "argument") != sh:
                 raise ShardcError(
                     f"in_shardings for argument {i} is "
@@ -288,7 +293,7 @@ class Jitted:
         else:
             sh = Sharding.replicated(aval.ndim)
         mesh.check_divisible(sh, aval, f"argument {i}")
-        return ArgSpec(aval, sh, committed, memory)
+        return ArgSpec(aval, sh, committed, memory, host)
 
     # ------------------------------------------------------------ staging
 
@@ -315,6 +320,7 @@ class Jitted:
             out = fun(*full, **dkw, **{k: v.v for k, v in skw})
             leaves, tree = _tree.tree_flatten(_tree.tree_map(_float0_node, out))
             out_tree["tree"] = tree
+            out_tree["platform"] = target_platform()   # (in the trace: its mesh's devices)
             return leaves
 
         avals = [s.aval for s in specs]
@@ -323,9 +329,7 @@ class Jitted:
             avals = [types.typed(a, types.restrict(s.sharding, explicit, a.ndim))
                      for a, s in zip(avals, specs)]
         slot = MeshSlot(mesh)
-        # (as jax: an array on the host is typed so; an argument in_shardings places
-        # there is typed as the device's)
-        host = [i for i, s in enumerate(specs) if s.memory and s.committed]
+        host = [i for i, s in enumerate(specs) if s.host]
         b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot,
                                   host=host)
         mesh = slot.info
@@ -342,9 +346,9 @@ class Jitted:
         program.meta["in_memory"] = [s.memory for s in specs]
         asked = self._out_memory(out_tree["tree"], program)
         program.meta["out_memory"] = [
-            a if a is not _UNSET else ("pinned_host" if id(v) in b.host else None)
+            a if a is not _UNSET else ("pinned_host" if v in b.host else None)
             for a, v in zip(asked, program.outputs)]
-        program.meta["platform"] = target_platform()
+        program.meta["platform"] = out_tree["platform"]
         # the outputs out_shardings= pins keep theirs; jax names the others' by XLA's choice
         program.meta["pinned_out"] = [s is not None for s in program.out_shardings]
         program.meta["donate"] = self._donated(ctx)
@@ -402,7 +406,7 @@ class Jitted:
             return [_UNSET] * n
         dummy = _tree.tree_unflatten(out_tree, [0] * n)
         flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
-        return [_host(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
+        return [_boundary(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
                 for s in flat]
 
     def _resolve_out_shardings(self, out_tree, program, mesh):
@@ -425,9 +429,12 @@ class Jitted:
 _UNSET = object()
 
 
-def _host(memory_kind):
-    """"pinned_host" for jax's host memory kinds, None for the device's (or none)."""
-    return "pinned_host" if kind_of(memory_kind) == "pinned_host" else None
+def _boundary(memory_kind):
+    """A memory kind at the program's boundary: None for the device's (or none), else
+    jax's name of it (pinned_host, unpinned_host)."""
+    name = getattr(memory_kind, "name", memory_kind)
+    return None if name in (None, "device", "Device") else \
+        "pinned_host" if name == "Host" else name
 
 
 def internal_jit(fun, name, **kw):

@@ -17,13 +17,14 @@ from ..trace import pytree as _tree
 
 
 class ArgSpec:
-    """What a compiled program assumes about one flat argument; `memory` is
-    "pinned_host" for an argument in host memory, else None."""
-    __slots__ = ("aval", "sharding", "committed", "memory")
+    """What a compiled program assumes about one flat argument: `memory`, the memory
+    kind it is placed in (None: the device's); `host`, whether it is typed as a value
+    in pinned host memory (an array there, as jax types it)."""
+    __slots__ = ("aval", "sharding", "committed", "memory", "host")
 
-    def __init__(self, aval, sharding, committed, memory=None):
+    def __init__(self, aval, sharding, committed, memory=None, host=False):
         self.aval, self.sharding, self.committed = aval, sharding, committed
-        self.memory = memory
+        self.memory, self.host = memory, host
 
 
 def _leaf_key(x):

@@ -109,6 +109,9 @@ def jax_aval(t):
     if a.ts is not None:
         from ..api.explicit import typeof
         return typeof(t)
+    if t.builder.host and t.value in t.builder.host:     # in pinned host memory
+        return jcore.ShapedArray(a.shape, a.dtype, weak_type=a.weak,
+                                 memory_space=jcore.MemorySpace.Host)
     hit = _AVALS.get(a)
     if hit is None:
         if len(_AVALS) > 50_000:

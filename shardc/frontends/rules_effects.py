@@ -8,7 +8,6 @@ import jax
 from jax._src import debugging
 
 from ..ops.callback import emit_flat
-from ..trace import core
 from .translate import rule
 
 
@@ -51,7 +50,7 @@ def _device_put(*xs, devices, srcs, copy_semantics):
                 x = apply_out_sharding(x, d, "device_put", check=False)
         memory = d.memory_kind if isinstance(d, jax.sharding.Sharding) else \
             d if isinstance(d, jax.memory.Space) else None
-        if memory is not None and core.is_tracer(x):
+        if memory is not None:
             x = put(x, kind_of(memory))
         out.append(x)
     return out

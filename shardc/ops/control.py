@@ -29,7 +29,7 @@ from ..ir.program import Aval, Value
 from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
-from .region import (add_region_op, drop_results, lookup, region_results, same_type,
+from .region import (add_region_op, drop_results, host_of, lookup, region_results, same_type,
                      trace_region, vma_of)
 
 _BOOL = Aval((), dtypes.bool_)
@@ -112,7 +112,8 @@ def bind_cond(index, branches, operands, loc=None, names=None):
     traced = []
     for k, fn in enumerate(branches):
         name = names[k] if names else f"branch{k}"
-        traced.append(trace_region(avals, lambda *a, fn=fn: (fn(*a), None), name, vmas))
+        traced.append(trace_region(avals, lambda *a, fn=fn: (fn(*a), None), name, vmas,
+                                   host_of(operands)))
     caps, index_of = [], {}
     for _, cs, _ in traced:
         for t in cs:
@@ -200,6 +201,7 @@ def _cond_vjp(ctx, cts, index, *ops):
         if len(fresh.inputs) != len(op.inputs):
             raise ShardcError("internal: a cond's forward part reads a value from outside "
                               "while its gradient is traced into a region", op.loc)
+        ctx.builder.host.update(v for v in fresh.outputs[n_out:] if v in cur.host)
         res = [core.Tracer(ctx.builder, v) for v in fresh.outputs[n_out:]]
     floats = [i for i, x in enumerate(ops) if dtypes.is_inexact(core.aval_of(x).dtype)]
     given = [i for i in range(n_out) if splits[0].ct_in[i] is not None]
@@ -326,8 +328,10 @@ def bind_while(cond_fn, body_fn, init, loc=None, masked=False):
     mc = core.current_builder().manual
     avals = [core.aval_of(x) for x in init]
     vmas = [vma_of(x) for x in init] if mc is not None else None
-    cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas)
-    body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas)
+    host = host_of(init)
+    cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas, host)
+    body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas,
+                               host)
     params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
     if masked:
         params["masked"] = True

@@ -119,6 +119,8 @@ def block_input(body, x, sh: Sharding, what="shard_map"):
     t = body.new_input(local_aval(core.aval_of(x), sh, ctx.mesh.sizes, ctx.axes, what))
     before = ctx.vma_of(x.value) if ctx.outer and core.is_tracer(x) else frozenset()
     ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d)
+    if core.is_tracer(x) and x.value in x.builder.host:     # in pinned host memory
+        body.host.add(t.value)
     return t
 
 
@@ -130,6 +132,8 @@ def add_shard_map(body, in_vals, in_sh, out_sh, loc):
     outer = core.current_builder()
     ctx = body.manual
     region = body.program
+    if body.host:       # (ops.memory: which results the body yields in host memory)
+        region.meta["host_out"] = [v in body.host for v in region.outputs]
     sizes = ctx.mesh.sizes
     out_avals = [global_aval(v.aval, sh, sizes) for v, sh in zip(region.outputs, out_sh)]
     in_vals, in_sh = list(in_vals), list(in_sh)

@@ -3,8 +3,9 @@ sharding with a memory kind, or to jax.memory.Space, inside jit; a remat policy'
 offloaded residual). `kind` is "device" or "pinned_host".
 
 Values on the host are tracked per trace (trace.core's `Builder.host`): an op with a
-host operand has host results, as jax's memory-space types give; constants take the
-memory of what they meet. On GPUs and TPUs the move is XLA's
+host operand of rank > 0 has host results, as jax's memory-space types give (scalars
+and constants take the memory of what they meet); a region's block arguments are where
+its operands are, and a region op's results where its body yields them. On GPUs and TPUs the move is XLA's
 `annotate_device_placement` custom call, as jax lowers it; XLA:CPU has one memory,
 where jax lowers it to nothing and so does this (the program's meta names the
 platform it is compiled for).
@@ -44,17 +45,13 @@ memory_put_p.memory = lambda params: params["kind"]     # (read by Builder.add)
 
 
 def put(x, kind):
-    """`x` in memory `kind` (a no-op on a value already there)."""
-    b = core.current_builder()
-    v = b.to_value(x)
-    if (id(v) in b.host) == (kind == "pinned_host"):
-        return x
+    """`x` in memory `kind` (as jax's lowering, a move even where it may be there)."""
     return memory_put_p.bind(x, kind=kind)
 
 
 def _vjp(ctx, cts, x, *, kind):
     """The cotangent goes back to the operand's memory (jax's transpose of device_put)."""
-    src = "pinned_host" if id(ctx.op.inputs[0]) in ctx.builder.host else "device"
+    src = "pinned_host" if ctx.op.inputs[0] in ctx.builder.host else "device"
     return [memory_put_p.bind(cts[0], kind=src)]
 
 

@@ -13,12 +13,14 @@ from ..ir.rules import Edge
 from ..trace import core
 
 
-def trace_region(avals, fn, name="region", vmas=None):
+def trace_region(avals, fn, name="region", vmas=None, host=None):
     """Trace fn(*block arguments of types `avals`) into a region of the current trace.
 
     fn returns (flat outputs, extra). Returns (region, captured outer tracers, extra):
     the captured values are the region's last block arguments, in order. `vmas` gives
-    the manual axes each block argument varies over (inside shard_map bodies)."""
+    the manual axes each block argument varies over (inside shard_map bodies); `host`,
+    whether each is in pinned host memory (ops.memory). The region's meta["host_out"]
+    says which of its results are."""
     from .manual_region import body_value
     outer = core.current_builder()
     body = core.Builder(name, parent=outer)
@@ -28,6 +30,8 @@ def trace_region(avals, fn, name="region", vmas=None):
         t = body.new_input(a)
         if mc is not None:
             mc.vma[id(t.value)] = vmas[i] if vmas is not None else frozenset()
+        if host is not None and host[i]:
+            body.host.add(t.value)
         ins.append(t)
     with core.trace_context(body):
         outs, extra = fn(*ins)
@@ -37,7 +41,18 @@ def trace_region(avals, fn, name="region", vmas=None):
     for t, v in body.captured.values():     # (Builder._capture recorded their variance)
         region.inputs.append(v)
         caps.append(t)
+    if body.host:
+        region.meta["host_out"] = [v in body.host for v in region.outputs]
     return region, caps, extra
+
+
+def host_of(xs):
+    """Whether each of `xs` (tracers or constants of the current trace) is in pinned
+    host memory; None when none is (the common case)."""
+    b = core.current_builder()
+    if not b.host:
+        return None
+    return [core.is_tracer(x) and x.builder is b and x.value in b.host for x in xs]
 
 
 def vma_of(x):
@@ -72,7 +87,8 @@ def bind_region(prim, f, args, params, loc=None, name="region"):
     (result tracers, extra)."""
     mc = core.current_builder().manual
     vmas = [vma_of(x) for x in args] if mc is not None else None
-    region, caps, extra = trace_region([core.aval_of(x) for x in args], f, name, vmas)
+    region, caps, extra = trace_region([core.aval_of(x) for x in args], f, name, vmas,
+                                       host_of(args))
     if callable(params):
         params = params(extra, len(region.outputs))
     out_vmas = [mc.vma_of(r) for r in region.outputs] if mc is not None else None

@@ -66,6 +66,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     if cur is not ctx.builder:
         # the backward pass is traced into a region (a vjp function returned from jit):
         # the residuals are results of `op`, in its trace, which the region captures
+        ctx.builder.host.update(v for v in fresh.outputs[n_out:] if v in cur.host)
         res = [core.Tracer(ctx.builder, v) for v in fresh.outputs[n_out:]]
     res = [_moved(r, sp, v, 0) for r, v in zip(res, saved)]   # (offloaded: back)
     read = [i for i, v in enumerate(sp.inputs) if v in set(sp.saved)]

@@ -24,7 +24,8 @@ from ..ir.rules import Edge
 from ..ir.sharding import Sharding
 from ..trace import core, types
 from . import lax as L
-from .region import lookup, add_region_op, drop_results, same_type, trace_region, vma_of
+from .region import (lookup, add_region_op, drop_results, host_of, same_type, trace_region,
+                     vma_of)
 
 _I32 = Aval((), dtypes.int32)
 
@@ -190,7 +191,8 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     def body(*args):
         carry, ys = fn(*args)
         return list(carry) + list(ys), len(carry)
-    region, caps, _ = trace_region(init_avals + slices, body, name, vmas)
+    region, caps, _ = trace_region(init_avals + slices, body, name, vmas,
+                                   host_of(list(init) + list(xs)))
     nc = len(init)
     params = {"num_carry": nc, "num_xs": len(xs), "length": length, "reverse": reverse,
               "unroll": unroll}

@@ -189,7 +189,10 @@ def _inputs(p, specs, explicit, memory=None):
             aval = types.typed(aval, types.restrict(sh, explicit, aval.ndim))
         p.inputs.append(Value(aval, sh, name=f"x{len(p.inputs)}"))
     p.meta["in_memory"] = [m for _, _, m in specs]
-    host = any(p.meta["in_memory"]) if memory is None else memory == "pinned_host"
+    if memory is None:      # (jax's rule: an operand of rank > 0 in pinned host memory)
+        host = any(m == "pinned_host" and a.shape for a, _, m in specs)
+    else:
+        host = memory == "pinned_host"
     p.meta["out_host"] = host
 
 

@@ -278,9 +278,9 @@ def with_memory(sharding, memory):
 
 
 def memory_of(x):
-    """"pinned_host" for a jax.Array in pinned host memory, else None."""
+    """The memory kind a jax.Array is in: None for the device's, else jax's name."""
     kind = getattr(getattr(x, "sharding", None), "memory_kind", None)
-    return "pinned_host" if kind == "pinned_host" else None
+    return None if kind in (None, "device") else kind
 
 
 def named_in_context(spec, what):

@@ -112,7 +112,7 @@ class Builder:
         self.manual = None    # shard_map.ManualCtx while tracing a shard_map body
         self.captured: dict[int, tuple] = {}   # id(outer tracer) -> (outer tracer, inner Value)
         self.alive = True
-        self.host: set = set()  # ids of the values in pinned host memory (ops.memory)
+        self.host: set = set()  # the values in pinned host memory (ops.memory)
 
     def new_input(self, aval: Aval, name: str | None = None) -> Tracer:
         v = Value(aval, name=name)
@@ -141,6 +141,8 @@ class Builder:
             self.captured[id(t)] = entry = (t, v)
             if self.manual is not None:    # a shard_map body's: it varies as `t` does
                 self.manual.vma[id(v)] = self.manual.vma_of(t.value)
+            if t.value in t.builder.host:
+                self.host.add(v)
         return entry[1]
 
     def add(self, prim, in_vals, params, out_avals, loc, regions=()):
@@ -150,21 +152,32 @@ class Builder:
         explicit = _types.explicit_axes_of(self)
         if explicit:
             _type_added(self, op, explicit, loc)
-        if self.host or prim.memory is not None:
+        if self.host or prim.memory is not None or regions:
             _memory_added(self.host, op)
         return outs
 
 
 def _memory_added(host, op):
-    """A memory_put's result is in its memory; any other op's are on the host when an
-    operand is (jax's memory-space types; constants take the memory of what they meet)."""
+    """Which of an op's results are in pinned host memory (jax's memory-space types):
+    a memory_put's are in its memory; a region op's are where its regions yield them;
+    any other op's are on the host when an operand of rank > 0 is (scalars and
+    constants take the memory of what they meet; all scalars: the device's)."""
     memory = op.prim.memory
     if memory is not None:
-        on_host = memory(op.params) == "pinned_host"
-    else:
-        on_host = any(type(v) is not Lit and id(v) in host for v in op.inputs)
-    if on_host:
-        host.update(id(v) for v in op.outputs)
+        if memory(op.params) == "pinned_host":
+            host.update(op.outputs)
+        return
+    if op.regions:
+        n = len(op.outputs)
+        for r in op.regions:
+            out = r.meta.get("host_out")
+            if out is not None and len(out) == n:
+                host.update(v for v, h in zip(op.outputs, out) if h)
+        return
+    for v in op.inputs:
+        if v in host and v.aval.shape:
+            host.update(op.outputs)
+            return
 
 
 class _ThreadState(threading.local):
@@ -437,7 +450,7 @@ def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None, 
         raise ShardcError("internal: a top-level trace needs its mesh slot (meshes=)")
     b = Builder(name, parent, meshes)
     tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
-    b.host.update(id(tracers[i].value) for i in host)
+    b.host.update(tracers[i].value for i in host)
     with trace_context(b):
         out = fun(*tracers)
     return b, out

@@ -146,6 +146,9 @@ def _decision(policy, op):
     got = policy(op.prim, *[v.aval for v in op.inputs], **op.params)
     if isinstance(got, tuple) and len(got) == 2:
         return (got[0], got[1])
+    kind = type(got).__name__       # jax's answers (pe.Saveable, pe.Recompute) as well
+    if kind in ("SaveableType", "RecomputeType"):
+        return kind == "SaveableType"
     return bool(got) and got != "recompute"
 
 
