@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
+from tests.test_saved_residuals import make as _f   # two named dots
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +162,6 @@ def test_for_a_gpu_moves_are_xlas_placement_calls(spaces, monkeypatch):
 
 
 # ---------------------------------------------------------------- remat offloading
-
-def _f(np_, name):
-    def f(x, w):
-        y = name(np_.sin(x @ w), "a")
-        z = name(np_.cos(y @ w), "b")
-        return np_.sum(z * y) + x[0, 0]
-    return f
-
 
 X = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
 W = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
