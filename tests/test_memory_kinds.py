@@ -159,6 +159,10 @@ def test_for_a_gpu_moves_are_xlas_placement_calls(spaces, monkeypatch):
                                  jax.device_put(x, host))).lower(x).as_text()
     calls = re.findall(r'annotate_device_placement.*_xla_buffer_placement = "(\w+)"', text)
     assert calls == ["pinned_host", "device", "pinned_host", "pinned_host"], calls
+    _, y, _, _ = spaces    # a host argument returned on the device: XLA moves it
+    text = shardc.jit(lambda y: y * 2, out_shardings=dev).lower(y).as_text()
+    calls = re.findall(r'annotate_device_placement.*_xla_buffer_placement = "(\w+)"', text)
+    assert calls == ["device"], calls
 
 
 # ---------------------------------------------------------------- remat offloading

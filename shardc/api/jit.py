@@ -348,6 +348,9 @@ class Jitted:
         program.meta["out_memory"] = [
             a if a is not _UNSET else ("pinned_host" if v in b.host else None)
             for a, v in zip(asked, program.outputs)]
+        # results out_shardings moves out of the memory they are in (XLA moves them)
+        program.meta["out_moved"] = [a is not _UNSET and (a == "pinned_host") != (v in b.host)
+                                     for a, v in zip(asked, program.outputs)]
         program.meta["platform"] = out_tree["platform"]
         # the outputs out_shardings= pins keep theirs; jax names the others' by XLA's choice
         program.meta["pinned_out"] = [s is not None for s in program.out_shardings]

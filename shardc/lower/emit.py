@@ -328,18 +328,20 @@ class Lowering:
         rets, ret_types = [], []
         fixed = p.meta.get("fixed_out") or [True] * len(p.outputs)
         out_memory = p.meta.get("out_memory") or [None] * len(p.outputs)
+        moved = p.meta.get("out_moved") or [False] * len(p.outputs)
         for i, v in enumerate(p.outputs):
             sh = p.out_shardings[i]
             t = tensor_type(v.aval)
             r = names[id(v)]
             mem = out_memory[i]
-            if mem and p.meta.get("platform", "cpu") != "cpu" and not self.sources_only:
-                # as jax: XLA moves a result to the host where this call says so
+            if (mem or moved[i]) and p.meta.get("platform", "cpu") != "cpu" and \
+                    not self.sources_only:
+                # as jax: XLA moves a result to the memory this call names
                 r = self.fresh()
                 body.append(f'    {r} = "stablehlo.custom_call"({names[id(v)]}) <{{api_version = '
                             '1 : i32, call_target_name = "annotate_device_placement", '
                             f'has_side_effect = true}}> {{mhlo.frontend_attributes = '
-                            f'{{_xla_buffer_placement = "{mem}"}}}} : ({t}) -> {t}')
+                            f'{{_xla_buffer_placement = "{mem or "device"}"}}}} : ({t}) -> {t}')
             rets.append(r)
             extra = f'mhlo.memory_kind = "{mem}", ' if mem else ""
             if self.sources_only and (not fixed[i] or sh is None):

@@ -5,10 +5,11 @@ offloaded residual). `kind` is "device" or "pinned_host".
 Values on the host are tracked per trace (trace.core's `Builder.host`): an op with a
 host operand of rank > 0 has host results, as jax's memory-space types give (scalars
 and constants take the memory of what they meet); a region's block arguments are where
-its operands are, and a region op's results where its body yields them. On GPUs and TPUs the move is XLA's
-`annotate_device_placement` custom call, as jax lowers it; XLA:CPU has one memory,
-where jax lowers it to nothing and so does this (the program's meta names the
-platform it is compiled for).
+its operands are, and a region op's results where its body yields them.
+
+On GPUs and TPUs the move is XLA's `annotate_device_placement` custom call, as jax
+lowers it; XLA:CPU has one memory, where jax lowers it to nothing and so does this
+(the program's meta names the platform it is compiled for).
 """
 from __future__ import annotations
 
