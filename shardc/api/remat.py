@@ -118,6 +118,8 @@ class _JaxPolicy:
                 "dimension_numbers": (params["contracting"], params.get("batch", ((), ()))),
                 "precision": params.get("precision"), "out_sharding": None,
                 "preferred_element_type": params.get("preferred_element_type")}
+        else:       # jax's primitive of the same name, for a policy's `prim is ...`
+            prim = getattr(jprims, f"{prim.name}_p", prim)
         got = self.policy(prim, *[jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak)
                                   for a in avals], **params)
         kind = type(got).__name__
