@@ -25,7 +25,8 @@ from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
-from ..runtime.meshes import MeshInfo, MeshSlot, current_mesh, mesh_of_args, target_platform
+from ..runtime.meshes import (MeshInfo, MeshSlot, boundary_kind, current_mesh, mesh_of_args,
+                              target_platform)
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -259,7 +260,7 @@ class Jitted:
         # an array's memory kind (jax types an array in pinned host memory so)
         has = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and \
             getattr(x, "sharding", None) is not None
-        memory = _boundary(x.sharding.memory_kind) if has else None
+        memory = boundary_kind(x.sharding.memory_kind) if has else None
         if is_auto(given):      # chosen by the search; the array is placed that way
             autojit.check_mesh(mesh, f"in_shardings for argument {i}")
             return ArgSpec(aval, None, False, memory, memory == "pinned_host")
@@ -275,7 +276,7 @@ class Jitted:
         if given is not None:
             sh = mesh.sharding_from(given, aval, f"in_shardings for argument {i}")
             if getattr(given, "memory_kind", None):
-                want = _boundary(given.memory_kind)
+                want = boundary_kind(given.memory_kind)
                 if has and want != memory:
                     raise ShardcError(
                         f"in_shardings for argument {i} has memory kind {given.memory_kind} "
@@ -409,7 +410,7 @@ class Jitted:
             return [_UNSET] * n
         dummy = _tree.tree_unflatten(out_tree, [0] * n)
         flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
-        return [_boundary(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
+        return [boundary_kind(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
                 for s in flat]
 
     def _resolve_out_shardings(self, out_tree, program, mesh):
@@ -430,14 +431,6 @@ class Jitted:
 
 
 _UNSET = object()
-
-
-def _boundary(memory_kind):
-    """A memory kind at the program's boundary: None for the device's (or none), else
-    jax's name of it (pinned_host, unpinned_host)."""
-    name = getattr(memory_kind, "name", memory_kind)
-    return None if name in (None, "device", "Device") else \
-        "pinned_host" if name == "Host" else name
 
 
 def internal_jit(fun, name, **kw):

@@ -38,7 +38,7 @@ def _device_put(*xs, devices, srcs, copy_semantics):
     from jax.sharding import AxisType
 
     from ..api.explicit import apply_out_sharding
-    from ..ops.memory import kind_of, put
+    from ..ops.memory import kind_of, memory_put_p
     out = []
     for x, d in zip(xs, devices):
         spec, mesh = getattr(d, "spec", None), getattr(d, "mesh", None)
@@ -51,7 +51,7 @@ def _device_put(*xs, devices, srcs, copy_semantics):
         memory = d.memory_kind if isinstance(d, jax.sharding.Sharding) else \
             d if isinstance(d, jax.memory.Space) else None
         if memory is not None:
-            x = put(x, kind_of(memory))
+            x = memory_put_p.bind(x, kind=kind_of(memory))   # (as jax: always moved)
         out.append(x)
     return out
 

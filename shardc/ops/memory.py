@@ -19,9 +19,6 @@ from ..lower.emit import tensor_type
 from ..trace import core
 from .remat import _identity_lower
 
-KINDS = ("device", "pinned_host")
-
-
 def kind_of(memory_kind) -> str:
     """jax's memory kind (a string, None, or a jax.memory.Space) as device or pinned_host:
     only pinned host memory is a memory space of its own in jax's types."""
@@ -43,11 +40,6 @@ memory_put_p = core.Primitive("memory_put", shape_rule=lambda x, *, kind: x,
                               sharding_rule=pointwise, lower=_lower,
                               prop_kind=PropKind.ELEMENTWISE, traits=Trait.ALIAS)
 memory_put_p.memory = lambda params: params["kind"]     # (read by Builder.add)
-
-
-def put(x, kind):
-    """`x` in memory `kind` (as jax's lowering, a move even where it may be there)."""
-    return memory_put_p.bind(x, kind=kind)
 
 
 def _vjp(ctx, cts, x, *, kind):

@@ -277,10 +277,17 @@ def with_memory(sharding, memory):
     return sharding if memory is None else sharding.with_memory_kind(memory)
 
 
+def boundary_kind(memory_kind):
+    """A memory kind at a program's boundary (a string, None or a jax.memory.Space):
+    None for the device's, else jax's name of it (pinned_host, unpinned_host)."""
+    name = getattr(memory_kind, "name", memory_kind)
+    return None if name in (None, "device", "Device") else \
+        "pinned_host" if name == "Host" else name
+
+
 def memory_of(x):
     """The memory kind a jax.Array is in: None for the device's, else jax's name."""
-    kind = getattr(getattr(x, "sharding", None), "memory_kind", None)
-    return None if kind in (None, "device") else kind
+    return boundary_kind(getattr(getattr(x, "sharding", None), "memory_kind", None))
 
 
 def named_in_context(spec, what):
