@@ -165,6 +165,27 @@ def test_for_a_gpu_moves_are_xlas_placement_calls(spaces, monkeypatch):
     assert calls == ["device"], calls
 
 
+def test_the_ir_names_arguments_and_results_memory_and_round_trips(spaces):
+    """The IR text shows where each argument and result lives (device memory is the
+    default, written only for a result out_shardings moves back there); parsing it
+    back gives the same text and the same lowering."""
+    from shardc.ir.parse import parse_program
+    from shardc.ir.program import print_program
+    from shardc.lower.emit import lower
+    x, y, host, dev = spaces
+    f = shardc.jit(lambda y, x: (y * 2, x + 1, y - 1), out_shardings=(None, host, dev))
+    p = f.trace(y, x).propagate().program
+    text = print_program(p)
+    head = text.splitlines()[1]
+    assert head.count("memory=pinned_host") == 3 and head.count("memory=device") == 1, head
+    assert "%x: f32[8,4] [{x}, {}])" in head    # a device argument: nothing written
+    q = parse_program(text)
+    assert print_program(q) == text
+    def main(text):
+        return [ln for ln in text.splitlines() if "func.func public @main" in ln]
+    assert main(lower(q)) == main(lower(p)) and _memory_attrs(lower(q)) == ["pinned_host"] * 3
+
+
 # ---------------------------------------------------------------- remat offloading
 
 X = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)

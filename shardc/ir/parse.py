@@ -14,6 +14,7 @@ from .sharding import MeshShape, Sharding, parse_sharding, parse_unreduced
 _DIM = r"\d+(?:@(?:\w+|\([\w,]+\)))?"       # 8, 8@x, 8@(x,y)
 _TYPE = rf"~?[a-z][a-z0-9]*\[(?:{_DIM}(?:,{_DIM})*)?\](?:\{{[UR]:[\w, :R]+\}}|\{{auto\}})?"
 _TYPE_RE = re.compile(rf"^({_TYPE})\s*(\[.*\])?$")
+_MEMORY_RE = re.compile(r"\s+memory=(pinned_host|unpinned_host|device)\s*$")
 _STR = r'"((?:[^"\\]|\\[n"\\]|\\[0-9A-Fa-f]{2})*)"'  # a literal as program.quote writes
 _WHERE = rf'{_STR}:(\d+)(?: in {_STR}:(\d+))?'      # "f.py":12 in "lib.py":3
 _LOC_RE = re.compile(rf'\s*loc\((?:{_STR}\({_WHERE}\)|{_WHERE})\)\s*$')  # scope optional
@@ -296,7 +297,10 @@ def _parse_program(lines, cur) -> Program:
     prog.meta["ir_lines"] = {}
     ex = mesh is not None and bool(mesh.explicit)
     env: dict[str, Value] = {}
+    in_memory = []
     for decl in _split_top(m.group(2)):
+        decl, kind = _memory(decl)
+        in_memory.append(kind)
         name, aval, sh = _typed_decl(decl, ex)
         _define(env, name, lineno, head)
         v = Value(aval, sh, name=name)
@@ -308,7 +312,10 @@ def _parse_program(lines, cur) -> Program:
         raise _err("text after the end of the function", lines[pos][0])
     cur[0] = (lineno, head)
     prog.out_shardings = []
+    out_memory = []
     for d in out_decls:
+        d, kind = _memory(d)
+        out_memory.append(kind)
         mm = _TYPE_RE.match(d)
         if not mm:
             raise _err(f"bad result type {d!r}", lineno, _col(head, d))
@@ -318,7 +325,18 @@ def _parse_program(lines, cur) -> Program:
     if len(prog.out_shardings) != len(prog.outputs):
         raise _err(f"the function declares {len(prog.out_shardings)} results but returns "
                    f"{len(prog.outputs)}", lineno, _col(head, "->"))
+    if any(in_memory) or any(out_memory):
+        prog.meta["in_memory"] = in_memory
+        # jit's meta: device memory is None, and a result moved there is marked moved
+        prog.meta["out_memory"] = [None if k == "device" else k for k in out_memory]
+        prog.meta["out_moved"] = [k == "device" for k in out_memory]
     return prog
+
+
+def _memory(decl):
+    """'%x: f32[2] [{a}] memory=pinned_host' -> ('%x: f32[2] [{a}]', 'pinned_host')"""
+    m = _MEMORY_RE.search(decl)
+    return (decl, None) if m is None else (decl[:m.start()], m.group(1))
 
 
 def _define(env, name, lineno, raw):

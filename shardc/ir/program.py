@@ -389,12 +389,29 @@ class Snapshot:
                [self._program(r) for r in regions.get(id(op), ())])
             for op, i in zip(ops, ins)], list(outputs), p.mesh)
         q.out_shardings = list(out_shardings)
+        q.meta.update((k, p.meta[k]) for k in _MEMORY_META if k in p.meta)
         return q
 
     def text(self) -> str:
         if self._text is None:
             self._text = print_program(self._program(self.tree), shardings=self.shardings)
         return self._text
+
+
+_MEMORY_META = ("in_memory", "out_memory", "out_moved")
+
+
+def memory_texts(p: Program):
+    """The ` memory=<kind>` suffixes of the arguments and results (jit's meta): each
+    one not in device memory, and a result out_shardings moves back to the device."""
+    ins = p.meta.get("in_memory") or ()
+    outs = p.meta.get("out_memory") or ()
+    moved = p.meta.get("out_moved") or ()
+    return ([f" memory={m}" if m and m != "device" else ""
+             for m in list(ins) + [None] * (len(p.inputs) - len(ins))],
+            [f" memory={m}" if m and m != "device" else
+             " memory=device" if i < len(moved) and moved[i] else ""
+             for i, m in enumerate(list(outs) + [None] * (len(p.outputs) - len(outs)))])
 
 
 def print_program(p: Program, explain=None, shardings=True) -> str:
@@ -405,15 +422,16 @@ def print_program(p: Program, explain=None, shardings=True) -> str:
     if p.mesh is not None:
         lines.append(f"mesh {p.mesh}")
     explicit = p.mesh is not None and bool(p.mesh.explicit)
-    args = ", ".join(_typed(v, namer.define(v, v.name), shardings, explicit)
-                     for v in p.inputs)
+    in_mem, out_mem = memory_texts(p)
+    args = ", ".join(_typed(v, namer.define(v, v.name), shardings, explicit) + m
+                     for v, m in zip(p.inputs, in_mem))
     outs = []
     for i, v in enumerate(p.outputs):
         s = type_text(v.aval, explicit)
         fixed = p.out_shardings[i] if i < len(p.out_shardings) else None
         if fixed is not None and shardings is not False:
             s += f" {fixed}"
-        outs.append(s)
+        outs.append(s + out_mem[i])
     lines.append(f"func @{p.name}({args}) -> ({', '.join(outs)}) {{")
     if explain:
         for v in p.inputs:
