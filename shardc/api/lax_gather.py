@@ -206,6 +206,9 @@ def _in_bounds(idx, shape, start_index_map, slice_sizes):
         zero = Lit(core._scalar(0, ca.dtype), ca.update(shape=(), weak=False))
         good = ew.and_p.bind(ew.ge_p.bind(col, zero), ew.le_p.bind(col, upper))
         ok = good if ok is None else ew.and_p.bind(ok, good)
+    if ok is None:      # an empty index vector: every window is the whole operand's
+        t = Lit(np.bool_(True), ia.update(shape=(), dtype=np.dtype(bool), weak=False))
+        ok = shp.broadcast_in_dim_p.bind(t, shape=ia.shape[:-1], broadcast_dimensions=())
     return ok
 
 
