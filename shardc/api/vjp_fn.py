@@ -14,12 +14,12 @@ import numpy as np
 
 from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir import dtypes
-from ..ir.program import Lit
+from ..ir.program import Lit, Op
 from ..ops import lax as L
 from ..ops.region import trace_region
 from ..propagate.passes import dce
 from ..trace import core
-from ..transforms.ad import eval_ops
+from ..transforms.ad import copy_p, eval_ops
 from ..trace import pytree as _tree
 
 
@@ -103,9 +103,31 @@ class VJP:
         used.update(id(v) for v in region.outputs)
         keep = [i for i, v in enumerate(region.inputs[n:]) if id(v) in used]
         region.inputs = region.inputs[:n] + [region.inputs[n + i] for i in keep]
-        caps = [caps[i] for i in keep]
+        caps = _copies_inside(region, n, [caps[i] for i in keep], b)
         self._backward = _Backward(region, self._out_tree, in_tree[0], self._out_avals)
         self._residuals = tuple(caps)
+
+
+def _copies_inside(region, n, caps, b):
+    """The residuals with each copy of another residual made inside the region instead
+    (vjp's fresh copy of a primal, which the backward pass reads beside the primal
+    itself, would otherwise leave jit as a second buffer of the same bytes)."""
+    made = {id(op.outputs[0]): op for op in b.program.ops if op.prim is copy_p}
+    arg = {id(t.value): v for t, v in zip(caps, region.inputs[n:])}
+    drop, sources, ops = set(), set(), []
+    for t, v in zip(caps, region.inputs[n:]):
+        op = made.get(id(t.value))
+        src = None if op is None else id(op.inputs[0])
+        if src in arg and src not in drop and id(t.value) not in sources:
+            ops.append(Op(copy_p, [arg[src]], [v], {}, op.loc))
+            drop.add(id(t.value))
+            sources.add(src)
+    if not ops:
+        return caps
+    region.ops = ops + region.ops
+    region.inputs = region.inputs[:n] + [v for t, v in zip(caps, region.inputs[n:])
+                                         if id(t.value) not in drop]
+    return [t for t in caps if id(t.value) not in drop]
 
 
 def _check_cotangent(c, aval):

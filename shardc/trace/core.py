@@ -110,7 +110,7 @@ class Builder:
         # the mesh the program runs on, shared with nested builders (meshes.MeshSlot)
         self.meshes = meshes if meshes is not None else (parent.meshes if parent else None)
         self.manual = None    # shard_map.ManualCtx while tracing a shard_map body
-        self.captured: dict[int, tuple] = {}   # id(outer tracer) -> (outer tracer, inner Value)
+        self.captured: dict[int, tuple] = {}   # id(outer value) -> (outer tracer, inner Value)
         self.alive = True
         self.host: set = set()  # the values in pinned host memory (ops.memory)
 
@@ -135,10 +135,10 @@ class Builder:
                 f"a traced value {t.value.aval} escaped the function that traced it (a "
                 "'leaked tracer'): it was stored in a global or closure during tracing "
                 "and used after. Return it from the function instead.")
-        entry = self.captured.get(id(t))
+        entry = self.captured.get(id(t.value))
         if entry is None:
             v = Value(t.value.aval)
-            self.captured[id(t)] = entry = (t, v)
+            self.captured[id(t.value)] = entry = (t, v)
             if self.manual is not None:    # a shard_map body's: it varies as `t` does
                 self.manual.vma[id(v)] = self.manual.vma_of(t.value)
             if t.value in t.builder.host:
