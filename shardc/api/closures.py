@@ -13,7 +13,7 @@ import functools
 import inspect
 
 from ..errors import ArgumentError
-from ..ops.region import trace_region
+from ..ops.region import placement_of, trace_region
 from ..trace import core
 from ..transforms.ad import custom_vjp, eval_ops
 from ..trace import pytree as _tree
@@ -33,7 +33,8 @@ def closure_convert(fun, *example_args):
         out = fun(*_tree.tree_unflatten(in_tree, list(ts)))
         out_leaves, out_tree = _tree.tree_flatten(out)
         return out_leaves, out_tree
-    region, consts, out_tree = trace_region(avals, body, getattr(fun, "__name__", "closure"))
+    region, consts, out_tree = trace_region(avals, body, getattr(fun, "__name__", "closure"),
+                                            *placement_of(leaves))
     n = len(consts)
 
     def converted(*args_and_consts):

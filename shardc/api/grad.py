@@ -16,9 +16,9 @@ from ..ir import dtypes
 from ..trace import core
 from ..ir.program import Lit
 from ..ops import lax as L
-from ..ops.region import trace_region
+from ..ops.region import placement_of, trace_region
 from ..transforms.ad import _is_float, _traced_vjp, eval_ops
-from ..transforms.forward import jvp_region, needs_forward
+from ..transforms.forward import jvp_region, needs_forward, zeros_varying_as
 from ..trace import pytree as _tree
 
 
@@ -216,8 +216,7 @@ def jvp(fun, primals, tangents):
         fo, io, vjp_fn = _traced_vjp(f, primals, has_aux=True)
         touts = []
         if fo:
-            from . import numpy as snp
-            ct0 = [snp.zeros_like(o) for o in fo]
+            ct0 = [zeros_varying_as(o) for o in fo]
             _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
             (touts,) = transpose(tangents)
         fi, ti, ii = iter(fo), iter(touts), iter(io)
@@ -244,5 +243,6 @@ def _scratch(fun, leaves, tree):
         outs, t = _tree.tree_flatten(fun(*_tree.tree_unflatten(tree, list(xs))))
         out_tree.append(t)
         return outs, None
-    region, caps, _ = trace_region([core.aval_of(x) for x in leaves], body, "jvp")
+    region, caps, _ = trace_region([core.aval_of(x) for x in leaves], body, "jvp",
+                                   *placement_of(leaves))
     return region, caps, out_tree[0]

@@ -16,7 +16,7 @@ from ..errors import ArgumentError, ShardcError, api_boundary
 from ..ir import dtypes
 from ..ir.program import Lit, Op
 from ..ops import lax as L
-from ..ops.region import trace_region
+from ..ops.region import placement_of, trace_region
 from ..propagate.passes import dce
 from ..trace import core
 from ..transforms.ad import copy_p, eval_ops
@@ -46,6 +46,7 @@ class VJP:
         self._direct, self._builder = direct, builder
         self._out_tree, self._out_avals = out_tree, out_avals
         self._backward, self._residuals = backward, tuple(residuals)
+        self._placement = (None, None)
 
     @api_boundary
     def __call__(self, ct):
@@ -94,7 +95,7 @@ class VJP:
             leaves, t = _tree.tree_flatten(got)
             in_tree.append(t)
             return leaves, None
-        region, caps, _ = trace_region(self._out_avals, body, "vjp")
+        region, caps, _ = trace_region(self._out_avals, body, "vjp", *self._placement)
         # the residuals are what the backward pass reads: not what a rule computed for
         # a cotangent nobody asks for (a literal's, a constant's)
         dce(region)
@@ -158,4 +159,6 @@ def _fit(cts, avals):
 def make_vjp(vjp_fn, out):
     """The VJP of a traced vjp: `vjp_fn` made in the current trace for outputs `out`."""
     leaves, tree = _tree.tree_flatten(out)
-    return VJP(vjp_fn, core.current_builder(), tree, [core.aval_of(o) for o in leaves])
+    fn = VJP(vjp_fn, core.current_builder(), tree, [core.aval_of(o) for o in leaves])
+    fn._placement = placement_of(leaves)   # the cotangents vary as the outputs do
+    return fn

@@ -12,7 +12,7 @@ import operator
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
-from ..ops.region import trace_region
+from ..ops.region import placement_of, trace_region
 from ..trace import core, types
 from ..transforms.batch import batch_program, make_ctx
 from ..trace import pytree as _tree
@@ -157,7 +157,8 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
     if axis_name is not None:
         batching.AXES.stack.append((axis_name, size))
     try:
-        region, caps, _ = trace_region([avals[i] for i in dyn], flat_fun, "vmapped")
+        region, caps, _ = trace_region([avals[i] for i in dyn], flat_fun, "vmapped",
+                                       *placement_of([ins[i] for i in dyn]))
     finally:
         if axis_name is not None:
             batching.AXES.stack.pop()

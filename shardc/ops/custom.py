@@ -193,7 +193,7 @@ class _BatchedBwd:
         self.res_flags = [s is _TRACED for s in rule.res_static]
 
     def bwd(self, *args):
-        from .region import trace_region
+        from .region import placement_of, trace_region
         ctx = self.ctx
         nondiff, res, ct = args[:-2], args[-2], args[-1]
         leaves, tree = _tree.tree_flatten((nondiff, res, ct))
@@ -215,7 +215,8 @@ class _BatchedBwd:
             flat, t = _tree.tree_flatten(got, is_leaf=lambda v: v is None)
             shape.append((t, [v is None for v in flat]))
             return [v for v in flat if v is not None], None
-        region, caps, _ = trace_region(avals, per_example, "bwd")
+        region, caps, _ = trace_region(avals, per_example, "bwd",
+                                       *placement_of([leaves[i] for i in dyn]))
         outs, _ = ctx.batch_region(region, [leaves[i] for i in dyn] + caps,
                                    [flags[i] for i in dyn] + [False] * len(caps),
                                    force=[True] * len(region.outputs))

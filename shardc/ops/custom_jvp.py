@@ -225,7 +225,7 @@ class _BatchedJvp:
                            for i in _tree.tree_leaves(where[a])]
 
     def jvp(self, *args):
-        from .region import trace_region
+        from .region import placement_of, trace_region
         nondiff, primals, tangents = args[:-2], args[-2], args[-1]
         leaves, tree = _tree.tree_flatten((nondiff, primals, tangents))
         flags = self.nondiff_flags + self.diff_flags + self.diff_flags
@@ -252,7 +252,8 @@ class _BatchedJvp:
                     for v in flat]
             shape.append(td)
             return flat, None
-        region, caps, _ = trace_region(avals, per_example, "jvp")
+        region, caps, _ = trace_region(avals, per_example, "jvp",
+                                       *placement_of([leaves[i] for i in dyn]))
         outs, _ = self.ctx.batch_region(region, [leaves[i] for i in dyn] + caps,
                                         [flags[i] for i in dyn] + [False] * len(caps),
                                         force=[True] * len(region.outputs))

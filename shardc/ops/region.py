@@ -55,6 +55,14 @@ def host_of(xs):
     return [core.is_tracer(x) and x.builder is b and x.value in b.host for x in xs]
 
 
+def placement_of(xs):
+    """(vmas, host) of trace_region for block arguments standing for `xs` (tracers or
+    constants of the current trace): the manual axes each varies over inside a shard_map
+    body, and whether each is in pinned host memory (None when it does not apply)."""
+    vmas = [vma_of(x) for x in xs] if core.current_builder().manual is not None else None
+    return vmas, host_of(xs)
+
+
 def vma_of(x):
     """The manual axes a value of the current trace varies over (none outside bodies)."""
     b = core.current_builder()
@@ -86,9 +94,8 @@ def bind_region(prim, f, args, params, loc=None, name="region"):
     output count. Values f closes over become extra operands (after `args`). Returns
     (result tracers, extra)."""
     mc = core.current_builder().manual
-    vmas = [vma_of(x) for x in args] if mc is not None else None
-    region, caps, extra = trace_region([core.aval_of(x) for x in args], f, name, vmas,
-                                       host_of(args))
+    region, caps, extra = trace_region([core.aval_of(x) for x in args], f, name,
+                                       *placement_of(args))
     if callable(params):
         params = params(extra, len(region.outputs))
     out_vmas = [mc.vma_of(r) for r in region.outputs] if mc is not None else None

@@ -12,7 +12,9 @@ from __future__ import annotations
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import lax as L
+from ..ops.pvary import pvary_p
 from ..ops.region import lookup
+from ..trace import core
 
 
 def needs_forward(op) -> bool:
@@ -109,8 +111,24 @@ def _segment(seg, rest, outputs, env, tenv):
         env[id(v)] = o
     if not f_outs:
         return
-    ct0 = [L.zeros(v.aval.shape, v.aval.dtype) for v in f_outs]
+    ct0 = [zeros_varying_as(o) for o in fo]
     _, _, transpose = _traced_vjp(lambda c: vjp_fn(c), (ct0,))
     (t_out,) = transpose(tuple(tenv[id(v)] for v in diff))
     for v, t in zip(f_outs, t_out):
         tenv[id(v)] = t
+
+
+def zeros_varying_as(out):
+    """The stand-in cotangent of `out`, varying over the manual axes `out` varies over:
+    an invariant one would meet varying values, and transposing the vjp would sum the
+    tangents over those axes (the implicit pvary's transpose is a psum)."""
+    aval = core.aval_of(out)
+    z = L.zeros(aval.shape, aval.dtype)
+    mc = core.current_builder().manual
+    if mc is None or not mc.check_vma or not core.is_tracer(out):
+        return z
+    vma = mc.vma_of(core.current_builder().to_value(out))
+    axes = tuple(a for a in mc.mesh.names if a in vma)
+    if not axes:
+        return z
+    return pvary_p.bind(z, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
