@@ -59,6 +59,34 @@ def _check_same(what_a, what_b, tree_a, tree_b, avals_a, avals_b, example, intro
         raise ShardcTypeError(f"{intro}, but they differ:\n" + "\n".join(lines))
 
 
+class _Promote(Exception):
+    """A loop's carry starts weak-typed (a Python scalar) and the body returns another
+    dtype: as jax, the init is promoted to the pair's result type and the body traced
+    again. Raised inside the first trace with the body's output types."""
+
+    def __init__(self, out_avals):
+        super().__init__("weak-typed carry promotion")
+        self.out_avals = out_avals
+
+
+def _check_weak(tree_a, tree_b, avals, out_avals, promoted):
+    """Raise _Promote if a weak carry init's type differs from the body's (once)."""
+    if not promoted and tree_a == tree_b and \
+            any(a.weak and not same_type(a, o) for a, o in zip(avals, out_avals)):
+        raise _Promote(out_avals)
+
+
+def _promote_init(leaves, avals, out_avals):
+    """jax's _promote_weak_typed_input over a carry's leaves."""
+    out = []
+    for x, a, o in zip(leaves, avals, out_avals):
+        if a.weak and not same_type(a, o):
+            dt, _ = dtypes.promote((a.dtype, True), (o.dtype, o.weak))
+            x = L.convert_element_type(x, dt, False)
+        out.append(x)
+    return out
+
+
 def _typed_str(a):
     """A type as jax prints it, its sharding included: float32[8@X,4]."""
     short = dtypes.short_name(a.dtype)
@@ -189,15 +217,24 @@ def while_loop(cond_fun, body_fun, init_val):
                                   f"type(s) {got}.")
         return pl[0]
 
+    promoted = []
+
     def b(*xs):
         out = body_fun(_tree.tree_unflatten(tree, list(xs)))
         outs, otree = _tree.tree_flatten(out)
+        _check_weak(tree, otree, avals, _avals(outs), promoted)
         _check_same("the input carry init_val", "the body_fun output", tree, otree, avals,
                     _avals(outs), init_val,
                     "while_loop body function carry input and carry output must have "
                     "equal types")
         return outs
-    return _tree.tree_unflatten(tree, bind_while(c, b, leaves))
+    try:
+        return _tree.tree_unflatten(tree, bind_while(c, b, leaves))
+    except _Promote as p:
+        leaves = _promote_init(leaves, avals, p.out_avals)
+        avals = _avals(leaves)
+        promoted.append(True)
+        return _tree.tree_unflatten(tree, bind_while(c, b, leaves))
 
 
 def _concrete_int(x):
@@ -297,6 +334,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     c_leaves, c_tree = _tree.tree_flatten(init)
     c_avals = _avals(c_leaves)
     got = {}
+    promoted = []
 
     def body(*args):
         carry = _tree.tree_unflatten(c_tree, list(args[:len(c_leaves)]))
@@ -307,14 +345,22 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
                                   f"{type(out).__name__}.")
         new, y = out
         n_leaves, n_tree = _tree.tree_flatten(new)
+        _check_weak(c_tree, n_tree, c_avals, _avals(n_leaves), promoted)
         _check_same("the input carry", "the output carry", c_tree, n_tree, c_avals,
                     _avals(n_leaves), init,
                     "scan body function carry input and carry output must have equal "
                     "types (e.g. shapes and dtypes of arrays)")
         y_leaves, got["y"] = _tree.tree_flatten(y)
         return n_leaves, y_leaves
-    carry, ys = bind_scan(body, c_leaves, x_leaves, length, bool(reverse), int(unroll),
-                          _name(f, "body"))
+    try:
+        carry, ys = bind_scan(body, c_leaves, x_leaves, length, bool(reverse), int(unroll),
+                              _name(f, "body"))
+    except _Promote as p:
+        c_leaves = _promote_init(c_leaves, c_avals, p.out_avals)
+        c_avals = _avals(c_leaves)
+        promoted.append(True)
+        carry, ys = bind_scan(body, c_leaves, x_leaves, length, bool(reverse), int(unroll),
+                              _name(f, "body"))
     return _tree.tree_unflatten(c_tree, carry), _tree.tree_unflatten(got["y"], ys)
 
 
