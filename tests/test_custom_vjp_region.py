@@ -243,3 +243,34 @@ def test_grad_of_grad_as_jax():
     _close(shardc.jit(_grad_of_grad(S))(X), jax.jit(_grad_of_grad(J))(X))
     _close(shardc.jit(_grad_of_grad(S))(W),
            jax.jit(_grad_of_grad(J))(W))
+
+
+@pytest.mark.parametrize("none_at", ["leaf", "subtree", "whole"])
+def test_bwd_returns_none_for_zero_cotangents_of_pytree_parts(none_at):
+    """None in bwd's result stands for zeros of a leaf or a whole subtree, as jax's."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def grads(M):
+        @M.custom_vjp
+        def f(d, e):
+            return d["a"] * d["b"]["c"] * d["b"]["e"] + e
+
+        def bwd(d, g):
+            sub = {"c": None, "e": g} if none_at == "leaf" else None
+            first = None if none_at == "whole" else {"a": g * d["b"]["c"], "b": sub}
+            return first, g
+        f.defvjp(lambda d, e: (f(d, e), d), bwd)
+        return M.jit(M.grad(lambda a, b, e: f({"a": a, "b": {"c": b, "e": b}}, e).sum(),
+                            argnums=(0, 1, 2)))(x, x + 1, x)
+    for o, r in zip(grads(shardc), grads(jax), strict=True):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(r))
+
+
+def test_bwd_cotangent_of_the_wrong_structure_is_a_clear_error():
+    @shardc.custom_vjp
+    def f(d):
+        return d["a"] * d["b"]
+    f.defvjp(lambda d: (f(d), d), lambda d, g: ((g, g),))
+    with pytest.raises(shardc.errors.ShardcError,
+                       match=r"cotangent of argument 0 has the structure .* but the argument"):
+        shardc.grad(lambda a: f({"a": a, "b": a}).sum())(np.ones(3, np.float32))

@@ -102,10 +102,13 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
     leaf_ct = [None] * n
     for i, g in zip(diff, got):
         k = len(_tree.tree_leaves(args[i]))
-        gl = _tree.tree_leaves(g) if g is not None else [None] * k
-        if len(gl) != k:
-            raise ShardcError(f"custom_vjp bwd: the cotangent of argument {i} has {len(gl)} "
-                              f"leaves, the argument {k}", ctx.op.loc)
+        gl = _with_zeros(g, args[i])
+        if gl is None or len(gl) != k:
+            raise ShardcError(
+                f"custom_vjp bwd: the cotangent of argument {diff.index(i)} has the "
+                f"structure {_tree.tree_structure(g, is_leaf=_is_none)}, but the argument "
+                f"has {_tree.tree_structure(args[i])} (None stands for zeros of a leaf or "
+                "subtree)", ctx.op.loc)
         for a, c in zip(_tree.tree_leaves(args[i]), gl):
             if c is not None and np.shape(a) != np.shape(c):
                 raise ArgumentError(
@@ -120,6 +123,26 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
     if res:
         _through_fwd(ctx, cts, ins, res, in_cts)
     return in_cts
+
+
+def _is_none(v):
+    return v is None
+
+
+def _with_zeros(g, arg):
+    """The cotangent g of a pytree argument as one entry per leaf of `arg` (None for a
+    zero), where a None in g stands for a whole leaf or subtree (jax's rule); None if
+    the structures differ."""
+    if g is None:
+        return [None] * len(_tree.tree_leaves(arg))
+    try:
+        subs = _tree.flatten_up_to(_tree.tree_structure(g, is_leaf=_is_none), arg)
+    except (ValueError, TypeError):
+        return None
+    out = []
+    for c, sub in zip(_tree.tree_leaves(g, is_leaf=_is_none), subs):
+        out += [None] * len(_tree.tree_leaves(sub)) if c is None else [c]
+    return out
 
 
 def _through_fwd(ctx, cts, ins, res, in_cts):
