@@ -125,10 +125,18 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
 
     def one(v):
         a = aval(v)
-        ax = axis % (a.ndim + (0 if tiled else 1)) if a.ndim or not tiled else axis
+        ax = _dim(axis, a.ndim + (0 if tiled else 1)) if a.ndim or not tiled else axis
         return m.all_gather_p.bind(_as_tracer(v) if not core.is_tracer(v) else v, axes=axes,
                                    sizes=sizes, axis=ax, tiled=tiled)
     return _map(one, x)
+
+
+def _dim(axis, ndim):
+    """A collective's dimension argument, negative ones counted from the end (jax's
+    check: one out of range is an error, not wrapped around)."""
+    if not -ndim <= axis < ndim:
+        raise ArgumentError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
 
 
 @api_boundary
@@ -138,7 +146,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
 
     def one(v):
         a = aval(v)
-        d = scatter_dimension % a.ndim
+        d = _dim(scatter_dimension, a.ndim)
         return m.psum_scatter_p.bind(v, axes=axes, sizes=sizes, scatter_dimension=d,
                                      tiled=tiled)
     return _map(one, x)
@@ -156,7 +164,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
 
     def one(v):
         a = aval(v)
-        s, c = split_axis % a.ndim, concat_axis % a.ndim
+        s, c = _dim(split_axis, a.ndim), _dim(concat_axis, a.ndim)
         if tiled:
             return m.all_to_all_p.bind(v, axes=axes, sizes=sizes, split_axis=s, concat_axis=c)
         if a.shape[s] != n:
