@@ -272,3 +272,21 @@ def test_cond_branch_types_must_match(mesh):
                                           lambda a: L.reshard(a, P(None, "X")), a))
         return f(True, a)
     _type_errors(cell, mesh, ["branches", "float32[8@x,4]", "float32[8,4@x]"])
+
+
+@pytest.mark.parametrize("how", ["reshard", "out_sharding"])
+def test_uneven_type_sharding_is_refused_where_asked(mesh, how):
+    """A reshard (or out_sharding=) whose sharding does not split a dim evenly is jax's
+    ValueError at that call (once shardc blamed the next op, or typed it silently)."""
+    msgs = []
+    for L in (JAX, SHARDC):
+        def f(a):
+            if how == "reshard":
+                return L.reshard(a[:3], P("Y")) * 2
+            return L.np.reshape(a[:12], (3, 4), out_sharding=P("Y", None)) * 2
+        x = put(mesh, np.arange(16.), None)
+        with L.set_mesh(mesh), pytest.raises(ValueError) as ei:
+            L.jit(f)(x)
+        msgs.append(str(ei.value))
+    assert "does not evenly divide the dimension size" in msgs[0]
+    assert "does not evenly divide the dimension size" in msgs[1] and ".py:" in msgs[1]

@@ -58,6 +58,8 @@ def _constraint_leaf(x, s, reshard=False):
                           f"got {type(s).__name__}")
     sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
     explicit = types.explicit_axes_of(b)
+    if reshard and explicit:
+        _check_divides(spec, sh, x, mesh.shape)
     if not reshard:
         if explicit:
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
@@ -72,6 +74,17 @@ def _constraint_leaf(x, s, reshard=False):
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
+
+
+def _check_divides(spec, sh, x, mesh):
+    """An explicit type's sharding splits each dim evenly (jax's check, at the reshard
+    or out_sharding= that asks for it rather than at the op that meets it)."""
+    for d, size in enumerate(x.shape):
+        n = sh.shards(mesh, d)
+        if size % n:
+            raise ArgumentError(
+                f"Sharding spec {tuple(spec)} implies that array axis {d} is partitioned "
+                f"{n} times, but does not evenly divide the dimension size {size}.")
 
 
 def _eager_explicit(mesh):
