@@ -476,3 +476,18 @@ def test_staging_leaves_no_young_objects_and_no_leaks():
     finally:
         gc.unfreeze()
     del keep
+
+
+def test_in_shardings_on_another_mesh_with_the_same_placement():
+    """An array whose sharding places its shards as in_shardings does, on a mesh of the
+    same devices with other axis names, is accepted as it is (jax's is_equivalent_to);
+    one placed otherwise is an error, as jax's."""
+    a = jax.make_mesh((8,), ("a",), axis_types=(jax.sharding.AxisType.Auto,))
+    b = jax.make_mesh((8,), ("b",), axis_types=(jax.sharding.AxisType.Auto,))
+    v = np.arange(16, dtype=np.float32).reshape(8, 2)
+    for jit in (jax.jit, shardc.jit):
+        f = jit(lambda x: x * 2, in_shardings=NamedSharding(b, P("b")))
+        x = jax.device_put(v, NamedSharding(a, P("a")))
+        np.testing.assert_array_equal(np.asarray(f(x)), 2 * v)
+        with pytest.raises(ValueError if jit is jax.jit else shardc.errors.ShardcError):
+            f(jax.device_put(v, NamedSharding(a, P())))

@@ -25,8 +25,8 @@ from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
-from ..runtime.meshes import (MeshInfo, MeshSlot, boundary_kind, current_mesh, mesh_of_args,
-                              target_platform)
+from ..runtime.meshes import (MeshInfo, MeshSlot, boundary_kind, current_mesh, equivalent,
+                              mesh_of_args, target_platform)
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -283,7 +283,8 @@ class Jitted:
                         f"but the array passed is in {x.sharding.memory_kind} memory; "
                         "device_put it there, or drop the memory kind from in_shardings")
                 memory = want   # (a NumPy argument placed there is typed as the device's)
-            if committed and mesh.sharding_from(x.sharding, aval, "argument") != sh:
+            if committed and not equivalent(x.sharding, given, aval.ndim) and \
+                    mesh.sharding_from(x.sharding, aval, "argument") != sh:
                 raise ShardcError(
                     f"in_shardings for argument {i} is "
                     f"{given.spec if isinstance(given, NamedSharding) else given} "

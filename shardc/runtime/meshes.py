@@ -129,12 +129,20 @@ def _mesh_of(s):
     return None
 
 
+def equivalent(s, given, ndim) -> bool:
+    """Whether an array's sharding places its shards as the in_shardings `given` for it
+    does (the same devices and blocks; the meshes' axis names may differ), which jax
+    accepts as that sharding."""
+    return isinstance(given, NamedSharding) and s.is_equivalent_to(given, ndim)
+
+
 def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
     """The one mesh named by the arguments, in/out shardings or `set_mesh`."""
     meshes = []
-    for x in leaves:
+    for i, x in enumerate(leaves):
         if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and \
-                isinstance(getattr(x, "sharding", None), NamedSharding):
+                isinstance(getattr(x, "sharding", None), NamedSharding) and \
+                not equivalent(x.sharding, given[i] if i < len(given) else None, x.ndim):
             meshes.append(x.sharding.mesh)
     named = list(given)
     if out_shardings is not None:
