@@ -186,13 +186,15 @@ def with_sharding(sharding, fn, *args, **kwargs):
     """`fn(*args, **kwargs)`, a jax op carrying its `sharding=`/`out_sharding=` (explicit
     mode's result type): it binds leniently, so an operand sharding that alone would be
     ambiguous (a sharded contraction) is no error, and is resharded to it, as jax's op
-    takes the type from out_sharding. A replicated spec is applied only when binding
-    without it fails: jax's transposed ops carry their primal's replicated type, which
-    must not pin Auto axes replicated."""
+    takes the type from out_sharding. A replicated spec on a mesh with no Explicit axis
+    is applied only when binding without it fails: jax types every value of an Auto mesh
+    replicated, which must not pin Auto axes so; over Explicit axes it is the type (a
+    bias's gradient summed over a sharded batch is replicated)."""
     spec = _explicit_spec(sharding)
     if spec is None or core.current_builder() is None:
         return fn(*args, **kwargs)
-    if all(p is None for p in spec) and not getattr(spec, "unreduced", ()):
+    if all(p is None for p in spec) and not getattr(spec, "unreduced", ()) and \
+            not _names_explicit_axes(sharding):
         try:
             return fn(*args, **kwargs)
         except errors.ShardingTypeError:
@@ -202,6 +204,12 @@ def with_sharding(sharding, fn, *args, **kwargs):
     with types.lenient():
         out = fn(*args, **kwargs)
     return reshard(out, spec)
+
+
+def _names_explicit_axes(sharding):
+    """Whether a jax op's sharding param lives on a mesh with an Explicit axis."""
+    mesh = getattr(sharding, "mesh", None)
+    return any(k == AxisType.Explicit for k in getattr(mesh, "axis_types", ()))
 
 
 def _explicit_spec(sharding):
