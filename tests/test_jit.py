@@ -491,3 +491,30 @@ def test_in_shardings_on_another_mesh_with_the_same_placement():
         np.testing.assert_array_equal(np.asarray(f(x)), 2 * v)
         with pytest.raises(ValueError if jit is jax.jit else shardc.errors.ShardcError):
             f(jax.device_put(v, NamedSharding(a, P())))
+
+
+@pytest.mark.parametrize("kw", [dict(donate_argnames="state"), dict(donate_argnums=0),
+                                dict(donate_argnames=("state", "extra"))])
+def test_donate_argnames_as_jax(kw):
+    """Donated by parameter name, passed by position or keyword: the same arrays are
+    consumed as under jax.jit."""
+    def step(state, batch, extra=None):
+        out = jax.tree.map(lambda s: s + batch.sum(), state)
+        return out if extra is None else (out, extra * 2)
+    deleted = []
+    for jit in (jax.jit, shardc.jit):
+        f = jit(step, **kw)
+        s1, s2, b, e = (jnp.ones(4), jnp.ones(4), jnp.ones(3), jnp.ones(2))
+        np.testing.assert_array_equal(np.asarray(f({"w": s1}, b)["w"]), 4 * np.ones(4))
+        out = f(state={"w": s2}, batch=b, extra=e)
+        np.testing.assert_array_equal(np.asarray(out[0]["w"]), 4 * np.ones(4))
+        deleted.append((s1.is_deleted(), s2.is_deleted(), b.is_deleted(), e.is_deleted()))
+    assert deleted[0] == deleted[1], deleted
+
+
+def test_keep_unused_and_inline_are_accepted():
+    for kw in (dict(keep_unused=True), dict(inline=True)):
+        f = shardc.jit(lambda a, unused: a * 2, **kw)
+        np.testing.assert_array_equal(np.asarray(f(np.ones(3), np.ones(2))), 2 * np.ones(3))
+    with pytest.raises(shardc.errors.ArgumentError, match="donate_argnames"):
+        shardc.jit(lambda a: a, donate_argnames="b")

@@ -10,7 +10,7 @@ from ..ir.program import Aval
 from ..trace import pytree as _tree
 
 
-def check_static(sig, pos, nums, names, donate=()):
+def check_static(sig, pos, nums, names, donate=(), donate_names=()):
     """jax.jit's checks of static_argnums/static_argnames/donate_argnums against the
     signature: a position past the last parameter, or a name it does not have, is an
     error (unless the function takes *args / **kwargs)."""
@@ -26,15 +26,17 @@ def check_static(sig, pos, nums, names, donate=()):
         if P.VAR_POSITIONAL not in kinds and any(not -len(pos) <= i < len(pos) for i in ns):
             raise ArgumentError(f"shardc.jit: {what}={tuple(ns)} but the function takes "
                                 f"only {len(pos)} positional argument(s)")
-    for n in names:
-        if not isinstance(n, str):
-            raise ShardcTypeError(f"static_argnames must be strings, got {n!r}")
-    if P.VAR_KEYWORD not in kinds:
-        bad = sorted(n for n in names if n not in sig.parameters
-                     or sig.parameters[n].kind == P.POSITIONAL_ONLY)
-        if bad:
-            raise ArgumentError(f"shardc.jit: static_argnames {bad} are not parameters of "
-                                f"the function (it takes {', '.join(sig.parameters) or 'none'})")
+    for what, ns in (("static_argnames", names), ("donate_argnames", donate_names)):
+        for n in ns:
+            if not isinstance(n, str):
+                raise ShardcTypeError(f"{what} must be strings, got {n!r}")
+        if P.VAR_KEYWORD not in kinds:
+            bad = sorted(n for n in ns if n not in sig.parameters
+                         or sig.parameters[n].kind == P.POSITIONAL_ONLY)
+            if bad:
+                raise ArgumentError(f"shardc.jit: {what} {bad} are not parameters of the "
+                                    f"function (it takes "
+                                    f"{', '.join(sig.parameters) or 'none'})")
 
 
 class _Short:

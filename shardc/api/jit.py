@@ -35,7 +35,8 @@ class Jitted:
     """A function compiled by shardc on first call for each argument signature."""
 
     def __init__(self, fun, in_shardings=None, out_shardings=None, static_argnums=(),
-                 static_argnames=(), donate_argnums=(), memory_budget=None, _internal=None):
+                 static_argnames=(), donate_argnums=(), donate_argnames=(), keep_unused=False,
+                 inline=False, memory_budget=None, _internal=None):
         if not callable(fun):
             raise TypeError(f"shardc.jit needs a function, got {fun!r}")
         functools.update_wrapper(self, fun)
@@ -48,7 +49,13 @@ class Jitted:
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
             else tuple(static_argnames)
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) \
-            else tuple(donate_argnums)
+            else tuple(donate_argnums or ())
+        self.donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) \
+            else tuple(donate_argnames or ())
+        # shardc keeps every argument in its programs (keep_unused=True is what it does;
+        # False only permits dropping them) and traces a jit inside a trace into it
+        # (inline=True's effect): both are accepted as jax's
+        self.keep_unused, self.inline = bool(keep_unused), bool(inline)
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -58,7 +65,7 @@ class Jitted:
                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] \
             if self._sig is not None else None
         check_static(self._sig, pos, self.static_argnums, self.static_argnames,
-                     self.donate_argnums)
+                     self.donate_argnums, self.donate_argnames)
         nums = set(_norm_argnums(self.static_argnums, len(pos) if pos is not None else None))
         names = set(self.static_argnames)
         if pos is not None:
@@ -66,8 +73,13 @@ class Jitted:
             nums |= {pos.index(n) for n in self.static_argnames if n in pos}
         self._static_nums = tuple(sorted(nums))
         self._static_names = frozenset(names)
-        self._donate_nums = frozenset(_norm_argnums(
-            self.donate_argnums, len(pos) if pos is not None else None))
+        # donated arguments by position and by name, each completed from the other
+        dnums = set(_norm_argnums(self.donate_argnums, len(pos) if pos is not None else None))
+        dnames = set(self.donate_argnames)
+        if pos is not None:
+            dnames |= {pos[i] for i in dnums if i < len(pos)}
+            dnums |= {pos.index(n) for n in self.donate_argnames if n in pos}
+        self._donate_nums, self._donate_names = frozenset(dnums), frozenset(dnames)
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
         # with jit disabled the dispatcher runs `fun` itself, as jax.jit's does; shardc's
@@ -385,14 +397,18 @@ class Jitted:
         return out
 
     def _donated(self, ctx):
-        if not self.donate_argnums:
+        """Per flat argument, whether it is donated: positional ones by donate_argnums
+        (or the name of their parameter), keyword ones by donate_argnames."""
+        if not self._donate_nums and not self._donate_names:
             return []
-        nums = self._donate_nums
+        nums, names = self._donate_nums, self._donate_names
         flags = []
         static_nums = set(ctx["static_nums"])
         dyn_index = [i for i in range(ctx["n_args"]) if i not in static_nums]
         for pos, a in zip(dyn_index, ctx["dyn"]):
             flags += [pos in nums] * len(_tree.tree_leaves(a))
+        for k in sorted(ctx["dkw"]):     # (a dict's leaves come in sorted key order)
+            flags += [k in names] * len(_tree.tree_leaves(ctx["dkw"][k]))
         flags += [False] * (len(ctx["specs"]) - len(flags))
         return flags
 
@@ -444,7 +460,8 @@ def internal_jit(fun, name, **kw):
 
 @api_boundary
 def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
-        static_argnames=(), donate_argnums=(), memory_budget=None):
+        static_argnames=(), donate_argnums=(), donate_argnames=(), keep_unused=False,
+        inline=False, memory_budget=None):
     """Compile `fun` with shardc: usable as @jit or @jit(in_shardings=...).
 
     A leaf of in_shardings / out_shardings may be `shardc.AUTO`: the sharding search
@@ -452,7 +469,8 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
     if given; `f.lower(...).compile().input_shardings` shows the choice."""
     kw = dict(in_shardings=in_shardings, out_shardings=out_shardings,
               static_argnums=static_argnums, static_argnames=static_argnames,
-              donate_argnums=donate_argnums, memory_budget=memory_budget)
+              donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+              keep_unused=keep_unused, inline=inline, memory_budget=memory_budget)
     if fun is None:
         return api_boundary(lambda f: Jitted(f, **kw))
     return Jitted(fun, **kw)

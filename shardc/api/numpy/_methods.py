@@ -166,10 +166,10 @@ def _attach():
     T.astype = lambda self, dtype, copy=False, device=None: _snp().astype(
         self, dtype, copy=copy, device=device)
 
-    def reshape(self, *shape, order="C"):
+    def reshape(self, *shape, order="C", out_sharding=None):
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = shape[0]
-        return _snp().reshape(self, shape, order)
+        return _snp().reshape(self, shape, order, out_sharding=out_sharding)
     T.reshape = reshape
 
     def transpose(self, *axes):
