@@ -31,6 +31,8 @@ class ShardcTrace(jcore.Trace):
         self.requires_low = True
 
     def process_primitive(self, primitive, tracers, params, /):
+        if any(_is_float0(t) for t in tracers):
+            return _float0_result(primitive, tracers, params)
         out = translate.apply(primitive, list(tracers), params)
         if primitive.multiple_results:
             return [_for_jax(o) for o in out]
@@ -76,6 +78,24 @@ class ShardcTrace(jcore.Trace):
 
 
 TRACE = ShardcTrace()
+
+
+def _is_float0(x):
+    return getattr(x, "dtype", None) == jax.dtypes.float0
+
+
+def _float0_result(primitive, tracers, params):
+    """A primitive on float0 values (the tangent type of integers, which holds no data:
+    jax.grad(allow_int=True) broadcasts and adds them) gives zeros of its result type,
+    as NumPy float0 arrays, which is how jax.jit returns them."""
+    import numpy as np
+    out, _ = primitive.abstract_eval(*[jcore.typeof(t) for t in tracers], **params)
+    outs = out if primitive.multiple_results else [out]
+    zeros = [np.zeros(a.shape, a.dtype) for a in outs]
+    if any(z.dtype != jax.dtypes.float0 for z in zeros):
+        raise translate.unsupported(primitive.name, "on float0 values, with a result of "
+                                    "another dtype")
+    return zeros if primitive.multiple_results else zeros[0]
 
 
 def _for_jax(x):
