@@ -62,3 +62,36 @@ def test_replicated_out_sharding_is_the_type(mesh, name):
     assert got.sharding.is_equivalent_to(want.sharding, want.ndim), \
         (got.sharding.spec, want.sharding.spec)
     assert types[shardc.jit] == types[jax.jit]
+
+
+CLOSED = {
+    "matmul": lambda M, w, t: lambda x: x @ w,
+    "scale": lambda M, w, t: lambda x: (w * 2, M.numpy.sin(w) + x.sum()),
+    "gather_out_sharding": lambda M, w, t: lambda x: t.at[M.numpy.arange(8)].get(
+        out_sharding=P()),
+    "returned": lambda M, w, t: lambda x: (w, x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED))
+def test_closed_over_arrays_keep_their_types(mesh, name):
+    """A closed-over sharded jax.Array is typed as the array is, as jax types a
+    constant (was replicated, so results and their shardings differed)."""
+    model = "model" if mesh.axis_types[1] == E else None
+    x = jax.device_put(X, NamedSharding(mesh, P("data")))
+    w = jax.device_put(W, NamedSharding(mesh, P(None, model)))
+    t = jax.device_put(X, NamedSharding(mesh, P("data", None)))
+    types, outs = {}, []
+    for M, jit in ((jax, jax.jit), (shardc, shardc.jit)):
+        def f(x, _M=M):
+            out = CLOSED[name](_M, w, t)(x)
+            types[_M] = [str(_M.typeof(o)) for o in jax.tree_util.tree_leaves(out)]
+            return out
+        with jax.set_mesh(mesh):
+            outs.append(jit(f)(x))
+    for g, r in zip(jax.tree_util.tree_leaves(outs[1]), jax.tree_util.tree_leaves(outs[0]),
+                    strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=2e-5, atol=2e-5)
+        assert g.sharding.is_equivalent_to(r.sharding, r.ndim), (g.sharding.spec,
+                                                                 r.sharding.spec)
+    assert types[shardc] == types[jax]

@@ -10,6 +10,7 @@ primitives with exactly jax's axes: psum over an axis is an all-reduce, never re
 from __future__ import annotations
 
 import jax
+import numpy as np
 from jax._src import core as jcore
 
 from ..errors import ShardcError
@@ -262,8 +263,13 @@ def _platform_index(*, platforms):
 @rule("reshard")
 def _reshard(x, *, dst_sharding, concrete_mesh=None):
     """jax.sharding.reshard (jax's transpose of shard_map reshards the seed cotangent):
-    shardc's reshard to the same spec on the program's mesh; constants stay as they are."""
+    shardc's reshard to the same spec on the program's mesh. A closed-over array is
+    lifted into the trace first (jax's auto_axes reshards its operands to read their
+    types in the new mode, as jax's trace stages them); scalars stay as they are."""
     if not core.is_tracer(x):
-        return x
+        if not np.ndim(x):
+            return x
+        from .translate import staged
+        x = staged(x)
     from ..api.explicit import apply_out_sharding
     return apply_out_sharding(x, dst_sharding.spec, "reshard", check=False)

@@ -405,7 +405,29 @@ def constant_value(b: Builder, x):
         return Lit(_scalar(x, aval.dtype), aval)
     arr = np.asarray(x).astype(aval.dtype, copy=False)
     (v,) = b.add(PRIMITIVES["constant"], [], {"value": arr}, [aval], user_loc())
+    sh = _typed_sharding(b, x)
+    if sh is not None:
+        (v,) = b.add(PRIMITIVES["sharding_constraint"], [v],
+                     {"sharding": sh, "reshard": True}, [aval], user_loc())
+        v.sharding = sh
     return v
+
+
+def _typed_sharding(b, x):
+    """Explicit mode: the sharding a closed-over jax.Array's type has (jax types such a
+    constant as the array: f32[8@X]), on the program's mesh; None otherwise."""
+    s = getattr(x, "sharding", None)
+    if not isinstance(s, jax.sharding.NamedSharding) or not np.ndim(x):
+        return None
+    explicit = _types.explicit_axes_of(b)
+    info = b.meshes.info if b.meshes is not None else None
+    if not explicit or info is None or info.mesh is None or \
+            tuple(s.mesh.axis_names) != tuple(info.mesh.axis_names) or \
+            not np.array_equal(s.mesh.device_ids, info.mesh.device_ids):
+        return None
+    sh = _types.restrict(info.sharding_from(s, aval_of(x), "a closed-over array"), explicit,
+                         np.ndim(x))
+    return None if sh is None or not sh.axes() else sh
 
 
 def literal_tracer(lit: Lit) -> Tracer:
