@@ -37,12 +37,14 @@ JAX = _types.SimpleNamespace(
     name="jax", jit=jax.jit, np=jnp, lax=jax.lax, typeof=jax.typeof,
     reshard=jax.sharding.reshard, set_mesh=jax.set_mesh, auto_axes=jax.sharding.auto_axes,
     explicit_axes=jax.sharding.explicit_axes, mesh_now=jax.sharding.get_abstract_mesh,
-    grad=jax.grad, vmap=jax.vmap, random=jax.random, shard_map=jax.shard_map)
+    grad=jax.grad, vmap=jax.vmap, random=jax.random, shard_map=jax.shard_map, jvp=jax.jvp,
+    vjp=jax.vjp)
 SHARDC = _types.SimpleNamespace(
     name="shardc", jit=shardc.jit, np=snp, lax=slax, typeof=shardc.typeof,
     reshard=shardc.reshard, set_mesh=shardc.set_mesh, auto_axes=s_auto_axes,
     explicit_axes=s_explicit_axes, mesh_now=_shardc_mesh_now, grad=shardc.grad,
-    vmap=shardc.vmap, random=shardc.random, shard_map=shardc.shard_map)
+    vmap=shardc.vmap, random=shardc.random, shard_map=shardc.shard_map, jvp=shardc.jvp,
+    vjp=shardc.vjp)
 LIBS = (JAX, SHARDC)
 
 

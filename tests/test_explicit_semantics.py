@@ -290,3 +290,47 @@ def test_uneven_type_sharding_is_refused_where_asked(mesh, how):
         msgs.append(str(ei.value))
     assert "does not evenly divide the dimension size" in msgs[0]
     assert "does not evenly divide the dimension size" in msgs[1] and ".py:" in msgs[1]
+
+
+VMAPPED = {   # body(L, row) with row f32[4@Y] of a f32[8@X,4@Y] batch mapped on its dim 0
+    "reshard": lambda L, r: L.reshard(r, P(None)),
+    "out_sharding": lambda L, r: L.np.einsum("i,j->ij", r, r, out_sharding=P("Y", None)),
+    "jvp": lambda L, r: L.jvp(lambda v: v * v, (r,), (r,))[1],
+    "grad": lambda L, r: L.grad(lambda v: (L.np.sin(v) * v).sum())(r),
+    "vjp": lambda L, r: L.vjp(lambda v: v * 3, r)[1](r)[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_vmap_keeps_the_mapped_dims_explicit_sharding(mesh, name):
+    """The mapped dim's explicit sharding shards every mapped result (jax's
+    explicit_mesh_axis, as spmd_axis_name does): a reshard or out_sharding= inside the
+    body and the constraints gradients make keep it (they once replicated it)."""
+    def cell(L, log):
+        def f(a):
+            r = L.vmap(lambda row: VMAPPED[name](L, row))(a)
+            log.append(str(L.typeof(r)))
+            return r
+        return L.jit(f)(_x(mesh))
+    same(cell, mesh, rtol=1e-5)
+
+
+def test_jvp_tangents_are_typed_like_the_outputs(mesh):
+    def cell(L, log):
+        def f(a):
+            t = L.jvp(lambda v: L.np.tanh(v) * v, (a,), (a,))[1]
+            log.append(str(L.typeof(t)))
+            return t
+        return L.jit(f)(_x(mesh))
+    log, _ = same(cell, mesh, rtol=1e-5)
+    assert log == ["float32[8@X,4@Y]"]
+
+
+def test_vmap_of_differently_sharded_mapped_dims_is_an_error(mesh):
+    for L in (JAX, SHARDC):
+        a, b = _x(mesh), _x(mesh, None, "Y")
+        with L.set_mesh(mesh), pytest.raises(ValueError, match="should be sharded the same"):
+            L.jit(lambda a, b: L.vmap(lambda r, s: r + s)(a, b))(a, b)
+        with L.set_mesh(mesh), pytest.raises(ValueError, match="cannot be sharded along"):
+            L.jit(lambda a, c: L.vmap(lambda r, c: r + c.sum(), in_axes=(0, None))(a, c))(
+                a, _x(mesh))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import operator
 
-from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
 from ..ops.region import placement_of, trace_region
@@ -114,6 +114,37 @@ def _under_jit(vmapped, args, kwargs):
     return j(*args, **kwargs)
 
 
+def _explicit_mesh_axis(leaves, axes, avals):
+    """Explicit mode: the mesh axes the mapped dims are sharded over in their types
+    (jax's explicit_mesh_axis), which then shard every mapped dim the vmapped function
+    makes, as spmd_axis_name would; the mapped inputs must agree, and no unmapped one
+    may be sharded over them (jax's checks)."""
+    b = core.current_builder()
+    if b is None or not types.explicit_axes_of(b):
+        return None
+    spec, seen = None, False
+    for x, ax in zip(leaves, axes):
+        if ax is None or not _is_array(x):
+            continue
+        ts = core.aval_of(x).ts
+        got = ts.dims[ax % len(ts.dims)] if ts is not None else ()
+        if seen and got != spec:
+            raise ArgumentError(f"Mapped away dimension of inputs passed to vmap should be "
+                              f"sharded the same. Got inconsistent axis specs: {spec} vs "
+                              f"{got}")
+        spec, seen = got, True
+    if not spec:
+        return None
+    for x, ax in zip(leaves, axes):
+        ts = core.aval_of(x).ts if ax is None and _is_array(x) else None
+        if ts is not None and set(spec) & set(ts.axes()):
+            raise ArgumentError(f"Unmapped values passed to vmap cannot be sharded along the "
+                              f"mesh axis you are vmapping over. Got type: "
+                              f"{core.aval_of(x)}, in_axes: None and vmapped mesh axis: "
+                              f"{spec}")
+    return tuple(spec)
+
+
 def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwargs):
     leaves, tree = _tree.tree_flatten((args, kwargs))
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
@@ -162,7 +193,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
     finally:
         if axis_name is not None:
             batching.AXES.stack.pop()
-    ctx = make_ctx(size, axis_name, spmd)
+    ctx = make_ctx(size, axis_name, spmd or _explicit_mesh_axis(leaves, axes, avals))
     outs, obs = batch_program(region, [ins[i] for i in dyn] + caps,
                               [batched[i] for i in dyn] + [False] * len(caps), ctx)
     t, raw = out_tree[0]

@@ -14,6 +14,7 @@ from ..ir.program import Lit
 from ..ops import lax as L
 from ..ops.pvary import pvary_p
 from ..ops.region import lookup
+from ..ops.special import sharding_constraint_p
 from ..trace import core
 
 
@@ -119,11 +120,15 @@ def _segment(seg, rest, outputs, env, tenv):
 
 
 def zeros_varying_as(out):
-    """The stand-in cotangent of `out`, varying over the manual axes `out` varies over:
-    an invariant one would meet varying values, and transposing the vjp would sum the
-    tangents over those axes (the implicit pvary's transpose is a psum)."""
+    """The stand-in cotangent of `out`, of its type: varying over the manual axes `out`
+    varies over (an invariant one would meet varying values, and transposing the vjp
+    would sum the tangents over those axes: the implicit pvary's transpose is a psum),
+    and in explicit mode sharded as its type (the tangents are typed like it)."""
     aval = core.aval_of(out)
     z = L.zeros(aval.shape, aval.dtype)
+    if aval.ts is not None and aval.ts.axes():
+        z = sharding_constraint_p.bind(z, sharding=aval.ts, reshard=True)
+        z.value.sharding = aval.ts
     mc = core.current_builder().manual
     if mc is None or not mc.check_vma or not core.is_tracer(out):
         return z
