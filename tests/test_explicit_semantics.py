@@ -334,3 +334,20 @@ def test_vmap_of_differently_sharded_mapped_dims_is_an_error(mesh):
         with L.set_mesh(mesh), pytest.raises(ValueError, match="cannot be sharded along"):
             L.jit(lambda a, c: L.vmap(lambda r, c: r + c.sum(), in_axes=(0, None))(a, c))(
                 a, _x(mesh))
+
+
+@pytest.mark.parametrize("kind", ["explicit", "auto"])
+def test_creation_device_inside_jit_as_jnp(kind):
+    """arange and eye (jnp device_puts them) take device= as their type on Explicit
+    axes; linspace converts to it on any axes; zeros ignores it: as jax.jit."""
+    types_ = EXPLICIT if kind == "explicit" else (AxisType.Auto,) * 2
+    m = mesh_of((2, 4), ("X", "Y"), types_)
+    ns = shardc.NamedSharding(m, P("Y"))
+    ns2 = shardc.NamedSharding(m, P("X", "Y"))
+
+    def cell(L, log):
+        def f():
+            return (L.np.arange(16.0, device=ns), L.np.linspace(0., 1., 16, device=ns),
+                    L.np.eye(8, device=ns2), L.np.zeros(16, device=ns))
+        return L.jit(f)()
+    same(cell, m)

@@ -47,8 +47,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         return out
     from ._creation import _place
     if retstep:
-        return _place(out[0], device, None, "linspace"), out[1]
-    return _place(out, device, None, "linspace")
+        return _place(out[0], device, None, "linspace", convert=True), out[1]
+    return _place(out, device, None, "linspace", convert=True)
 
 
 def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):

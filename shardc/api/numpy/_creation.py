@@ -7,7 +7,7 @@ import jax
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from ...trace import core
+from ...trace import core, types
 from ...ir import dtypes
 from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...ir.program import Aval, Lit
@@ -116,7 +116,8 @@ def iota(dtype, size, dimension=0, shape=None):
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """Static ranges only: an iota, scaled and shifted."""
-    return _place(_arange(start, stop, step, dtype), device, out_sharding, "arange")
+    return _place(_arange(start, stop, step, dtype), device, out_sharding, "arange",
+                  typed=True)
 
 
 def _arange(start, stop=None, step=None, dtype=None):
@@ -144,7 +145,7 @@ def _arange(start, stop=None, step=None, dtype=None):
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
-    return _place(_eye(N, M, k, dtype), device, None, "eye")
+    return _place(_eye(N, M, k, dtype), device, None, "eye", typed=True)
 
 
 def _eye(N, M=None, k=0, dtype=None):
@@ -211,13 +212,14 @@ def _flat(xs):
             yield x
 
 
-def _place(x, device, out_sharding, name, convert=False):
+def _place(x, device, out_sharding, name, convert=False, typed=False):
     """`device=` / `out_sharding=` of a creation op, as jnp's: outside a trace the result
     is put (committed) on the device or sharding. Inside one, out_sharding= types the
     result (Explicit axes); device= is ignored by jnp's creation ops under jax.jit (the
     program's propagation decides), while a conversion (`convert`: asarray, array,
     astype) constrains its result to a device= sharding, as jnp's convert_element_type
-    does under jax.jit (on any axes)."""
+    does under jax.jit (on any axes; linspace too). `typed` (arange and eye, which jnp makes as
+    constants and device_puts): on a mesh with Explicit axes device= is their type."""
     if device is None and out_sharding is None:
         return x
     if device is not None and out_sharding is not None:
@@ -232,6 +234,9 @@ def _place(x, device, out_sharding, name, convert=False):
         raise ArgumentError(f"{name}: device= takes a jax Device or Sharding, got "
                             f"{type(device).__name__}")
     if core.is_tracer(x):
+        if typed and isinstance(device, jax.sharding.NamedSharding) and \
+                types.explicit_axes_of(core.current_builder()):
+            convert = True
         if not convert or isinstance(device, jax.sharding.SingleDeviceSharding):
             return x
         return apply_out_sharding(x, device, f"{name}'s device", check=False)
