@@ -351,3 +351,21 @@ def test_creation_device_inside_jit_as_jnp(kind):
                     L.np.eye(8, device=ns2), L.np.zeros(16, device=ns))
         return L.jit(f)()
     same(cell, m)
+
+
+def test_reshard_inside_a_partial_shard_map_fixes_the_free_axes(mesh):
+    """With X manual and Y explicit, reshard(v, P(None, None)) replicates over Y: the
+    result's sharding is its type (it was left open, and Y sharded it anyway)."""
+    def cell(L, log):
+        def body(v):
+            r = L.reshard(v, P(None, None))
+            log.append(str(L.typeof(r)))
+            return r
+
+        def f(a):
+            out = L.shard_map(body, in_specs=P("X"), out_specs=P("X"), axis_names={"X"})(a)
+            log.append(str(L.typeof(out)))
+            return out
+        return L.jit(f)(put(mesh, np.arange(128.).reshape(8, 16), "X", "Y"))
+    log, _ = same(cell, mesh)
+    assert log[-1] == "float32[8@X,16]"

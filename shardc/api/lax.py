@@ -65,15 +65,23 @@ def _constraint_leaf(x, s, reshard=False):
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
             if sh is None:
                 return x
-    elif explicit and not explicit >= frozenset(mesh.shape.names) and x.ndim and \
-            all(axis_name(a) in explicit for a in sh.axes()):
+    elif explicit and not explicit >= frozenset(mesh.shape.names) - _manual_axes() and \
+            x.ndim and all(axis_name(a) in explicit for a in sh.axes()):
         # a reshard (an op's out_sharding=) on a mesh with Auto axes fixes the explicit
         # axes only: open, so propagation may still use the Auto axes (jax lowers it
-        # with every dim unspecified); prepare keeps the other explicit axes off it
+        # with every dim unspecified); prepare keeps the other explicit axes off it.
+        # (Manual axes, inside a partial shard_map, are neither: with only those beside
+        # the explicit ones, the reshard fixes every free axis.)
         sh = Sharding(sh.dims, [True] * x.ndim, sh.unreduced, sh.reduced)
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
+
+
+def _manual_axes():
+    from ..ops.manual_region import manual_ctx
+    mc = manual_ctx()
+    return frozenset(mc.axes) if mc is not None else frozenset()
 
 
 def _check_divides(spec, sh, x, mesh):
