@@ -6,7 +6,9 @@ loops, checkpoint) and more of them differentiate; with FUZZ_EXPLICIT=1 most run
 meshes of Explicit axes (sharding in types, compared with jax.typeof); with FUZZ_AUTO=1
 shardc's side has every in/out sharding shardc.AUTO (the search chooses; values
 compared); with FUZZ_FRONTEND=1 shardc's side runs the jax program itself (jax.numpy,
-jax.lax, jax.grad) inside shardc.jit, testing the translation of jax code."""
+jax.lax, jax.grad) inside shardc.jit, testing the translation of jax code; with
+FUZZ_MANUAL=1 many steps are shard_map bodies (collectives, some under jvp, grad or vmap
+inside the body)."""
 from __future__ import annotations
 
 import os

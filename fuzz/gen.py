@@ -34,6 +34,8 @@ EXPLICIT_FOCUS = os.environ.get("FUZZ_EXPLICIT") == "1"
 # FUZZ_FRONTEND=1: shardc's side runs the jax program (jax.numpy, jax.lax, jax.grad,
 # jax.vmap) inside shardc.jit, so the frontend's translation is what is compared
 FRONTEND = os.environ.get("FUZZ_FRONTEND") == "1"
+# FUZZ_MANUAL=1: many shard_map steps (collectives, and transformations inside bodies)
+MANUAL_FOCUS = os.environ.get("FUZZ_MANUAL") == "1"
 
 
 @dataclasses.dataclass
@@ -168,7 +170,8 @@ class Gen(ControlSteps, OpSteps):
     # ------------------------------------------------------------ steps
 
     def step(self, avals, mesh):
-        kinds = self.simple_kinds() + [self.control] * (40 if CONTROL_FOCUS else 8)
+        kinds = self.simple_kinds() + [self.control] * (40 if CONTROL_FOCUS else 8) + \
+            [self.shard_map] * (30 if MANUAL_FOCUS else 0)
         return self.choice(kinds)(avals, mesh)
 
     def simple_kinds(self):
@@ -360,9 +363,25 @@ class Gen(ControlSteps, OpSteps):
         ])
         expr, out = body
         expr, out = expr.format(ax=ax, n=sizes[ax]), out.format(ax=ax)
+        expr, out = self._transformed(expr, out, in_spec, a)
         names_kw = "" if len(manual) == len(names) else f", axis_names={set(manual)!r}"
         return (f"sm(lambda y: {expr}, mesh=MESH, in_specs={in_spec}, out_specs={out}"
                 f"{names_kw})(v{k})")
+
+
+    def _transformed(self, expr, out, in_spec, a):
+        """Sometimes the body's collective under a transformation traced inside the body
+        (each retraces the body's function into a region, whose arguments must vary as
+        the body's values do): the tangent of a jvp, a gradient, or a vmap over rows."""
+        r = self.rng.random()
+        floating = jnp.issubdtype(a.dtype, jnp.floating)
+        if r < 0.15 and floating:
+            return f"TF.jvp(lambda y: {expr}, (y,), (y * 0.5,))[1]", out
+        if r < 0.3 and floating:
+            return f"TF.grad(lambda y: m.sum({expr}))(y)", in_spec
+        if r < 0.4 and "gather" not in expr and "scatter" not in expr:
+            return f"TF.vmap(lambda y: {expr})(y)", out
+        return expr, out
 
 
 def _factor(n, rng):
@@ -391,11 +410,11 @@ def namespace(framework, mesh):
         import shardc.numpy as snp
         ns = dict(m=snp, L=shardc.lax, nn=shardc.nn, sm=shardc.shard_map, ck=shardc.checkpoint,
                   CP=shardc.checkpoint_policies, cn=shardc.ad_checkpoint.checkpoint_name,
-                  RS=shardc.reshard)
+                  RS=shardc.reshard, TF=shardc)
     else:
         ns = dict(m=jnp, L=jax.lax, nn=jax.nn, sm=jax.shard_map, ck=jax.checkpoint,
                   CP=jax.checkpoint_policies, cn=jax.ad_checkpoint.checkpoint_name,
-                  RS=jax.sharding.reshard)
+                  RS=jax.sharding.reshard, TF=jax)
     ns.update(MESH=mesh, P=PartitionSpec, NS=NamedSharding, np=np)
     return ns
 

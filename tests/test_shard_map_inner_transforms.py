@@ -116,3 +116,19 @@ def test_custom_vjp_vmapped_inside_a_body(mesh8):
             return M.vmap(M.grad(lambda w, r: f(w, r).sum()), in_axes=(None, 0))(w, a)
         return body
     _both(mesh8, make, (W, A), (P(), P(None, "x")), P())
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+@pytest.mark.parametrize("name", ["grad", "value_and_grad", "jacrev"])
+def test_cotangents_seeded_invariant_vary_as_their_outputs(mesh8, name, check_vma):
+    """A gradient's seed 1.0 and jacrev's basis meet a varying output: they are marked
+    varying (jax's pullback pvarys them), so an invariant argument's gradient through
+    an add is summed over the axis (it once was not: fuzz seed 3204, program 61)."""
+    def make(M, m):
+        f = lambda y: m.sin(y) + M.lax.axis_index("x").astype(y.dtype)  # noqa: E731
+        if name == "grad":
+            return lambda y: M.grad(lambda y: m.sum(f(y)))(y)
+        if name == "value_and_grad":
+            return lambda y: M.value_and_grad(lambda y: m.sum(f(y) * 2))(y)[1]
+        return lambda y: M.jacrev(f)(y)
+    _both(mesh8, make, (V[:4],), P(), P(), check_vma)

@@ -188,15 +188,24 @@ def _retype(c, ts, builder):
 
 
 def _unvary(mc, v, c):
-    """Inside a shard_map body, a cotangent varying over manual axes its primal does not
-    vary over is summed over them: where an invariant value met a varying one, jax
-    inserts a pvary, whose transpose is a psum."""
-    extra = mc.vma_of(c.value) - mc.vma_of(v)
-    if not extra:
+    """Inside a shard_map body, a cotangent of its primal's variance: one varying over
+    manual axes its primal does not vary over is summed over them (where an invariant
+    value met a varying one, jax inserts a pvary, whose transpose is a psum); one varying
+    over fewer (a grad's seed 1.0, jacrev's basis, a constant's cotangent) is marked
+    varying as its primal, which keeps its values (as jax's pullback pvarys it)."""
+    cv, pv = mc.vma_of(c.value), mc.vma_of(v)
+    extra = cv - pv
+    if extra:
+        from ..ops.collectives import psum_p
+        axes = tuple(a for a in mc.mesh.names if a in extra)
+        c = psum_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
+        cv = cv - extra
+    missing = pv - cv
+    if not missing:
         return c
-    from ..ops.collectives import psum_p
-    axes = tuple(a for a in mc.mesh.names if a in extra)
-    return psum_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
+    from ..ops.pvary import pvary_p
+    axes = tuple(a for a in mc.mesh.names if a in missing)
+    return pvary_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
 
 
 def _carries_ct(ints):
