@@ -314,6 +314,9 @@ def _conv1d(name, x, y, mode, precision, preferred_element_type):
         raise ShardcError(f"{name}: inputs cannot be empty, got shapes {aval(x).shape} and "
                           f"{aval(y).shape}.")
     reverse = False
+    if name == "correlate":     # (numpy's correlate conjugates v, before any swap)
+        from .numpy._complex import conjugate
+        y = conjugate(y)
     if aval(x).shape[0] < aval(y).shape[0]:
         x, y = y, x
         reverse = name == "correlate"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ShardcError, ShardcTypeError
 from ...ops import elementwise as ew
 import numpy as np
 
@@ -284,6 +284,8 @@ def floor_divide(x, y, /):
     """Division rounded down (Python's //), built as jnp.floor_divide builds it."""
     x, y = promote_args_numeric("floor_divide", x, y)
     dt = aval(x).dtype
+    if dtypes.is_complex(dt):
+        raise ShardcTypeError("floor_divide does not support complex-valued inputs")
     if dtypes.is_float(dt):
         return _float_divmod(x, y)[0]
     if not dtypes.is_signed(dt):
@@ -318,6 +320,7 @@ def _ones_like(x):
 def remainder(x, y, /):
     """Python-style modulo: the result has the sign of the divisor (as jnp.remainder)."""
     x, y = promote_args_numeric("remainder", x, y)
+    _no_complex("rem", x)
     zero = _const_like(x, 0)
     if dtypes.is_int(aval(y).dtype):
         y = where(equal(y, 0), _ones_like(y), y)
@@ -337,7 +340,17 @@ def fmod(x, y, /):
     if dtypes.is_int(result_type(x, y)[0]):
         y = where(equal(y, 0), _ones_like(y), y)
     x, y = promote_args_numeric("fmod", x, y)
+    _no_complex("rem", x)
     return ew.rem_p.bind(x, y)
+
+
+def _no_complex(name, x):
+    """lax.rem's dtype check (XLA:CPU aborts on a complex remainder's comparisons)."""
+    dt = aval(x).dtype
+    if dtypes.is_complex(dt):
+        raise ShardcTypeError(f"{name} does not accept dtype {np.dtype(dt).name} at position "
+                              "0. Accepted dtypes at position 0 are subtypes of integer, "
+                              "floating.")
 
 
 def power(x, y, /):

@@ -1,0 +1,55 @@
+"""jax.numpy behaviours a bug hunt found shardc missing: correlate conjugates v (complex
+inputs), logaddexp (softplus, mish) keeps low precisions' digits as jax's log1p form
+does, and a complex remainder or floor division is jax's TypeError under jit too (XLA:CPU
+aborted the process on it)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as snp
+
+A = np.array([1 + 2j, 3 - 1j, 1j, 2], np.complex64)
+V = np.array([1 - 1j, 2 + 3j], np.complex64)
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("args", ["complex", "real_a", "long_v"])
+def test_correlate_conjugates_v(mode, args):
+    a, v = {"complex": (A, V), "real_a": (A.real, V), "long_v": (V, A)}[args]
+    want = np.correlate(a, v, mode)
+    np.testing.assert_allclose(np.asarray(jnp.correlate(a, v, mode)), want, rtol=1e-6)
+    jitted = shardc.jit(lambda a, v: snp.correlate(a, v, mode))
+    for got in (snp.correlate(a, v, mode), jitted(a, v)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("name", ["softplus", "mish", "logaddexp"])
+def test_logaddexp_precision_as_jax(name, dtype):
+    x = jnp.asarray([-3.0, -1.0, 2.0, 0.0, -20.0, 30.0, -np.inf], dtype)
+    fns = {"softplus": (jax.nn.softplus, shardc.nn.softplus), "mish": (jax.nn.mish,
+           shardc.nn.mish), "logaddexp": (lambda x: jnp.logaddexp(x, x[::-1]),
+                                         lambda x: snp.logaddexp(x, x[::-1]))}
+    j, s = fns[name]
+    want = np.asarray(jax.jit(j)(x)).astype(np.float32)
+    for got in (s(x), shardc.jit(s)(x)):
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want)
+
+
+def test_logaddexp_gradient_unchanged():
+    x = np.array([-3.0, 1.0, 2.0, 0.5], np.float32)
+    y = np.array([0.0, 1.0, -1.0, -np.inf], np.float32)
+    got = shardc.grad(lambda a, b: snp.logaddexp(a, b).sum(), (0, 1))(x, y)
+    want = jax.grad(lambda a, b: jnp.logaddexp(a, b).sum(), (0, 1))(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["mod", "floordiv", "fmod"])
+def test_complex_remainder_and_floor_division_are_errors(op):
+    f = {"mod": lambda x: x % 1j, "floordiv": lambda x: x // 1j,
+         "fmod": lambda x: snp.fmod(x, 1j)}[op]
+    with pytest.raises(TypeError, match="complex"):
+        shardc.jit(f)(np.arange(4, dtype=np.float32))
