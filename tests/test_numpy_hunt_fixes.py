@@ -53,3 +53,23 @@ def test_complex_remainder_and_floor_division_are_errors(op):
          "fmod": lambda x: snp.fmod(x, 1j)}[op]
     with pytest.raises(TypeError, match="complex"):
         shardc.jit(f)(np.arange(4, dtype=np.float32))
+
+
+SCALAR_TYPES = ["float32", "int32", "uint8", "float16", "bfloat16", "complex64", "int8",
+                "bool_", "complex_", "float64", "int64"]
+
+
+@pytest.mark.parametrize("name", SCALAR_TYPES)
+def test_scalar_types_cast_inside_jit_and_are_dtypes(name):
+    """snp.float32(x) casts a traced value as jnp.float32(x) does (NumPy's type needed a
+    concrete one), eagerly gives an array, and the name still works as a dtype."""
+    x = np.array([1.5, -2.5, 3.7], np.float32)
+    s, j = getattr(snp, name), getattr(jnp, name)
+    for got, want in ((shardc.jit(lambda v: s(v))(x), jax.jit(lambda v: j(v))(x)),
+                      (s(x), j(x))):
+        assert isinstance(got, jax.Array)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert np.dtype(s) == np.dtype(j)
+    assert snp.zeros(2, s).dtype == jnp.zeros(2, j).dtype
+    assert snp.issubdtype(s, snp.number) == jnp.issubdtype(j, jnp.number)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as _np
 
 from ...ir import dtypes as _dtypes
-from . import linalg
+from . import _names, linalg
 from ._composite import allclose, isclose, linspace, repeat, roll, take, tile, tril, triu
 from ._creation import (arange, array, asarray, empty, empty_like, eye, full, full_like,
     identity, iota, ones, ones_like, zeros, zeros_like)
@@ -34,11 +34,16 @@ from ._util import aval as _aval
 from ._util import canonical_dtype as _canonical_dtype
 from ._util import convert as _convert
 
-bool_ = _np.bool_
-int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
-uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
-float16, float32, float64 = _np.float16, _np.float32, _np.float64
-bfloat16 = _dtypes.bfloat16.type
+# jnp's scalar types: usable as dtypes, and callable like jnp.float32(x) (a cast that
+# traces, giving an array), not NumPy's (which would need a concrete value)
+bool_ = _names._scalar_type("bool_", _np.bool_)
+int8, int16, int32, int64 = (_names._scalar_type(n, getattr(_np, n))
+                             for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (_names._scalar_type(n, getattr(_np, n))
+                                 for n in ("uint8", "uint16", "uint32", "uint64"))
+float16, float32, float64 = (_names._scalar_type(n, getattr(_np, n))
+                             for n in ("float16", "float32", "float64"))
+bfloat16 = _names._scalar_type("bfloat16", _dtypes.bfloat16.type)
 dtype = _np.dtype
 iinfo = _np.iinfo
 from ml_dtypes import finfo  # noqa: E402  (NumPy's finfo does not know bfloat16)

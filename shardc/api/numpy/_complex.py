@@ -14,6 +14,7 @@ from ...ops import complex as cx
 from ...ops import elementwise as ew
 from ...ops import numeric as nu
 from ._floatbits import frexp, spacing  # noqa: F401  (re-exported)
+from ._names import _scalar_type
 from ._util import aval, check_arraylike, const_like, convert, promote_args_inexact
 
 float8_e4m3fn, float8_e5m2 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
@@ -22,8 +23,8 @@ float8_e4m3b11fnuz, float8_e3m4 = ml_dtypes.float8_e4m3b11fnuz, ml_dtypes.float8
 float8_e4m3, float8_e8m0fnu = ml_dtypes.float8_e4m3, ml_dtypes.float8_e8m0fnu
 float4_e2m1fn = ml_dtypes.float4_e2m1fn
 int2, uint2, int4, uint4 = ml_dtypes.int2, ml_dtypes.uint2, ml_dtypes.int4, ml_dtypes.uint4
-complex64, complex128 = np.complex64, np.complex128
-csingle, cdouble, complex_ = np.complex64, np.complex128, np.complex128
+complex64 = csingle = _scalar_type("complex64", np.complex64)
+complex128 = cdouble = complex_ = _scalar_type("complex128", np.complex128)
 
 
 def iinfo(int_type):
