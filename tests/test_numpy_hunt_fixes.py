@@ -73,3 +73,45 @@ def test_scalar_types_cast_inside_jit_and_are_dtypes(name):
     assert np.dtype(s) == np.dtype(j)
     assert snp.zeros(2, s).dtype == jnp.zeros(2, j).dtype
     assert snp.issubdtype(s, snp.number) == jnp.issubdtype(j, jnp.number)
+
+
+X = np.arange(32, dtype=np.float32).reshape(4, 8)
+
+
+@pytest.mark.parametrize("idx", [10, -5, (slice(None), 8), (10, 2), (-9, -20)])
+def test_static_out_of_bounds_integers_are_clamped_as_jax(idx):
+    want = jax.jit(lambda x: x[idx])(X)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(lambda x: x[idx])(X)), np.asarray(want))
+
+
+@pytest.mark.parametrize("index_dtype", ["uint8", "uint32", "int8"])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions_with_unsigned_index_dtypes(op, index_dtype):
+    x = np.array([[1, 3, 3, 0], [5, 5, 2, 2]], np.float32)
+    want = getattr(jax.lax, op)(x, 1, np.dtype(index_dtype))
+    for got in (getattr(shardc.lax, op)(x, 1, np.dtype(index_dtype)),
+                shardc.jit(lambda x: getattr(shardc.lax, op)(x, 1, np.dtype(index_dtype)))(x)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("args", [(-1,), (3, -2)])
+def test_eye_of_negative_size_is_jaxs_error(args):
+    for f in (jnp.eye, snp.eye):
+        with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+            f(*args)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax"])
+def test_reductions_over_an_empty_axis(name):
+    x = np.zeros((0, 3), np.float32)
+    j = {"logsumexp": lambda x: jax.nn.logsumexp(x, axis=0),
+         "softmax": lambda x: jax.nn.softmax(x, axis=0),
+         "log_softmax": lambda x: jax.nn.log_softmax(x, axis=0)}[name]
+    s = {"logsumexp": lambda x: shardc.nn.logsumexp(x, axis=0),
+         "softmax": lambda x: shardc.nn.softmax(x, axis=0),
+         "log_softmax": lambda x: shardc.nn.log_softmax(x, axis=0)}[name]
+    want = np.asarray(jax.jit(j)(x))
+    for got in (s(x), shardc.jit(s)(x)):
+        assert np.asarray(got).shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -160,11 +160,15 @@ def test_indexing_errors(mesh2x4):
 
 
 def test_static_index_out_of_bounds():
-    """A static integer index out of bounds is an error (as NumPy; jax clamps it)."""
-    f = shardc.jit(lambda a: a[8])
-    with pytest.raises(shardc.ShardcError, match=r"test_ops_indexing.py:\d+: index 8 is out "
-                       "of bounds for axis 0 with size 8"):
-        f(np.ones((8, 16), np.float32))
+    """A static integer index out of bounds is clamped, as jax's (eagerly and under
+    jit); a dim of size 0 has no element to clamp to."""
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(lambda a: a[8])(x)), x[7])
+    np.testing.assert_array_equal(np.asarray(shardc.jit(lambda a: a[-9])(x)), x[0])
+    f = shardc.jit(lambda a: a[0])
+    with pytest.raises(shardc.ShardcError, match=r"test_ops_indexing.py:\d+: index 0 is out "
+                       "of bounds for axis 0 with size 0"):
+        f(np.ones((0, 16), np.float32))
 
 
 def test_out_of_bounds_complex_reads_fill_nan():

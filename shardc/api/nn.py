@@ -79,7 +79,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     x = aval(a)
     dims = norm_axes("logsumexp", axis, x.ndim)
     amax = snp.max(a, axis=dims, keepdims=keepdims, where=where, initial=-np.inf) \
-        if where is not None else snp.max(a, axis=dims, keepdims=keepdims)
+        if where is not None else _max(a, dims, keepdims=keepdims)
     amax = stop_gradient(ew.select_p.bind(snp.isfinite(amax), amax, snp.zeros_like(amax)))
     amax_with_dims = amax if keepdims else snp.expand_dims(amax, dims)
     exp_a = ew.exp_p.bind(snp.subtract(a, snp.astype(amax_with_dims, x.dtype)))
@@ -96,10 +96,19 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     return out
 
 
+def _max(x, axis, keepdims):
+    """The max over `axis`; over an empty one -inf, as jax's (it passes initial=-inf)."""
+    shape = aval(x).shape
+    dims = range(len(shape)) if axis is None else \
+        [a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis)]
+    empty = any(shape[d] == 0 for d in dims)
+    return snp.max(x, axis, keepdims=keepdims, initial=-np.inf if empty else None)
+
+
 def softmax(x, axis=-1, where=None):
     """exp(x - max) normalized over `axis` (only where `where` holds), as jax.nn.softmax."""
     if where is None:
-        unnormalized = snp.exp(snp.subtract(x, snp.max(x, axis, keepdims=True)))
+        unnormalized = snp.exp(snp.subtract(x, _max(x, axis, keepdims=True)))
         return snp.divide(unnormalized, snp.sum(unnormalized, axis, keepdims=True))
     x_max = snp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     x_safe = snp.where(where, x, -np.inf)
@@ -111,7 +120,7 @@ def softmax(x, axis=-1, where=None):
 def log_softmax(x, axis=-1, where=None):
     from ..transforms.ad import stop_gradient
     if where is None:
-        shifted = snp.subtract(x, stop_gradient(snp.max(x, axis, keepdims=True)))
+        shifted = snp.subtract(x, stop_gradient(_max(x, axis, keepdims=True)))
         return snp.subtract(shifted, snp.log(snp.sum(snp.exp(shifted), axis, keepdims=True)))
     x_max = snp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     shifted = snp.subtract(snp.where(where, x, -np.inf), stop_gradient(x_max))

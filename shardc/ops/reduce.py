@@ -172,7 +172,8 @@ def _lower_arg(direction, ctx, x, *, axis, index_dtype):
             isnan = cmp(c, a, a, "NE", cmp_t, vt)
             pick = c.op("stablehlo.or", [pick, isnan], [bt, bt], [bt], sharding=False)[0]
         eq = cmp(c, a, b, "EQ", cmp_t, vt)
-        lt = cmp(c, ia_, ib, "LT", "SIGNED", itt)
+        lt = cmp(c, ia_, ib, "LT", "SIGNED" if dtypes.is_signed(ia.dtype) else "UNSIGNED",
+                 itt)
         tie = c.op("stablehlo.and", [eq, lt], [bt, bt], [bt], sharding=False)[0]
         pick_i = c.op("stablehlo.or", [pick, tie], [bt, bt], [bt], sharding=False)[0]
         v = c.op("stablehlo.select", [pick, a, b], [bt, vt, vt], [vt], sharding=False)[0]

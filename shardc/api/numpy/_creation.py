@@ -149,6 +149,9 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
 
 
 def _eye(N, M=None, k=0, dtype=None):
+    n, m = operator.index(N), None if M is None else operator.index(M)
+    if n < 0 or (m is not None and m < 0):
+        raise ArgumentError(f"negative dimensions are not allowed, got {N} and {M}")
     M = N if M is None else M
     dt = canonical_dtype(dtype) or dtypes.default_float()
     it = dtypes.default_int()

@@ -93,9 +93,10 @@ def getitem(x, idx):
             stride.append(st)
         elif _is_int(e):
             i = operator.index(e)
-            if not -n <= i < n:
+            if n == 0:
                 raise ShardcError(f"index {i} is out of bounds for axis {dim} with size {n}")
-            i %= n
+            # out of bounds is clamped, as jax's indexing (a dynamic_slice) does
+            i = 0 if i < -n else n - 1 if i >= n else i % n
             start.append(i)
             limit.append(i + 1)
             stride.append(1)
