@@ -115,3 +115,11 @@ def test_reductions_over_an_empty_axis(name):
     for got in (s(x), shardc.jit(s)(x)):
         assert np.asarray(got).shape == want.shape
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_complex_logaddexp_keeps_its_general_form():
+    a = np.array([1 + 2j, -1 + 0.5j, 3 - 1j], np.complex64)
+    b = np.array([0.5 - 1j, 2 + 3j, -2 + 0.25j], np.complex64)
+    want = np.asarray(jnp.logaddexp(a, b))
+    for got in (snp.logaddexp(a, b), shardc.jit(snp.logaddexp)(a, b)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-6, atol=2e-6)
