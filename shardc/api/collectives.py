@@ -205,8 +205,7 @@ def pbroadcast(x, axis_name, source):
         here = L.eq(axis_index(axis_name), int(source))
         out = m.psum_p.bind(L.select(here, v, L.zeros_like(v)), axes=axes, sizes=sizes)
         kept = tuple(a for a in axes if a in vary)
-        return pv.pvary_p.bind(out, axes=kept, sizes=tuple(ctx.mesh.sizes[a] for a in kept)
-                               ) if kept else out
+        return pv.pvary_over(out, kept, ctx.mesh) if kept else out
     return _map(one, x)
 
 
@@ -277,8 +276,7 @@ def pcast(x, axis_name, *, to):
             raise ArgumentError(f"Unsupported pcast from={frm}, {to=}")
         if not ctx.check_vma:
             return v            # as jax: without variance checks pvary is a no-op
-        order = tuple(a for a in ctx.mesh.names if a in mesh_axes)
-        return pv.pvary_p.bind(v, axes=order, sizes=tuple(ctx.mesh.sizes[a] for a in order))
+        return pv.pvary_over(v, mesh_axes, ctx.mesh)
     return _map(one, x)
 
 

@@ -209,9 +209,7 @@ def _pvary(x, *, axes):
     ctx, axes, sizes = _axes("pvary", axes)
     if not axes or not ctx.check_vma:
         return x
-    order = tuple(a for a in ctx.mesh.names if a in axes)
-    return pv.pvary_p.bind(_as_tracer(x), axes=order,
-                           sizes=tuple(ctx.mesh.sizes[a] for a in order))
+    return pv.pvary_over(_as_tracer(x), axes, ctx.mesh)
 
 
 @rule("pbroadcast")

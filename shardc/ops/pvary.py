@@ -21,6 +21,12 @@ def _lower(ctx, x, *, axes, sizes):
 
 pvary_p = Primitive("pvary", shape_rule=_shape, sharding_rule=pointwise, lower=_lower,
                     prop_kind=PropKind.ELEMENTWISE, vma=Vma.AXES, traits=Trait.ALIAS)
+def pvary_over(x, axes, mesh):
+    """`x` marked varying over the manual axes `axes` (any order; named in the mesh's)."""
+    order = tuple(a for a in mesh.names if a in axes)
+    return pvary_p.bind(x, axes=order, sizes=tuple(mesh.sizes[a] for a in order))
+
+
 pvary_p.vjp = lambda ctx, cts, x, *, axes, sizes: [psum_p.bind(cts[0], axes=axes,
                                                                sizes=sizes)]
 pvary_p.batch = lambda ctx, args, batched, *, axes, sizes: (

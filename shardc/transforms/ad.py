@@ -203,9 +203,8 @@ def _unvary(mc, v, c):
     missing = pv - cv
     if not missing:
         return c
-    from ..ops.pvary import pvary_p
-    axes = tuple(a for a in mc.mesh.names if a in missing)
-    return pvary_p.bind(c, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
+    from ..ops.pvary import pvary_over
+    return pvary_over(c, missing, mc.mesh)
 
 
 def _carries_ct(ints):

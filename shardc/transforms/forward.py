@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import lax as L
-from ..ops.pvary import pvary_p
+from ..ops.pvary import pvary_over
 from ..ops.region import lookup
 from ..ops.special import sharding_constraint_p
 from ..trace import core
@@ -133,7 +133,4 @@ def zeros_varying_as(out):
     if mc is None or not mc.check_vma or not core.is_tracer(out):
         return z
     vma = mc.vma_of(core.current_builder().to_value(out))
-    axes = tuple(a for a in mc.mesh.names if a in vma)
-    if not axes:
-        return z
-    return pvary_p.bind(z, axes=axes, sizes=tuple(mc.mesh.sizes[a] for a in axes))
+    return pvary_over(z, vma, mc.mesh) if vma else z
