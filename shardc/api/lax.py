@@ -59,7 +59,7 @@ def _constraint_leaf(x, s, reshard=False):
     sh = from_spec(spec, x.ndim, mesh.shape, "with_sharding_constraint")
     explicit = types.explicit_axes_of(b)
     if reshard and explicit:
-        _check_divides(spec, sh, x, mesh.shape)
+        _check_divides(spec, sh, x, mesh.shape, explicit)
     if not reshard:
         if explicit:
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
@@ -84,11 +84,15 @@ def _manual_axes():
     return frozenset(mc.axes) if mc is not None else frozenset()
 
 
-def _check_divides(spec, sh, x, mesh):
-    """An explicit type's sharding splits each dim evenly (jax's check, at the reshard
-    or out_sharding= that asks for it rather than at the op that meets it)."""
+def _check_divides(spec, sh, x, mesh, explicit):
+    """An explicit type's sharding splits each dim evenly over its Explicit axes (jax's
+    check, at the reshard or out_sharding= that asks for it rather than at the op that
+    meets it; Auto axes may split unevenly, XLA pads them)."""
     for d, size in enumerate(x.shape):
-        n = sh.shards(mesh, d)
+        n = 1
+        for a in sh.dims[d]:
+            if axis_name(a) in explicit:
+                n *= mesh.axis_size(a)
         if size % n:
             raise ArgumentError(
                 f"Sharding spec {tuple(spec)} implies that array axis {d} is partitioned "

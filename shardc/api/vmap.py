@@ -114,7 +114,7 @@ def _under_jit(vmapped, args, kwargs):
     return j(*args, **kwargs)
 
 
-def _explicit_mesh_axis(leaves, axes, avals):
+def _explicit_mesh_axis(leaves, axes):
     """Explicit mode: the mesh axes the mapped dims are sharded over in their types
     (jax's explicit_mesh_axis), which then shard every mapped dim the vmapped function
     makes, as spmd_axis_name would; the mapped inputs must agree, and no unmapped one
@@ -130,18 +130,18 @@ def _explicit_mesh_axis(leaves, axes, avals):
         got = ts.dims[ax % len(ts.dims)] if ts is not None else ()
         if seen and got != spec:
             raise ArgumentError(f"Mapped away dimension of inputs passed to vmap should be "
-                              f"sharded the same. Got inconsistent axis specs: {spec} vs "
-                              f"{got}")
+                                f"sharded the same. Got inconsistent axis specs: {spec} vs "
+                                f"{got}")
         spec, seen = got, True
     if not spec:
         return None
     for x, ax in zip(leaves, axes):
         ts = core.aval_of(x).ts if ax is None and _is_array(x) else None
         if ts is not None and set(spec) & set(ts.axes()):
-            raise ArgumentError(f"Unmapped values passed to vmap cannot be sharded along the "
-                              f"mesh axis you are vmapping over. Got type: "
-                              f"{core.aval_of(x)}, in_axes: None and vmapped mesh axis: "
-                              f"{spec}")
+            raise ArgumentError(f"Unmapped values passed to vmap cannot be sharded along "
+                                f"the mesh axis you are vmapping over. Got type: "
+                                f"{core.aval_of(x)}, in_axes: None and vmapped mesh axis: "
+                                f"{spec}")
     return tuple(spec)
 
 
@@ -193,7 +193,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
     finally:
         if axis_name is not None:
             batching.AXES.stack.pop()
-    ctx = make_ctx(size, axis_name, spmd or _explicit_mesh_axis(leaves, axes, avals))
+    ctx = make_ctx(size, axis_name, spmd or _explicit_mesh_axis(leaves, axes))
     outs, obs = batch_program(region, [ins[i] for i in dyn] + caps,
                               [batched[i] for i in dyn] + [False] * len(caps), ctx)
     t, raw = out_tree[0]
