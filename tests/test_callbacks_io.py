@@ -230,3 +230,26 @@ def test_jax_code_calling_callbacks_inside_shardc_jit(mesh):
     want = jax.jit(f)(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
     assert len(log) == 2 and log[0] == pytest.approx(log[1], rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["debug", "io"])
+@pytest.mark.parametrize("unroll", [2, 3, True])
+def test_ordered_callbacks_keep_their_order_in_an_unrolled_scan(kind, unroll):
+    # the steps unrolled into one loop trip shared no token: [1, 0, 3, 2, 5, 4]
+    def run(jit, lax, np_):
+        log = []
+
+        def cb(i):
+            log.append(int(i))
+            return np.int32(0)
+
+        def body(c, i):
+            if kind == "debug":
+                jax.debug.callback(cb, i, ordered=True)
+            else:
+                jax_io_callback(cb, jax.ShapeDtypeStruct((), jnp.int32), i, ordered=True)
+            return c, None
+        jit(lambda x: lax.scan(body, x, np_.arange(6), unroll=unroll))(np.float32(0))
+        jax.effects_barrier()
+        return log
+    assert run(shardc.jit, shardc.lax, snp) == run(jax.jit, jax.lax, jnp) == list(range(6))

@@ -176,8 +176,8 @@ def _is_ordered_call(op) -> bool:
     return getattr(op.prim, "host_call", False) and op.params["ordered"]
 
 
-def _has_ordered_call(op) -> bool:
-    return any(_is_ordered_call(o) or o.regions and _has_ordered_call(o)
+def has_ordered_call(op) -> bool:
+    return any(_is_ordered_call(o) or o.regions and has_ordered_call(o)
                for r in op.regions for o in r.ops)
 
 
@@ -193,7 +193,7 @@ def _ordering_deps(b) -> list:
             if _is_ordered_call(op):
                 deps.append(core.Tracer(b, op.outputs[0]))
                 return deps[::-1]
-            if op.regions and op.outputs and _has_ordered_call(op):
+            if op.regions and op.outputs and has_ordered_call(op):
                 v = min(op.outputs, key=lambda v: v.aval.size)
                 deps.append(core.Tracer(b, v))
         if deps:

@@ -218,6 +218,7 @@ def _cond_vjp(ctx, cts, index, *ops):
                     env[id(v)] = t
             for v in sp.inputs:
                 env[id(v)] = next(a)
+            env.update(sp.captured)
             ctx.eval_list(sp.recompute + sp.bwd, env)
             out = []
             for i in floats:

@@ -34,7 +34,7 @@ class CustomVjpRule:
         self.level = None    # the differentiation whose rule this is (transforms.ad)
 
     def fresh(self):
-        """A copy for a re-traced call, not yet claimed by any differentiation."""
+        """A copy, not yet claimed by any differentiation."""
         return CustomVjpRule(self.fn, self.arg_tree, self.arg_static, self.traced,
                              self.out_tree, self.res_tree, self.res_static)
 
@@ -68,11 +68,23 @@ def _vjp(ctx, cts, *ins, bwd, num_out):
     if len(ctx.outs) - num_out != sum(s is _TRACED for s in bwd.res_static):
         raise ShardcError("internal: differentiating a custom_vjp_call whose residuals "
                           "dead-code elimination dropped", ctx.op.loc)
+    if bwd.level is None:       # (in a region's body: the first to differentiate it)
+        bwd.level = ctx.level
     if bwd.level is not None and bwd.level is not ctx.level:
         # an outer differentiation (grad of grad): fwd's ops, as ordinary ones
         in_cts = [None] * len(ins)
         _through_fwd(ctx, cts, ins, [k for k, c in enumerate(cts) if c is not None], in_cts)
         return in_cts
+    n = len(bwd.traced)
+    for k in range(n, len(ins)):
+        if (ctx.active is None or ctx.active[k]) and dtypes.is_inexact(L.aval(ins[k]).dtype):
+            raise ShardcError(
+                "Detected differentiation of a custom_vjp function with respect to a "
+                "closed-over value. That isn't supported because the custom VJP rule only "
+                "specifies how to differentiate the custom_vjp function with respect to "
+                "explicit input parameters. Pass the closed-over value into the custom_vjp "
+                "function as an argument, and adapt the custom_vjp fwd and bwd rules.",
+                ctx.op.loc)
     fn = bwd.fn
     leaves = list(bwd.arg_static)
     for i, t in zip(bwd.traced, ins):
@@ -181,17 +193,7 @@ def _claim(op, level):
         rule.level = level
 
 
-def _rebind(op, ins, evaluate):
-    """Re-traced (shard_map's gradient re-traces its body): a new call, unclaimed."""
-    (r,) = op.regions
-    params = {**op.params, "bwd": op.params["bwd"].fresh()}
-    outs, _ = bind_region(custom_vjp_call_p, lambda *xs: (evaluate(r, xs), None), ins,
-                          params, op.loc, r.name)
-    return outs
-
-
 custom_vjp_call_p.claim = _claim
-custom_vjp_call_p.rebind = _rebind
 
 
 # ---------------------------------------------------------------- batching (vmap)
@@ -264,6 +266,7 @@ def _batch(ctx, args, batched, *, bwd, num_out):
     (r,) = ctx.op.regions
     rule = bwd.fresh()
     rule.fn = _BatchedBwd(bwd.fn, bwd, batched, ctx)
+    rule.level = bwd.level      # (a batched first-order gradient stays claimed)
     n = len(args)
 
     def body(*xs):

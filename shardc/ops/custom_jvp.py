@@ -28,11 +28,14 @@ class CustomJvpRule:
     """The param saying how to differentiate one custom_jvp call: the function object,
     the pytree of its arguments (a list), their leaves that are not operands (None
     where they are), the operand index of each traced leaf, and the output tree."""
-    __slots__ = ("fn", "arg_tree", "static", "traced", "out_tree", "leaf_arg")
+    __slots__ = ("fn", "arg_tree", "static", "traced", "out_tree", "leaf_arg", "level")
 
     def __init__(self, fn, arg_tree, static, traced, out_tree, leaf_arg):
         self.fn, self.arg_tree, self.static, self.traced = fn, arg_tree, static, traced
         self.out_tree, self.leaf_arg = out_tree, leaf_arg    # leaf -> its argument
+        # the differentiation that applies the rule (transforms.ad._claim); an outer
+        # one differentiates the rule's primal computation as ordinary ops, as jax's
+        self.level = None
 
     def __repr__(self):
         jvp = self.fn.jvp
@@ -160,6 +163,10 @@ def _vjp(ctx, cts, *ins, jvp):
     of the rule's tangent output (linear in the tangents, so at any point); operands
     of nondiff arguments and non-floats get none."""
     rule = jvp
+    if rule.level is None:
+        rule.level = ctx.level
+    if rule.level is not None and rule.level is not ctx.level:
+        return _through_rule_primal(ctx, cts, ins, rule)
     _check_closure(ctx, ins, rule)
     n = len(rule.traced)
     nondiff = rule.fn.nondiff_argnums
@@ -187,8 +194,47 @@ def _vjp(ctx, cts, *ins, jvp):
     return in_cts
 
 
+def _through_rule_primal(ctx, cts, ins, rule):
+    """An outer differentiation (grad of grad): jax's inner one computed the outputs by
+    the rule, so this one differentiates the rule's primal outputs as ordinary ops (a
+    straight-through round(x) has derivative 0 here)."""
+    n = len(rule.traced)
+    in_cts = [None] * len(ins)
+    nondiff = rule.fn.nondiff_argnums       # (constants to every level, as jax's)
+    wrt = [k for k, i in enumerate(rule.traced)
+           if rule.leaf_arg[i] not in nondiff and _float(ins[k])
+           and (ctx.active is None or ctx.active[k])]
+    live = [k for k, c in enumerate(cts) if c is not None]
+    if not live:
+        return in_cts
+    # the rule reads what the function closes over from its Python closure, not the
+    # operands: its derivative there is not this trace's to take
+    _check_closure(ctx, ins, rule)
+    if not wrt:
+        return in_cts
+    avals = [v.aval for v in ctx.op.outputs]
+
+    def primal(*ws):
+        full = list(ins[:n])
+        for k, w in zip(wrt, ws):
+            full[k] = w
+        p_out, _ = apply_rule(rule, ctx.op.loc, full, [None] * n, avals)
+        return [p_out[k] for k in live]
+    _, _, fn = ctx.trace_vjp(primal, tuple(ins[k] for k in wrt))
+    for k, g in zip(wrt, fn([cts[k] for k in live])):
+        in_cts[k] = g
+    return in_cts
+
+
+def _claim(op, level):
+    rule = op.params["jvp"]
+    if rule.level is None:
+        rule.level = level
+
+
 _vjp.keeps_none = True
 custom_jvp_call_p.vjp = _vjp
+custom_jvp_call_p.claim = _claim
 
 
 def _jvp(ctx, primals, tangents, *, jvp):
@@ -277,6 +323,7 @@ def _batch(ctx, args, batched, *, jvp):
     (r,) = ctx.op.regions
     rule = CustomJvpRule(_BatchedJvp(jvp.fn, jvp, batched, ctx), jvp.arg_tree, jvp.static,
                          jvp.traced, jvp.out_tree, jvp.leaf_arg)
+    rule.level = jvp.level
     n = len(args)
 
     def body(*xs):

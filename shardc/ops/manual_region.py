@@ -190,7 +190,10 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     from . import lax as L
     region = ctx.op.regions[0]
     n = len(args)
-    floats = [dtypes.is_inexact(a.dtype) for a in ctx.in_avals]
+    # the operands to differentiate: floats that depend on what is differentiated (a
+    # custom_vjp in the body may close over the others, constants of this gradient)
+    floats = [dtypes.is_inexact(a.dtype) and (ctx.active is None or ctx.active[i])
+              for i, a in enumerate(ctx.in_avals)]
     out_float = [dtypes.is_inexact(v.aval.dtype) for v in region.outputs]
 
     def bwd(*blocks):

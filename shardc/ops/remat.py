@@ -77,6 +77,7 @@ def _vjp(ctx, cts, *ins, prevent_cse, policy, num_out):
     for v, c in zip(sp.ct_in, cts):
         if v is not None:
             env[id(v)] = c
+    env.update(sp.captured)
     ctx.eval_list(sp.recompute + sp.bwd, env)
     out = []
     for v, g in zip(sp.inputs, sp.ct_out):

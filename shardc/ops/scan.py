@@ -24,6 +24,7 @@ from ..ir.rules import Edge
 from ..ir.sharding import Sharding
 from ..trace import core, types
 from . import lax as L
+from .callback import has_ordered_call
 from .region import (lookup, add_region_op, drop_results, host_of, same_type, trace_region,
                      vma_of)
 
@@ -77,6 +78,10 @@ def _lower(ctx, *operands, num_carry, num_xs, length, reverse, unroll):
     ys_avals, ys_sh = ctx.out_avals[c:], ctx.out_shardings[c:]
     ys = [ctx.constant(0, a, sh) for a, sh in zip(ys_avals, ys_sh)]
     u = max(1, min(int(unroll), length)) if length else 1
+    if u > 1 and has_ordered_call(ctx.ir_op):
+        # the steps unrolled into one trip share no token: an ordered callback of one
+        # could run before the step before it had made its own call
+        u = 1
     trips, rem = divmod(length, u)
     state = (list(operands[:c]), ys)
     if trips:
@@ -307,6 +312,7 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
         for i in range(c, n_out):
             if sp.ct_in[i] is not None and id(sp.ct_in[i]) not in env:
                 env[id(sp.ct_in[i])] = L.zeros(sp.ct_in[i].aval.shape, sp.ct_in[i].aval.dtype)
+        env.update(sp.captured)
         ctx.eval_list(sp.recompute + sp.bwd, env)
         g = [_ct(env, sp, i) for i in range(n)]
         carry = [g[i] for i in fc] + [L.add(s, g[i]) for s, i in zip(acc, fk)]

@@ -43,14 +43,16 @@ class VjpCtx:
 
     # what rules of ops with regions (shard_map) need of the transform itself
     def trace_vjp(self, f, primals, has_aux=False):
-        return _traced_vjp(f, primals, has_aux)
+        """A differentiation inside this one's rule (of a region's body): the same level,
+        so a custom rule it applies is claimed by this differentiation."""
+        return _traced_vjp(f, primals, has_aux, level=self.level)
 
     def eval_ops(self, program, args):
         return eval_ops(program, args)
 
     def split_region(self, region, ct_mask, policy=None, active=None):
         from .partial import split_region
-        return split_region(region, ct_mask, policy, active)
+        return split_region(region, ct_mask, policy, active, self.level)
 
     def eval_list(self, ops, env):
         from .partial import eval_list
@@ -246,7 +248,7 @@ def _constant(x):
     return constant_p.bind(value=arr.astype(dtypes.canonicalize(arr.dtype), copy=False))
 
 
-def _traced_vjp(f, primals, has_aux=False, linear=None):
+def _traced_vjp(f, primals, has_aux=False, linear=None, level=None):
     """In the current trace: (out, aux, vjp_fn) for f at `primals` (a tuple).
     `linear` (linear_transpose's name for f): vjp_fn checks that f is linear, and
     transposes integer functions too."""
@@ -274,7 +276,7 @@ def _traced_vjp(f, primals, has_aux=False, linear=None):
             raise ShardcError("has_aux=True needs the function to return (output, aux)")
         out, aux = out
     ops = b.program.ops[start:]
-    level = _claim(ops, xs)
+    level = _claim(ops, xs, level)
     out_leaves, out_tree = _tree.tree_flatten(out)
     out_vals = [b.to_value(o) for o in out_leaves]
     wrt = [t.value for t in xs]
@@ -301,20 +303,47 @@ def _traced_vjp(f, primals, has_aux=False, linear=None):
     return out, aux, vjp_fn
 
 
-def _claim(ops, xs):
+def _claim(ops, xs, level=None):
     """A new differentiation level, which claims the ops of `ops` that depend on the
     primals `xs` and have a rule for one level only (custom_vjp_call: `prim.claim`).
     As in jax, a custom rule is the innermost differentiation's: an outer one (grad of
     grad) differentiates the call's fwd as ordinary ops."""
-    level = object()
-    reached = {id(t.value) for t in xs}
-    for op in ops:
-        if any(id(v) in reached for v in op.inputs):
-            reached.update(id(v) for v in op.outputs)
-            claim = op.prim.claim
-            if claim is not None:
-                claim(op, level)
+    level = object() if level is None else level
+    _claim_in(ops, {id(t.value) for t in xs}, level)
     return level
+
+
+def _claim_in(ops, reached, level):
+    """Claim in `ops` given the values `reached`, and inside the bodies of the region
+    ops they reach (a loop's, a branch's, a checkpoint's: their custom calls are this
+    differentiation's too), not inside a custom call's own region (one called in a
+    fwd is the next differentiation's)."""
+    for op in ops:
+        if not any(id(v) in reached for v in op.inputs):
+            continue
+        reached.update(id(v) for v in op.outputs)
+        claim = op.prim.claim
+        if claim is not None:
+            claim(op, level)
+        elif op.regions:
+            for r in op.regions:
+                _claim_region(op, r, reached, level)
+
+
+def _claim_region(op, r, reached, level):
+    args = r.inputs     # the op's last operands (a cond's branch index comes first)
+    ins = op.inputs[len(op.inputs) - len(args):] if len(op.inputs) >= len(args) else []
+    inner = {id(a) for a, v in zip(args, ins) if type(v) is not Lit and id(v) in reached}
+    # a loop feeds its carries back: what reaches a carry's result reaches its argument
+    carries = op.params.get("num_carry", len(r.outputs) if op.prim.name == "while" and
+                            r is op.regions[-1] else 0)
+    while True:
+        _claim_in(r.ops, inner, level)
+        fed = {id(args[i]) for i in range(min(carries, len(args), len(r.outputs)))
+               if id(r.outputs[i]) in inner} - inner
+        if not fed:
+            return
+        inner |= fed
 
 
 # ---------------------------------------------------------------- stop_gradient

@@ -27,9 +27,11 @@ class Split:
     policy did not save, to be re-run before `bwd`; bwd: the backward ops; ct_out: the
     cotangent of each input (a value, a literal or None); saved: the residuals, values
     of `fwd` or inputs that `recompute` and `bwd` read; offload: {id(saved value):
-    (src, dst)} for those the policy saves in another memory."""
+    (src, dst)} for those the policy saves in another memory; captured: {id(value):
+    outer tracer} for values from outside the region the ops read (a custom_vjp's bwd
+    closing over one): an env for `bwd` starts from it."""
     __slots__ = ("inputs", "outputs", "ct_in", "fwd", "recompute", "bwd", "ct_out", "saved",
-                 "offload")
+                 "offload", "captured")
 
 
 def _line(loc):
@@ -57,12 +59,13 @@ def eval_list(ops, env):
     return env
 
 
-def split_region(region, ct_mask, policy=None, active=None):
+def split_region(region, ct_mask, policy=None, active=None, level=None):
     """The Split of `region`'s gradient. ct_mask[i]: output i gets a cotangent (only
     float outputs can). policy(prim, *avals, **params) -> bool says which forward ops'
     results may be saved (None: all); the body's inputs always may. active[i]: input i
     depends on what is differentiated (None: all may); ops reading only inactive
-    inputs are not differentiated (a while_loop on constants)."""
+    inputs are not differentiated (a while_loop on constants). `level`: the
+    differentiation whose rule this is (see ad._claim)."""
     from .ad import backward, eval_ops
     outer = core.current_builder()
     b = core.Builder("joint", parent=outer)
@@ -86,10 +89,11 @@ def split_region(region, ct_mask, policy=None, active=None):
             cts.append(ct)
         in_vals = [t.value for t in ins]
         act = None if active is None else [v for v, a in zip(in_vals, active) if a]
-        got = backward(b.program.ops[:n_fwd], b, out_vals, cts, in_vals, active=act)
+        got = backward(b.program.ops[:n_fwd], b, out_vals, cts, in_vals, level, active=act)
     ops = b.program.ops
     sp = Split()
     sp.inputs, sp.outputs = in_vals, out_vals
+    sp.captured = {id(v): t for t, v in b.captured.values()}
     sp.ct_in = [c.value if c is not None else None for c in cts]
     sp.ct_out = [g if g is None or isinstance(g, Lit) else b.to_value(g) for g in got]
     fwd, bwd = ops[:n_fwd], ops[n_fwd:]
