@@ -388,3 +388,33 @@ def test_mulhi_eagerly_under_vmap_and_sharded(dtype, mesh2x4):
         got = shardc.jit(slax.mulhi)(xs, y)
         np.testing.assert_array_equal(got, want)
         assert got.sharding.spec == P("x", "y")
+
+
+REDUCE_WINDOW_INIT = {
+    # padding and dilation holes take no part in a window (XLA's semantics): the init is
+    # folded in once per window; shardc padded with the init and folded it per pad
+    "same_add": lambda L, x: L.reduce_window(x, 5.0, L.add, (1, 2), (1, 1), "SAME"),
+    "explicit_pads_mul": lambda L, x: L.reduce_window(x, 2.0, L.mul, (2, 3), (1, 2),
+                                                      ((1, 1), (2, 0))),
+    "base_dilation": lambda L, x: L.reduce_window(x, 5.0, L.add, (1, 2), (1, 1), "VALID",
+                                                  base_dilation=(1, 2)),
+    "custom_fn": lambda L, x: L.reduce_window(x, 1.0, lambda a, b: a * 0.5 + b, (2, 2),
+                                              (1, 1), "SAME"),
+    "pair": lambda L, x: L.reduce_window((x, -x), (3.0, 0.0),
+                                         lambda a, b: (a[0] + b[0], L.max(a[1], b[1])),
+                                         (2, 2), (1, 1), ((0, 1), (1, 1)))[0],
+    # windows larger than the padded operand: an empty result, as XLA's
+    "too_big_add": lambda L, x: L.reduce_window(x, 0.0, L.add, (5, 1), (1, 1), "VALID"),
+    "too_big_max": lambda L, x: L.reduce_window(x, -jnp.inf, L.max, (5, 1), (1, 1), "VALID"),
+    "too_big_init": lambda L, x: L.reduce_window(x, 1.0, L.add, (5, 1), (1, 1), "VALID"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCE_WINDOW_INIT))
+def test_reduce_window_init_and_padding_as_xla(name):
+    x = np.arange(18, dtype=np.float32).reshape(3, 6) / 4
+    f = REDUCE_WINDOW_INIT[name]
+    got = shardc.jit(lambda a: f(slax, a))(x)
+    want = jax.jit(lambda a: f(jlax, a))(x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -63,9 +63,10 @@ def fold_windows(xs, inits, combine, window_dimensions, window_strides, padding,
             continue
         shape = aval(xs[0]).shape
         m = (shape[d] - (wd[d] - 1) * wdl[d] - 1) // st[d] + 1
-        if m <= 0:
-            raise ShardcError(f"reduce_window: a window of {wd[d]} (dilation {wdl[d]}) does "
-                              f"not fit dim {d} of size {shape[d]} after padding")
+        if m <= 0:          # a window larger than the (padded) dim: no windows, as XLA
+            xs = [L.slice(x, (0,) * len(shape), shape[:d] + (0,) + shape[d + 1:])
+                  for x in xs]
+            continue
         acc = None
         for o in range(wd[d]):
             start = [0] * len(shape)
@@ -257,18 +258,26 @@ def fold_with_init(xs, inits, combine, window_dimensions, window_strides, paddin
     if typed is not None:
         return typed
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, bd))
+    valid = None
     if any(lo or hi or i for lo, hi, i in cfg):
+        # padding and dilation holes take no part in a window, as in XLA (the init value
+        # is folded in once per window, not once per padded element)
+        valid = L.pad(L.full(aval(xs[0]).shape, True, dtypes.bool_), False, cfg)
         xs = [L.pad(x, v, cfg) for x, v in zip(xs, inits)]
     shape = aval(xs[0]).shape
-    out = tuple((n - (w - 1) * d - 1) // s + 1 for n, w, s, d in zip(shape, wd, st, wdl))
-    if any(m <= 0 for m in out):
-        raise ShardcError(f"reduce_window: the window {wd} (dilation {wdl}) does not fit the "
-                          f"operand's shape {shape} after padding")
+    out = tuple(max(0, (n - (w - 1) * d - 1) // s + 1)
+                for n, w, s, d in zip(shape, wd, st, wdl))
     acc = [L.broadcast_in_dim(v, out, ()) for v in inits]
+    if 0 in out:            # a window larger than the (padded) operand: no windows
+        return acc
     for offs in itertools.product(*[range(w) for w in wd]):
         start = tuple(o * d for o, d in zip(offs, wdl))
         limit = tuple(b + (m - 1) * s + 1 for b, m, s in zip(start, out, st))
-        acc = combine(acc, [L.slice(x, start, limit, st) for x in xs])
+        new = combine(acc, [L.slice(x, start, limit, st) for x in xs])
+        if valid is not None:
+            keep = L.slice(valid, start, limit, st)
+            new = [L.select(keep, n, a) for n, a in zip(new, acc)]
+        acc = new
     return acc
 
 

@@ -319,12 +319,17 @@ axis_index_p = _collective("axis_index", _ai_shape, _ai_lower, NO_FACTOR_RULE, V
 # Collectives transpose to their duals.
 
 def _psum_vjp(ctx, cts, x, *, axes, sizes):
-    """A broadcast where variance is checked (the cotangent of an invariant result is
-    itself invariant); unchecked, a psum again, as jax's shard_map(check_vma=False)."""
+    """A broadcast over mesh axes where variance is checked (the cotangent of an
+    invariant result is itself invariant); a psum again over unchecked ones, as jax's
+    shard_map(check_vma=False), and over a vmap's named axes, as jax's vmap and pmap."""
+    from .batching import vmap_axis_size
     mc = ctx.builder.manual
-    if mc is None or mc.check_vma:
+    checked = mc is not None and mc.check_vma
+    again = [i for i, a in enumerate(axes) if vmap_axis_size(a) is not None or not checked]
+    if not again:
         return [cts[0]]
-    return [psum_p.bind(cts[0], axes=axes, sizes=sizes)]
+    return [psum_p.bind(cts[0], axes=tuple(axes[i] for i in again),
+                        sizes=tuple(sizes[i] for i in again))]
 
 
 def _vjps():

@@ -15,7 +15,7 @@ from ..ir.primitive import PropKind
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from .common import check_dtype, i64_array, norm_axes
-from .reduce import _cum_rule, cumulative
+from .reduce import _cum_rule, cumulative, whole_axis
 
 cumprod_p = cumulative("cumprod", "mul")
 cummax_p = cumulative("cummax", "max")
@@ -63,7 +63,8 @@ def _lower_lse(ctx, x, *, axis, reverse=False):
              "window_dilations": i64_array([1] * xa.ndim),
              "padding": f"dense<[{pads}]> : tensor<{xa.ndim}x2xi64>"}
     t = tensor_type(xa)
-    return ctx.op("stablehlo.reduce_window", [x, init], [t, st], [t], props, regions=[region])
+    return whole_axis(ctx, x, axis, lambda x, sh: ctx.op(
+        "stablehlo.reduce_window", [x, init], [t, st], [t], props, sh, regions=[region]))
 
 
 cumlogsumexp_p = Primitive("cumlogsumexp", shape_rule=_lse_shape, sharding_rule=_cum_rule,

@@ -230,8 +230,34 @@ def _lower_cum(kind, ctx, x, *, axis, reverse=False):
         "padding": f"dense<[{pads}]> : tensor<{xa.ndim}x2xi64>",
     }
     t = tensor_type(xa)
-    return ctx.op("stablehlo.reduce_window", [x, init], [t, st], [tensor_type(ctx.out_avals[0])],
-                  props, regions=[region])
+    return whole_axis(ctx, x, axis, lambda x, sh: ctx.op(
+        "stablehlo.reduce_window", [x, init], [t, st], [tensor_type(ctx.out_avals[0])], props,
+        sh, regions=[region]))
+
+
+def whole_axis(ctx, x, axis, emit):
+    """`emit(x, result_sharding)` (a cumulative reduce_window) with `axis` whole on every
+    device when it is split: XLA's partitioner gives two reduce_windows of one operand
+    split along the window dim one padded copy, and the second then reads the first's
+    init value as padding (cumsum next to cumprod: wrong sums, jax.jit's too). The price
+    is an all-gather along the axis, which the partitioner's own windowed reduce over a
+    whole-axis window needs as well."""
+    xs, os_ = ctx.in_shardings[0], ctx.out_shardings[0]
+    if ctx.lowering.sources_only or not any(sh is not None and sh.dims[axis]
+                                            for sh in (xs, os_)):
+        return emit(x, None)
+    t = tensor_type(ctx.in_avals[0])
+
+    def whole(sh):
+        sh = sh or Sharding.replicated(ctx.in_avals[0].ndim)
+        return Sharding(tuple(() if d == axis else a for d, a in enumerate(sh.dims)))
+    (x,) = ctx.op("sdy.sharding_constraint", [x], [t], [t],
+                  {"sharding": sharding_attr(whole(xs))}, sharding=False)
+    (y,) = emit(x, [whole(os_)])
+    if os_ is None:
+        return [y]
+    return ctx.op("sdy.sharding_constraint", [y], [t], [t], {"sharding": sharding_attr(os_)},
+                  sharding=False)
 
 
 def cumulative(name, kind):
