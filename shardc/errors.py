@@ -330,23 +330,26 @@ def cleaned(e: BaseException) -> BaseException:
     return e
 
 
-def api_boundary(fun):
+def api_boundary(fun, result=None):
     """An entry point of shardc's API: exceptions leave it with shardc's internal frames
-    removed from their traceback (as jax's traceback_util.api_boundary)."""
+    removed from their traceback (as jax's traceback_util.api_boundary). `result`, if
+    given, maps what `fun` returns."""
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         try:
-            return fun(*args, **kwargs)
+            out = fun(*args, **kwargs)
         except Exception as e:
             cleaned(e)
             raise
+        return out if result is None else result(out)
     return wrapper
 
 
-def wrap_public(namespace: dict) -> None:
+def wrap_public(namespace: dict, result=None, keep=()) -> None:
     """Make each public function defined in shardc in a module's `namespace` an API
-    boundary (shardc.numpy, .lax, .nn: errors from eager calls end at the user's line)."""
+    boundary (shardc.numpy, .lax, .nn: errors from eager calls end at the user's line);
+    `result` maps the results of all but the functions named in `keep`."""
     for k, v in list(namespace.items()):
         if not k.startswith("_") and isinstance(v, types.FunctionType) and \
                 v.__module__.startswith("shardc.") and not hasattr(v, "__wrapped__"):
-            namespace[k] = api_boundary(v)
+            namespace[k] = api_boundary(v, None if k in keep else result)

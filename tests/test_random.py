@@ -44,6 +44,7 @@ CASES = [
     ("normal", lambda r, k, p: r.normal(k, (3, 4))),
     ("normal_bf16", lambda r, k, p: r.normal(k, (5,), jnp.bfloat16)),
     ("normal_f16", lambda r, k, p: r.normal(k, (5,), jnp.float16)),
+    ("normal_complex", lambda r, k, p: r.normal(k, (2, 3), jnp.complex64)),
     ("truncated_normal", lambda r, k, p: r.truncated_normal(k, -1., 2., (10,))),
     ("truncated_normal_bcast", lambda r, k, p: r.truncated_normal(k, jnp.zeros(3), 1.)),
     ("bernoulli", lambda r, k, p: r.bernoulli(k, 0.3, (10,))),

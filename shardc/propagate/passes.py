@@ -212,6 +212,9 @@ def _type_sources(p: Program, sources: dict) -> None:
 def evenly_sharded(sh: Sharding, shape, mesh, open_dims) -> Sharding:
     """Shardy's export of result shardings: keep only axes that divide each dim evenly,
     and drop sub-axes from dims propagation chose (open dims)."""
+    if 0 in shape and all(open_dims):
+        # nothing to split (and XLA returns each device the whole empty array)
+        return Sharding.replicated(len(shape))
     dims = []
     for d, (n, axes) in enumerate(zip(shape, sh.dims)):
         refs = [ax.to_ref(a, mesh) for a in axes]

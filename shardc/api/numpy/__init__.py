@@ -30,6 +30,8 @@ from ._ufuncs import (abs, absolute, add, arccos, arcsin, arctan, arctan2, aroun
     round, rsqrt, sign, sin, sinh, sqrt, square, subtract, tan, tanh, true_divide, where)
 from ._shifts import bitwise_left_shift, bitwise_right_shift, divmod, left_shift, right_shift
 from ...errors import wrap_public as _wrap_public
+from ._eager import PYTHON_RESULTS as _PYTHON_RESULTS
+from ._eager import eager_array as _eager_array
 from ._util import aval as _aval
 from ._util import canonical_dtype as _canonical_dtype
 from ._util import convert as _convert
@@ -109,5 +111,7 @@ from ._vectorize import vectorize  # noqa: E402
 from ._more3 import bitwise_count, i0, kaiser, put_along_axis, sort_complex  # noqa: E402
 
 _attach()
-_wrap_public(globals())
+
+
+_wrap_public(globals(), _eager_array, _PYTHON_RESULTS)
 from ._poly import poly, polyfit, roots  # noqa: E402

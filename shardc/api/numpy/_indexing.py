@@ -15,6 +15,7 @@ from ...ir import dtypes
 from ...errors import ShardcError
 from ...ops import indexing as ix
 from ...ops import shape as shp
+from . import _creation
 from ._shapes import broadcast_to, expand_dims, stack, transpose
 from ._ufuncs import add, less, where
 from ._ufuncs import clip as clip_
@@ -28,7 +29,12 @@ def _is_int(x):
 def _is_array_index(x):
     if core.is_tracer(x) or isinstance(x, (np.ndarray, jax.Array)):
         return True
-    return isinstance(x, list)
+    return isinstance(x, (list, tuple))
+
+
+def _has_tracer(seq) -> bool:
+    return any(_has_tracer(v) if isinstance(v, (list, tuple)) else core.is_tracer(v)
+               for v in seq)
 
 
 def _classify(x, idx):
@@ -40,19 +46,29 @@ def _classify_shape(shape, idx):
     missing trailing dims as full slices) plus the Nones; checked."""
     if not isinstance(idx, tuple):
         idx = (idx,)
-    out = []
-    for e in idx:
+    out, masks = [], {}
+    for pos, e in enumerate(idx):
         if e is None or e is Ellipsis or isinstance(e, slice) or _is_int(e):
             out.append(e)
         elif _is_array_index(e):
-            a = aval(e) if not isinstance(e, list) else aval(np.asarray(e))
+            if isinstance(e, (list, tuple)):    # a sequence is an array, as jax's
+                e = _creation.asarray(e) if _has_tracer(e) else np.asarray(e)
+            a = aval(e)
+            if a.dtype == dtypes.bool_ and a.ndim and not core.is_tracer(e):
+                # a concrete mask has a static number of Trues: its np.nonzero, as jax's
+                m = np.asarray(e)
+                for i in np.nonzero(m):
+                    i = i.astype(np.int32) if m.size < 2 ** 31 else i
+                    masks[id(i)] = (pos, m.shape)
+                    out.append(i)
+                continue
             if a.dtype == dtypes.bool_:
                 raise ShardcError(
                     "boolean mask indexing gives a data-dependent shape, which a compiled "
                     "program cannot have; use shardc.numpy.where(mask, x, 0) instead")
             if not dtypes.is_int(a.dtype):
                 raise ShardcError(f"indices must be integers, got an array of {a.dtype}")
-            out.append(np.asarray(e) if isinstance(e, list) else e)
+            out.append(e)
         else:
             raise ShardcError(f"unsupported index {e!r}: use ints, slices, None, ... or an "
                               "integer array")
@@ -68,10 +84,69 @@ def _classify_shape(shape, idx):
         out = out[:k] + [slice(None)] * (n - consumed) + out[k + 1:]
     else:
         out = out + [slice(None)] * (n - consumed)
+    if masks:
+        _check_masks(out, masks, shape)
     return out
 
 
+def _check_masks(out, masks, shape):
+    """A mask's shape must be the shape of the dims it indexes (or 0 there), as jax's."""
+    got, dim = {}, 0
+    for e in out:
+        if e is None:
+            continue
+        if id(e) in masks:
+            pos, mshape = masks[id(e)]
+            got.setdefault(pos, (mshape, []))[1].append(shape[dim])
+        dim += 1
+    for pos, (mshape, expected) in got.items():
+        if not all(s in (0, t) for s, t in zip(mshape, expected)):
+            raise IndexError(f"boolean index did not match shape of indexed array in index "
+                             f"{pos}: got {mshape}, expected {expected}")
+
+
+def _is_scalar_bool(e):
+    if isinstance(e, (bool, np.bool_)):
+        return True
+    return (isinstance(e, (np.ndarray, jax.Array)) and not core.is_tracer(e)
+            and e.ndim == 0 and e.dtype == np.bool_)
+
+
+def _scalar_bools(x, idx):
+    """x[..., True, ...] as jax's: a new dim of size 1 there, indexed by arange(1) (or
+    arange(0) for False), an integer-array index like any other."""
+    def width(e):       # the dims an entry consumes (a mask as many as it has)
+        if e is None or e is Ellipsis or _is_scalar_bool(e):
+            return 0
+        m = _concrete_mask(e)
+        return 1 if m is None else m.ndim
+    rank = len(aval(x).shape)
+    rest = max(rank - sum(map(width, idx)), 0)
+    shape, new_idx, dim = list(aval(x).shape), [], 0
+    for e in idx:
+        if _is_scalar_bool(e):
+            shape.insert(dim, 1)
+            new_idx.append(np.arange(int(bool(e)), dtype=np.int32))
+            dim += 1
+            continue
+        new_idx.append(e)
+        dim += rest if e is Ellipsis else width(e)
+    return shp.reshape_p.bind(x, shape=tuple(shape)), tuple(new_idx)
+
+
+def _concrete_mask(e):
+    """`e` as a NumPy boolean array when it is a concrete mask (of rank >= 1), else None."""
+    if core.is_tracer(e) or not isinstance(e, (np.ndarray, jax.Array, list, tuple)):
+        return None
+    if isinstance(e, (list, tuple)) and _has_tracer(e):
+        return None
+    m = np.asarray(e)
+    return m if m.dtype == np.bool_ and m.ndim else None
+
+
 def getitem(x, idx):
+    if any(_is_scalar_bool(e) for e in (idx if isinstance(idx, tuple) else (idx,))):
+        return getitem(*_scalar_bools(x, idx if isinstance(idx, tuple) else (idx,)))
     entries = _classify(x, idx)
     shape = aval(x).shape
     # 1. basic slicing of every consumed dim (array-indexed dims kept whole)

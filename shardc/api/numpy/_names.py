@@ -32,6 +32,7 @@ from ._math import logaddexp2 as _logaddexp2
 from ._ufunc_methods import frompyfunc, ufunc
 from ._nanred import (average, count_nonzero, nanargmax, nanargmin, nanmax, nanmean, nanmin,
     nanprod, nanstd, nansum, nanvar, ptp)
+from ._eager import PYTHON_RESULTS, eager_array
 from ._util import aval as _aval
 from ._util import canonical_dtype as _canonical
 
@@ -323,7 +324,7 @@ c_ = _Concat(-1, 2, 0)
 
 ndarray = __import__("jax").Array
 
-wrap_public(globals())
+wrap_public(globals(), eager_array, PYTHON_RESULTS)
 
 __all__ = [n for n in list(globals()) if not n.startswith("_") and n not in (
     "annotations", "ArgumentError", "ShardcError", "wrap_public")]

@@ -99,7 +99,7 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans, weights=None):
     high = L.max(zero, L.min(high, topb))
     idt = dtypes.default_int()
     low, high = L.convert_element_type(low, idt), L.convert_element_type(high, idt)
-    if n == 0:
+    if n == 0 or 0 in shape:      # (an empty result has nothing to gather)
         lv = hv = L.full(shape, np.nan, dt)
     else:
         def take(i):
@@ -186,7 +186,7 @@ def _inverted_cdf(a, w, q, top, shape, squash_nans):
     idx = _sum(convert(less, idt), axis=-1)
     topb = L.convert_element_type(L.broadcast_in_dim(top, shape, tuple(range(kept))), idt)
     idx = L.max(L.full((), 0, idt), L.min(idx, topb))
-    if n == 0:
+    if n == 0 or 0 in shape:
         res = L.full(shape, np.nan, dt)
     else:
         i = idx if k else L.reshape(idx, (*shape, 1))

@@ -181,6 +181,12 @@ def _nextafter_const(x, toward, dtype):
 
 
 def normal_impl(data, *, shape, dtype):
+    if dtypes.is_complex(dtype):        # (re + 1j im) / sqrt(2) from two keys, as jax's
+        k = keys_split(data, (2,))
+        real = dtypes.real_dtype(dtype)
+        re, im = (L.convert_element_type(normal_impl(k[i], shape=shape, dtype=real), dtype)
+                  for i in (0, 1))
+        return jnp.divide(jnp.add(re, jnp.multiply(1j, im)), np.array(np.sqrt(2), dtype))
     _check_shape("normal", shape)
     lo = _nextafter_const(-1., 0., dtype)
     u = uniform_impl(data, lo, np.array(1., dtype), shape=shape, dtype=dtype)
@@ -189,7 +195,10 @@ def normal_impl(data, *, shape, dtype):
 
 def normal(key, shape=(), dtype=None, *, out_sharding=None):
     data, _ = keys_of(key, "normal")
-    dtype = float_dtype(dtype, "normal")
+    dtype = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype)
+    if not (dtypes.is_float(dtype) or dtypes.is_complex(dtype)):
+        raise ArgumentError("dtype argument to `normal` must be a float or complex dtype, "
+                            f"got {dtype}")
     return _sharded(run(normal_impl, data, shape=shape_of(shape), dtype=dtype), out_sharding)
 
 
