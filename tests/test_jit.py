@@ -518,3 +518,34 @@ def test_keep_unused_and_inline_are_accepted():
         np.testing.assert_array_equal(np.asarray(f(np.ones(3), np.ones(2))), 2 * np.ones(3))
     with pytest.raises(shardc.errors.ArgumentError, match="donate_argnames"):
         shardc.jit(lambda a: a, donate_argnames="b")
+
+
+def test_compiled_refuses_another_pytree_of_as_many_leaves():
+    # the leaves of {"a", "x"} would have been taken for {"x", "y"} in order: b - a
+    a, b = np.arange(6, dtype=np.float32), np.ones(6, np.float32)
+    f = lambda p: p["x"] - p["y"]       # noqa: E731
+    for jit in (shardc.jit, jax.jit):
+        c = jit(f).lower({"x": a, "y": b}).compile()
+        np.testing.assert_array_equal(np.asarray(c({"y": b, "x": a})), a - b)
+        with pytest.raises(TypeError, match="input pytree"):
+            c({"a": b, "x": a})
+        with pytest.raises(TypeError, match="input pytree"):
+            c([a, b])
+
+
+@pytest.mark.parametrize("case", ["return", "add_bf16", "scan_body"])
+def test_closed_over_weak_array(case):
+    # a weakly typed jax.Array of rank >= 1 (jnp.arange(3) * 1.0 made under jit) closed
+    # over: its constant op's type lost the weak flag (an internal VerifyError)
+    c = jax.jit(lambda: jnp.arange(3) * 1.0 + 1.0)()
+    assert c.weak_type
+    x = jnp.ones(3, jnp.bfloat16)
+    fn = {"return": lambda x: c,
+          "add_bf16": lambda x: x + c,       # weak: bf16 wins, as jax's
+          "scan_body": lambda x: shardc.lax.scan(lambda k, _: (k + c, None), x, None,
+                                                 length=2)[0]}[case]
+    jfn = fn if case != "scan_body" else \
+        (lambda x: jax.lax.scan(lambda k, _: (k + c, None), x, None, length=2)[0])
+    got, want = shardc.jit(fn)(x), jax.jit(jfn)(x)
+    assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))

@@ -186,15 +186,70 @@ def vjp(fun, *primals, has_aux=False):
     return (out, fn, aux) if has_aux else (out, fn)
 
 
+def _dtype_shape(x):
+    if isinstance(getattr(x, "dtype", None), np.dtype) and x.dtype == jax.dtypes.float0:
+        return x.dtype, np.shape(x)
+    a = core.aval_of(x)
+    return a.dtype, a.shape
+
+
+def _check_tangent(p, t):
+    """As jax.jvp: a tangent has its primal's dtype (float0, or the same, for an integer
+    or bool primal) and shape."""
+    (pd, ps), (td, ts) = _dtype_shape(p), _dtype_shape(t)
+    ok = td == (pd if dtypes.is_inexact(pd) else jax.dtypes.float0)
+    if not ok:
+        raise ShardcTypeError("primal and tangent arguments to jvp do not match; dtypes must "
+                              "be equal, or in case of int/bool primal dtype the tangent "
+                              f"dtype must be float0. Got primal dtype {pd} and so "
+                              f"expected tangent dtype {pd}, but got tangent dtype {td} "
+                              "instead.")
+    if tuple(ps) != tuple(ts):
+        raise ValueError("jvp called with different primal and tangent shapes; Got primal "
+                         f"shape {tuple(ps)} and tangent shape as {tuple(ts)}")
+
+
+def _float0_tangents(out, t_out):
+    """Outside a trace, an integer or bool output's tangent is float0 zeros, as jax's."""
+    return out, _tree.tree_map(
+        lambda t: t if dtypes.is_inexact(t.dtype) else np.zeros(t.shape, jax.dtypes.float0),
+        t_out)
+
+
 @api_boundary
 def jvp(fun, primals, tangents):
     """(f(*primals), J·tangents): forward mode, as the transpose of the reverse pass."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise ShardcTypeError("primal and tangent arguments to jvp must be tuples or lists; "
+                              f"found {type(primals).__name__} and {type(tangents).__name__}.")
     primals, tangents = tuple(primals), tuple(tangents)
-    if _tree.tree_structure(primals) != _tree.tree_structure(tangents):
-        raise ShardcError("jvp: primals and tangents must have the same structure")
+    p_leaves, p_tree = _tree.tree_flatten(primals)
+    t_leaves, t_tree = _tree.tree_flatten(tangents)
+    if p_tree != t_tree:
+        raise ShardcTypeError("primal and tangent arguments to jvp must have the same tree "
+                              f"structure; primals have tree structure {p_tree} whereas "
+                              f"tangents have tree structure {t_tree}.")
+    for p, t in zip(p_leaves, t_leaves):
+        _check_tangent(p, t)
+    fixed = [not dtypes.is_inexact(_dtype_shape(p)[0]) for p in p_leaves]
+    if any(fixed):      # integer and bool primals (float0 tangents) are held constant
+        def inner(ints, fl, ft):
+            def g(*xs):
+                ii, it = iter(ints), iter(xs)
+                full = [next(ii) if k else next(it) for k in fixed]
+                return fun(*_tree.tree_unflatten(p_tree, full))
+            return jvp(g, fl, ft)
+        ints = [p for p, k in zip(p_leaves, fixed) if k]
+        fl = tuple(p for p, k in zip(p_leaves, fixed) if not k)
+        ft = tuple(t for t, k in zip(t_leaves, fixed) if not k)
+        if core.current_builder() is None:
+            from .jit import internal_jit
+            return _float0_tangents(*internal_jit(inner, f"jvp({_fname(fun)})")(ints, fl, ft))
+        return inner(ints, fl, ft)
     if core.current_builder() is None:
         from .jit import internal_jit
-        return internal_jit(lambda p, t: jvp(fun, p, t), f"jvp({_fname(fun)})")(primals, tangents)
+        return _float0_tangents(*internal_jit(lambda p, t: jvp(fun, p, t),
+                                              f"jvp({_fname(fun)})")(primals, tangents))
     leaves, tree = _tree.tree_flatten(primals)
     region, caps, out_tree = _scratch(fun, leaves, tree)
     if any(needs_forward(op) for op in region.ops):

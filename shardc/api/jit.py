@@ -80,6 +80,10 @@ class Jitted:
             dnames |= {pos[i] for i in dnums if i < len(pos)}
             dnums |= {pos.index(n) for n in self.donate_argnames if n in pos}
         self._donate_nums, self._donate_names = frozenset(dnums), frozenset(dnames)
+        if dnames & names or dnums & nums:
+            raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
+                             f"names {set(dnames & names) or dnums & nums} appear in both "
+                             "static_argnames and donate_argnames")
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
         # with jit disabled the dispatcher runs `fun` itself, as jax.jit's does; shardc's

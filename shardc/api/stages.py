@@ -263,7 +263,12 @@ class Compiled:
         return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
 
     def _call(self, args, kwargs):
-        leaves = _tree.tree_leaves((args, kwargs))
+        leaves, tree = _tree.tree_flatten((args, kwargs))
+        want_tree = self.lowered.traced.in_tree
+        if want_tree is not None and tree != want_tree and len(leaves) == len(self._in_avals):
+            # (the same number of leaves in another structure would be taken in order)
+            raise TypeError(f"Function compiled with input pytree {want_tree} does not match "
+                            f"the input pytree it was called with: {tree}")
         if len(leaves) != len(self._in_avals):
             raise ShardcError(f"this compiled program takes {len(self._in_avals)} array "
                               f"arguments, got {len(leaves)}")

@@ -206,5 +206,8 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
             res.append(o)
             continue
         o = bcast(ctx, o, b)
+        nd = core.aval_of(o).ndim
+        if not -nd <= ax < nd:
+            raise ValueError(f"axis {ax} is out of bounds for array of dimension {nd}")
         res.append(move_dim(o, 0, ax))
     return _tree.tree_unflatten(t, res)

@@ -132,10 +132,15 @@ def _clone(keys):
 
 # ---------------------------------------------------------------- shape ops on key arrays
 
+_BASE: dict = {}
+_BASE_UNSTACK = RULES["unstack"]
+
+
 def _phys(name, fn):
     """A shape op on key arrays: the op on the uint32 data, whose last dim is the
-    impl's key size (`fn(size, *operands, **params)`)."""
-    base = RULES.get(name)
+    impl's key size (`fn(size, *operands, **params)`; `_BASE[name]` is the op's rule
+    for other values)."""
+    base = _BASE[name] = RULES.get(name)
 
     def run(*args, **params):
         keys = [a for a in args if type(a) is KeyArray]
@@ -167,7 +172,74 @@ _phys("broadcast_in_dim", lambda n, d, shape, broadcast_dimensions, sharding=Non
 _phys("concatenate", lambda n, *ds, dimension: _b("concatenate", *ds, dimension=dimension))
 _phys("transpose", lambda n, d, permutation: _b(
     "transpose", d, permutation=(*permutation, len(permutation))))
+_phys("rev", lambda n, d, dimensions: _b("rev", d, dimensions=tuple(dimensions)))
+
+
+def _zero_like_index(starts):
+    from ..ir.program import Aval, Lit
+    dt = core.aval_of(starts[0]).dtype if starts else np.dtype(np.int32)
+    return Lit(dt.type(0), Aval((), dt))
+
+
+_phys("dynamic_slice", lambda n, d, *starts, slice_sizes: _b(
+    "dynamic_slice", d, *starts, _zero_like_index(starts), slice_sizes=(*slice_sizes, n)))
+_phys("dynamic_update_slice", lambda n, d, u, *starts: _b(
+    "dynamic_update_slice", d, u, *starts, _zero_like_index(starts)))
 _phys("copy", lambda n, d: d)
+
+
+def _base(name):
+    from .translate import _generic
+    return _BASE.get(name) or _generic(name)
+
+
+def _gather_keys(n, d, idx, *, dimension_numbers, slice_sizes, **kw):
+    dn = dimension_numbers
+    out_rank = len(dn.offset_dims) + core.aval_of(idx).ndim - 1
+    dn = dn._replace(offset_dims=(*dn.offset_dims, out_rank))
+    return _base("gather")(d, idx, dimension_numbers=dn, slice_sizes=(*slice_sizes, n), **kw)
+
+
+def _scatter_keys(n, d, idx, u, *, dimension_numbers, **kw):
+    dn = dimension_numbers
+    dn = dn._replace(update_window_dims=(*dn.update_window_dims, core.aval_of(u).ndim - 1))
+    return _base("scatter")(d, idx, u, dimension_numbers=dn, **kw)
+
+
+def _stack_keys(n, *ds, axis):
+    rank = core.aval_of(ds[0]).ndim     # the keys' rank + 1: a stack's
+    return _base("stack")(*ds, axis=axis + rank if axis < 0 else axis)
+
+
+_phys("gather", _gather_keys)
+_phys("scatter", _scatter_keys)
+_phys("stack", _stack_keys)
+
+
+@rule("unstack")
+def _unstack_keys(x, *, axis):
+    if type(x) is not KeyArray:
+        return _BASE_UNSTACK(x, axis=axis)
+    rank = len(x.shape)
+    parts = _BASE_UNSTACK(x._data, axis=axis + rank if axis < 0 else axis)
+    return [as_jax(KeyArray(p, x.impl)) for p in parts]
+
+
+def _compare_keys(name, reduce):
+    base = RULES.get(name)
+
+    def run(x, y):
+        if type(x) is not KeyArray and type(y) is not KeyArray:
+            from .translate import _generic
+            return (base or _generic(name))(x, y)
+        same = _b(name, _data(x), _data(y))
+        last = core.aval_of(same).ndim - 1
+        return _b(reduce, same, axes=(last,))
+    RULES[name] = run
+
+
+_compare_keys("eq", "reduce_and")
+_compare_keys("ne", "reduce_or")
 _phys("copy_p", lambda n, d: d)
 
 

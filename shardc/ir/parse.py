@@ -181,6 +181,8 @@ def parse_value(s: str):
             return None
         if s.startswith("<callback "):
             return _callback(s[len("<callback "):-1].strip())
+        if "=" not in s and s != "<>":     # a Python object the text names, not holds
+            return Opaque(s[1:-1])
         axes, explicit = [], []
         for k, v in (x.split("=") for x in _split_top(s[1:-1])):
             size, _, kind = v.strip().partition(" ")
@@ -213,6 +215,25 @@ def parse_value(s: str):
         return complex(s)
     except ValueError:
         raise ValueError(f"could not convert {s!r} to a number") from None
+
+
+class Opaque:
+    """A parameter printed as `<name>` (a custom_vjp's bwd function): the parsed program
+    propagates and lowers, and whatever needs the object itself says why it is absent."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "name", name)
+
+    def __repr__(self):
+        return f"<{self.name}>"
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):       # (copy, pickle and hasattr probe these)
+            raise AttributeError(attr)
+        from ..errors import ShardcError
+        raise ShardcError(f"the IR text names the Python object <{self.name}> but cannot "
+                          "hold it (a custom_vjp's backward function): transform the "
+                          "traced function instead of the parsed text")
 
 
 def _callback(text):

@@ -404,7 +404,8 @@ def constant_value(b: Builder, x):
     if aval.shape == ():
         return Lit(_scalar(x, aval.dtype), aval)
     arr = np.asarray(x).astype(aval.dtype, copy=False)
-    (v,) = b.add(PRIMITIVES["constant"], [], {"value": arr}, [aval], user_loc())
+    params = {"value": arr, "weak_type": True} if aval.weak else {"value": arr}
+    (v,) = b.add(PRIMITIVES["constant"], [], params, [aval], user_loc())
     sh = _typed_sharding(b, x)
     if sh is not None:
         (v,) = b.add(PRIMITIVES["sharding_constraint"], [v],

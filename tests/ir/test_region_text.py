@@ -250,3 +250,22 @@ def test_region_op_types_are_verified_through_the_shape_rule(text, old, new, phr
     with pytest.raises(VerifyError, match=re.escape(phrase)) as e:
         verify(p)
     assert e.value.op is not None
+
+
+def _custom_vjp(a, w):
+    return shardc.nn.relu(a @ w)
+
+
+def test_custom_vjp_call_round_trips_and_names_its_bwd(mesh2x4):
+    # the bwd function prints as <name>: the parsed program propagates as the traced
+    # one does, and differentiating it says why it cannot
+    args = (_sds(mesh2x4, (8, 16), "x"), _sds(mesh2x4, (16, 16), None, "y"))
+    traced = shardc.jit(_custom_vjp).trace(*args)
+    for text in (print_program(traced.program), traced.ir):
+        p = _round_trip(text)
+        (op,) = [o for o in p.walk() if o.prim.name == "custom_vjp_call"]
+        assert repr(op.params["bwd"]) == "<_relu_bwd>"
+    from shardc.propagate.passes import propagate_text
+    assert propagate_text(print_program(traced.program)) == traced.ir
+    with pytest.raises(shardc.ShardcError, match="cannot hold it"):
+        op.params["bwd"].fn

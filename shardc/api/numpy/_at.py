@@ -91,8 +91,24 @@ def _foreign_aware(method):
     def run(self, *args, **kwargs):
         if self.jax_at is not None and _has_foreign((self.index, args, kwargs)):
             return getattr(self.jax_at(self.array)[self.index], name)(*args, **kwargs)
+        if "mode" in kwargs:
+            kwargs["mode"] = _mode(kwargs["mode"])
         return method(self, *args, **kwargs)
     return run
+
+
+# jax's GatherScatterMode names: "drop" is "fill"; one_hot reads and writes as the default
+_MODES = {"clip": "clip", "fill": "fill", "drop": "fill", "promise_in_bounds":
+          "promise_in_bounds", "fill_or_drop": "fill", "one_hot": None}
+
+
+def _mode(mode):
+    if mode is None:
+        return None
+    key = str(getattr(mode, "name", mode)).lower()
+    if key not in _MODES:
+        raise ValueError(f'Unknown gather mode "{mode}"')
+    return _MODES[key]
 
 
 class _IndexUpdateRef:

@@ -78,6 +78,11 @@ class KeyArray(jax.core.Tracer):
 
     def __getitem__(self, idx):
         idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(isinstance(i, jax.core.Tracer) and not core.is_tracer(i)
+               and type(i) is not KeyArray for i in idx):
+            # an index of a jax transformation's trace (a jax fori_loop body shardc
+            # runs): jax's indexing, which takes these keys in as a value from outside
+            return jax.core.Tracer.__getitem__(self, idx if len(idx) > 1 else idx[0])
         if any(i is Ellipsis for i in idx):
             raise ShardcError("indexing a key array with ... is not supported; index its "
                               "leading dims")
