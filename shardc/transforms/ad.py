@@ -321,29 +321,30 @@ def _claim_in(ops, reached, level):
     for op in ops:
         if not any(id(v) in reached for v in op.inputs):
             continue
-        reached.update(id(v) for v in op.outputs)
         claim = op.prim.claim
         if claim is not None:
             claim(op, level)
-        elif op.regions:
-            for r in op.regions:
-                _claim_region(op, r, reached, level)
+        elif op.regions and op.prim.data_flow is not None:
+            _claim_regions(op, reached, level)
+        reached.update(id(v) for v in op.outputs)
 
 
-def _claim_region(op, r, reached, level):
-    args = r.inputs     # the op's last operands (a cond's branch index comes first)
-    ins = op.inputs[len(op.inputs) - len(args):] if len(op.inputs) >= len(args) else []
-    inner = {id(a) for a, v in zip(args, ins) if type(v) is not Lit and id(v) in reached}
-    # a loop feeds its carries back: what reaches a carry's result reaches its argument
-    carries = op.params.get("num_carry", len(r.outputs) if op.prim.name == "while" and
-                            r is op.regions[-1] else 0)
+def _claim_regions(op, reached, level):
+    """Through the op's data flow (operand -> block argument, region result -> result,
+    and a loop's result -> block argument: its carries), to a fixed point."""
+    edges = [e for e in op.prim.data_flow(op) if hasattr(e, "inner")]
+    outs = {id(v) for r in op.regions for v in r.outputs}
     while True:
-        _claim_in(r.ops, inner, level)
-        fed = {id(args[i]) for i in range(min(carries, len(args), len(r.outputs)))
-               if id(r.outputs[i]) in inner} - inner
-        if not fed:
+        n = len(reached)
+        for e in edges:
+            if id(e.outer) in reached:
+                reached.add(id(e.inner))
+            elif id(e.inner) in reached and id(e.inner) in outs:
+                reached.add(id(e.outer))
+        for r in op.regions:
+            _claim_in(r.ops, reached, level)
+        if len(reached) == n:
             return
-        inner |= fed
 
 
 # ---------------------------------------------------------------- stop_gradient
