@@ -163,3 +163,15 @@ def test_a_long_chain_still_shows_where_it_entered_the_body(mesh2x4):
     note = _notes(text)[re.search(r"%(\w+):", first).group(1)]
     assert "<- ... <- slice of xs" in note, note
     assert f"slice of xs 0 of scan@{HERE}:{_line('deep')}" in note, text
+
+
+def test_a_value_its_operands_conflict_on_says_so():
+    # a * b with a split over data and b over model: neither reaches the product; it
+    # said "no sharding reached it" and listed no conflict
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
+    a = shardc.device_put(np.ones((64, 256), np.float32), NamedSharding(mesh, P("data")))
+    b = shardc.device_put(np.ones((64, 256), np.float32), NamedSharding(mesh, P("model")))
+    text = shardc.jit(lambda a, b: a * b).trace(a, b).explain()
+    assert "no sharding reached it" not in text
+    assert "shardings reached it but conflicted" in text
+    assert "its operands want {data} and {model}, which are incompatible" in text

@@ -181,3 +181,21 @@ def test_type_bytes():
     assert hlo.type_bytes("f32[32,256]{1,0}") == 32 * 256 * 4
     assert hlo.type_bytes("(bf16[2,3], pred[4], s32[])") == 12 + 4 + 4
     assert hlo.type_bytes("f8e4m3fn[10]") == 10
+
+
+def test_collectives_of_one_of_several_same_ops_on_a_line_say_so():
+    # XLA names a collective's cause by primitive and line: with two dot_generals on one
+    # line the row cannot say which made the all-reduce, and says so (it showed it on
+    # the first, which needs no communication, as a fact)
+    mesh = shardc.make_mesh((2, 4), ("data", "model"), axis_types=(shardc.AxisType.Auto,) * 2)
+    put = lambda a, *s: shardc.device_put(a, NamedSharding(mesh, P(*s)))     # noqa: E731
+    x = put(np.ones((64, 256), np.float32), "data", None)
+    w1 = put(np.ones((256, 1024), np.float32), None, "model")
+    w2 = put(np.ones((1024, 256), np.float32), "model", None)
+
+    def mlp(x, w1, w2):
+        return shardc.nn.relu(x @ w1) @ w2
+    r = report(shardc.jit(mlp).lower(x, w1, w2).compile())
+    rows = [row for row in r.rows if row.collectives]
+    assert [row.shared for row in rows] == [2]
+    assert "of one of the 2 dot_general ops at this line" in r.text()

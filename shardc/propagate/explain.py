@@ -121,11 +121,15 @@ def explain_program(p: Program) -> str:
             for v in op.inputs[:1] + op.outputs[:1]:
                 fixed[v] = f"replicated, chosen by {SEARCH}{where}"
 
+    conflicted = {id(c.value) for c in p.meta.get("conflicts", [])}
+
     def explain(v):
         text = explain_value(v, origin_text=origin_text)
         if v.sharding is not None and not any(v.sharding.dims):
             if v in searched:
                 return "replicated" + by_search
+            if id(v) in conflicted and v not in fixed:
+                return "replicated: shardings reached it but conflicted (see below)"
             return fixed.get(v, text)
         return text
     text = print_program(p, explain=explain)

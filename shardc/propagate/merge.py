@@ -160,6 +160,35 @@ def _lost_to(rank, f, holder, holder_dim, changed):
     return f"another factor of the op (dim {holder_dim}), {why}, took the same mesh axes"
 
 
+def _refs_text(refs):
+    return "{" + ", ".join(r[0] if r[1] == 1 else f"{r[0]}:({r[1]}){r[2]}"
+                           for r in refs) + "}"
+
+
+def _disagreements(projs, n_in, per_factor, dirs):
+    """Conflicts where tensors propose incompatible axes for a factor (a * b with a split
+    over `data` and b over `model`) and so none reaches the results: recorded on each
+    result that holds the factor, so explain says why it stays as it is."""
+    out = []
+    for f, d in enumerate(dirs):
+        if not d:
+            continue
+        props = [fs.axes for p in projs[:n_in] for fs in [p.get(f)] if fs is not None
+                 and fs.axes]
+        if len(props) < 2 or all(ax.list_prefix_status(props[0], q) != ax.NOT_PREFIX or
+                                 ax.list_prefix_status(q, props[0]) != ax.NOT_PREFIX
+                                 for q in props[1:]):
+            continue
+        a, b = props[0], next(q for q in props[1:] if q != props[0])
+        reason = (f"its operands want {_refs_text(a)} and {_refs_text(b)}, which are "
+                  "incompatible: neither is kept")
+        for t in range(n_in, len(projs)):
+            fs = projs[t].get(f)
+            if fs is not None and not fs.axes:
+                out.append((t, f, list(a), list(per_factor[f]), reason))
+    return out
+
+
 def decide(ri, dirs, states):
     """One visit's decision: (conflicts, changes) or None if nothing changes.
 
@@ -192,7 +221,8 @@ def decide(ri, dirs, states):
         return None
     per_factor = [_major_axes(projs, n_in, f, dirs[f]) for f in range(nf)]
     if not any(per_factor):
-        return None
+        disagree = _disagreements(projs, n_in, per_factor, dirs)
+        return (disagree, []) if disagree else None
     # the tensor each factor's sharding comes from: the largest one holding it
     src = [(-1, -1)] * nf
     for t, proj in enumerate(projs):

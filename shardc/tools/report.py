@@ -299,6 +299,9 @@ class OpRow:
     bytes: int       # of that shard
     loc: tuple | None
     collectives: list
+    # ops of this primitive at this line: XLA names a collective's cause by primitive
+    # and line only, so with several the row's collectives are one of theirs
+    shared: int = 1
 
 
 class Report:
@@ -319,7 +322,8 @@ class Report:
             "ops": [{"value": r.name, "op": r.op, "type": r.type, "sharding": r.sharding,
                      "per_device_type": r.local, "per_device_bytes": r.bytes,
                      **_loc_json(r.loc),
-                     "collectives": [c.name for c in r.collectives]} for r in self.rows],
+                     "collectives": [c.name for c in r.collectives],
+                     "shared": r.shared} for r in self.rows],
             "collectives": [c.json() for c in self.collectives],
             "collective_bytes": sum(c.bytes for c in self.collectives),
             # counting each loop iteration (None: a loop's trip count is unknown)
@@ -355,6 +359,10 @@ def _rows(program, colls):
         if c.loc:
             by_line.setdefault((c.op, os.path.basename(c.loc[0]), c.loc[1]), []).append(c)
     rows, claimed = [], set()
+    same = {}
+    for op in program.walk():
+        key = (op.prim.name, os.path.basename(op.loc.file), op.loc.line)
+        same[key] = same.get(key, 0) + 1
 
     def visit(p):
         for op in p.ops:
@@ -371,7 +379,7 @@ def _rows(program, colls):
                                   str(v.sharding) if v.sharding is not None else "",
                                   f"{short_name(v.aval.dtype)}[{','.join(map(str, local))}]",
                                   nbytes, op.loc if op.loc.line else None,
-                                  mine if i == 0 else []))
+                                  mine if i == 0 else [], same[key] if mine else 1))
             for r in op.regions:
                 for v in r.inputs:
                     namer.define(v, v.name)
@@ -455,9 +463,11 @@ def _render(r: Report) -> str:
     lines = [f"@{r.name} on {where}", ""]
     rows = [("value", "op", "type", "sharding", "per device", "bytes", "line", "collectives")]
     for o in r.rows:
+        colls = ", ".join(f"{c.kind}{{{','.join(c.axes)}}}" + _times(c) for c in o.collectives)
+        if colls and o.shared > 1:
+            colls += f" (of one of the {o.shared} {o.op} ops at this line)"
         rows.append((o.name, o.op, o.type, o.sharding, o.local, fmt_bytes(o.bytes),
-                     _where(o.loc), ", ".join(f"{c.kind}{{{','.join(c.axes)}}}" +
-                                              _times(c) for c in o.collectives)))
+                     _where(o.loc), colls))
     lines += ["ops:"] + _table(rows) + [""]
     total = sum(c.bytes for c in r.collectives)
     looped = any(c.loops for c in r.collectives)
