@@ -43,6 +43,7 @@ reproduces it (and fills in what it did not decide: region bodies, fixed ops).
 """
 from __future__ import annotations
 
+import functools
 import time
 
 
@@ -83,6 +84,31 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
                 f"device: its inputs and outputs alone need at least {int(need)} B per "
                 f"device (sharded as far as they go); raise memory_budget to at least "
                 f"{int(need)}")
+    fit = functools.partial(_fit, g, classes, time_limit=time_limit, gap=gap, exact=exact,
+                            cuts=cuts)
+    sol, best = fit(ilp, memory_budget)
+    if agree is not None:
+        theirs = agree(list(map(int, sol.choice)))
+        if len(theirs) != len(classes):
+            raise ShardcError("the processes traced different programs: their sharding "
+                              "searches have different sizes; every process must trace "
+                              "the same program (shapes, dtypes, shardings, constants)")
+        if theirs != list(sol.choice):
+            sol = _decode(g, classes, ilp, theirs)
+    if memory_budget is not None and sol.predicted.peak_bytes > memory_budget:
+        least = _least_budget(fit, classes, g, memory_budget, best.predicted.peak_bytes)
+        raise ShardcError(
+            f"no sharding found fits memory_budget={int(memory_budget)} B per device at "
+            f"its peak: the inputs and outputs need at least {int(need)} B, and the "
+            f"smallest budget the search fits is {least} B per device; raise "
+            f"memory_budget to at least {least}")
+    sol.solve_s = time.perf_counter() - t0
+    sol.times = ilp.times
+    return sol
+
+
+def _fit(g, classes, ilp, memory_budget, *, time_limit, gap, exact, cuts):
+    """(the choice, the least-peak choice seen) under `memory_budget` (or none)."""
     chosen = ilp.solve(memory_budget, time_limit, gap, exact)
     sol = _decode(g, classes, ilp, chosen)
     best, cut_at = sol, {}
@@ -106,23 +132,35 @@ def solve(program, auto=(), hw=CPU, memory_budget=None, rounds=3,
             break
         sol = _decode(g, classes, ilp, chosen)
         best = min(best, sol, key=lambda s: s.predicted.peak_bytes)
-    if agree is not None:
-        theirs = agree(list(map(int, sol.choice)))
-        if len(theirs) != len(classes):
-            raise ShardcError("the processes traced different programs: their sharding "
-                              "searches have different sizes; every process must trace "
-                              "the same program (shapes, dtypes, shardings, constants)")
-        if theirs != list(sol.choice):
-            sol = _decode(g, classes, ilp, theirs)
-    if memory_budget is not None and sol.predicted.peak_bytes > memory_budget:
-        raise ShardcError(
-            f"no sharding found fits memory_budget={int(memory_budget)} B per device at "
-            f"its peak: the inputs and outputs need at least {int(need)} B, and the "
-            f"smallest peak found is {best.predicted.peak_bytes} B per device; raise "
-            f"memory_budget to at least {best.predicted.peak_bytes}")
-    sol.solve_s = time.perf_counter() - t0
-    sol.times = ilp.times
-    return sol
+    return sol, best
+
+
+def _least_budget(fit, classes, g, failed, found, probes=6):
+    """The smallest budget the search fits, bisected between one it failed (`failed`)
+    and the peak of a choice it found (`found`): each probe a search of its own, and the
+    answer a budget a search under it fitted (its cuts lead the search to its own
+    choices, so the peak first found need not be the least, nor every budget above a
+    fitting one fit)."""
+    def fits(budget):
+        try:
+            sol, _ = fit(Ilp(g, classes), budget)
+        except ShardcError:
+            return False
+        return sol.predicted.peak_bytes <= budget
+    lo, hi = int(failed), int(found)
+    for _ in range(4):          # a budget that fits: doubling the gap until one does
+        if fits(hi):
+            break
+        lo, hi = hi, hi + max(hi - lo, 1) * 2
+    for _ in range(probes):
+        if hi - lo <= max(1, hi // 100):
+            break
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def factorizations(n, k) -> list:
