@@ -176,9 +176,8 @@ _phys("rev", lambda n, d, dimensions: _b("rev", d, dimensions=tuple(dimensions))
 
 
 def _zero_like_index(starts):
-    from ..ir.program import Aval, Lit
-    dt = core.aval_of(starts[0]).dtype if starts else np.dtype(np.int32)
-    return Lit(dt.type(0), Aval((), dt))
+    from .rules_indexing import _lit
+    return _lit(0, core.aval_of(starts[0]).dtype if starts else np.dtype(np.int32))
 
 
 _phys("dynamic_slice", lambda n, d, *starts, slice_sizes: _b(

@@ -93,3 +93,9 @@ def total_size(axes) -> int:
     for a in axes:
         n *= a[2]
     return n
+
+
+def refs_text(refs) -> str:
+    """Axis refs as explain prints them: `{data, model:(2)2}`."""
+    return "{" + ", ".join(r[0] if r[1] == 1 else f"{r[0]}:({r[1]}){r[2]}"
+                           for r in refs) + "}"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ir.program import Program, print_program
+from . import axes as ax
 from .cost import conflict_cost, describe
 from .engine import Source, Why
 
@@ -139,7 +140,7 @@ def explain_program(p: Program) -> str:
         cost = f" (resharding it: {describe(comms)})" if comms else ""
         lines.append(
             f"// conflict at {op_text(c.op)}: dim {c.dim} of a {c.value.aval} wanted "
-            f"{_axes(c.wanted)} but kept {_axes(c.kept)}: {c.reason}{cost}")
+            f"{ax.refs_text(c.wanted)} but kept {ax.refs_text(c.kept)}: {c.reason}{cost}")
     return text + ("\n".join(lines) + "\n" if lines else "")
 
 
@@ -148,10 +149,3 @@ def _searched_inputs(p):
     meta["auto"], has `input_shardings`: {input index: sharding})."""
     chosen = getattr(p.meta.get("auto"), "input_shardings", None) or {}
     return {p.inputs[i] for i in chosen if i < len(p.inputs)}
-
-
-def _axes(refs):
-    out = []
-    for r in refs:
-        out.append(r[0] if r[1] == 1 else f"{r[0]}:({r[1]}){r[2]}")
-    return "{" + ", ".join(out) + "}"

@@ -160,11 +160,6 @@ def _lost_to(rank, f, holder, holder_dim, changed):
     return f"another factor of the op (dim {holder_dim}), {why}, took the same mesh axes"
 
 
-def _refs_text(refs):
-    return "{" + ", ".join(r[0] if r[1] == 1 else f"{r[0]}:({r[1]}){r[2]}"
-                           for r in refs) + "}"
-
-
 def _disagreements(projs, n_in, per_factor, dirs):
     """Conflicts where tensors propose incompatible axes for a factor (a * b with a split
     over `data` and b over `model`) and so none reaches the results: recorded on each
@@ -180,7 +175,7 @@ def _disagreements(projs, n_in, per_factor, dirs):
                                  for q in props[1:]):
             continue
         a, b = props[0], next(q for q in props[1:] if q != props[0])
-        reason = (f"its operands want {_refs_text(a)} and {_refs_text(b)}, which are "
+        reason = (f"its operands want {ax.refs_text(a)} and {ax.refs_text(b)}, which are "
                   "incompatible: neither is kept")
         for t in range(n_in, len(projs)):
             fs = projs[t].get(f)
