@@ -53,15 +53,15 @@ def _classify_shape(shape, idx):
         elif _is_array_index(e):
             if isinstance(e, (list, tuple)):    # a sequence is an array, as jax's
                 e = _creation.asarray(e) if _has_tracer(e) else np.asarray(e)
-            a = aval(e)
-            if a.dtype == dtypes.bool_ and a.ndim and not core.is_tracer(e):
+            m = _concrete_mask(e)
+            if m is not None:
                 # a concrete mask has a static number of Trues: its np.nonzero, as jax's
-                m = np.asarray(e)
                 for i in np.nonzero(m):
                     i = i.astype(np.int32) if m.size < 2 ** 31 else i
                     masks[id(i)] = (pos, m.shape)
                     out.append(i)
                 continue
+            a = aval(e)
             if a.dtype == dtypes.bool_:
                 raise ShardcError(
                     "boolean mask indexing gives a data-dependent shape, which a compiled "
