@@ -368,6 +368,62 @@ def test_clamp_gradient_is_jaxs_at_bounds_and_nan():
     np.testing.assert_array_equal(np.asarray(shardc.jit(jax_grad)(x)), np.asarray(jax_grad(x)))
 
 
+def test_clamp_is_xlas_on_complex_and_nan_bounds():
+    """clamp is stablehlo.clamp, as jax's: max-then-min ordered complex numbers
+    lexicographically (clamp(0, 1+2j, 1+1j) gave 1+1j; jax 1+2j) and NaN bounds apart."""
+    r = np.array([np.nan, 0.5, 2., -1, 1.0, 0.0], np.float32)
+    for x, lo, hi in [(r, np.float32(lo), np.float32(hi))
+                      for lo, hi in [(0., 1.), (np.nan, 1.), (0., np.nan), (1., 0.)]]:
+        got = shardc.jit(lambda a: slax.clamp(lo, a, hi))(x)
+        want = jax.jit(lambda a: jlax.clamp(lo, a, hi))(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    lo = np.array([0, 1, 2, 0, 1, 5], np.float32)
+    hi = np.array([1, 1, 3, 0, 0.5, 6], np.float32)
+    f = lambda L: lambda a, l, h: (L.clamp(l, a, h) ** 2).sum()     # noqa: E731
+    got = shardc.jit(shardc.grad(f(slax), argnums=(0, 1, 2)))(r, lo, hi)
+    want = jax.grad(f(jlax), argnums=(0, 1, 2))(r, lo, hi)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+COMPLEX_CLAMP = """
+import jax, numpy as np, shardc
+z = np.array([1 + 1j, 1 + 2j, 1.5 + 0j, 0.5 + 9j, -1 - 1j], np.complex64)
+f = lambda L: lambda a: L.clamp(np.complex64(0j), a, np.complex64(1 + 1j))
+got, want = shardc.jit(f(shardc.lax))(z), jax.jit(f(jax.lax))(z)
+np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+assert got[1] == 1 + 2j
+print("ok")
+"""
+
+
+def test_clamp_on_complex_is_xlas():
+    """Complex clamp under XLA:CPU's default flags (the suite's flags turn off the
+    fusion emitters, where XLA has no complex clamp, for jax.jit too)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    r = subprocess.run([sys.executable, "-c", COMPLEX_CLAMP], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_pow_gradient_at_zero_to_float_zero_is_jaxs():
+    """d/dx x**y = y * x**(y-1): NaN at 0**0.0 for a float y, as jax's rule; 0 for an
+    integer y (shardc gave 0 for both)."""
+    x = np.array([0., 0., 2.], np.float32)
+    for y in (np.array([0., 2., 0.], np.float32), np.array([0, 2, 0], np.int32)):
+        got = shardc.jit(shardc.grad(lambda u: slax.pow(u, y).sum()))(x)
+        want = jax.grad(lambda u: jlax.pow(u, y).sum())(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        t = np.ones(3, np.float32)
+        got = shardc.jvp(lambda u: slax.pow(u, y), (x,), (t,))[1]
+        want = jax.jvp(lambda u: jlax.pow(u, y), (x,), (t,))[1]
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 @pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.uint16, np.int8, np.uint64,
                                    np.int64])
 def test_mulhi_eagerly_under_vmap_and_sharded(dtype, mesh2x4):

@@ -187,36 +187,9 @@ def clamp(min, x, max):
     """min <= x <= max elementwise; min and max may be rank-0 (as jax.lax.clamp)."""
     x = _arr(x)
     lo, hi = _same("clamp", min, x)[0], _same("clamp", max, x)[0]
-    return _clamp(lo, x, hi)
+    return ew.clamp_p.bind(lo, x, hi)
 
 
-def _clamp_impl(lo, x, hi):
-    return ew.min_p.bind(*_same("clamp", hi, ew.max_p.bind(*_same("clamp", lo, x))))
-
-
-def _clamp_jvp(primals, tangents):
-    """jax's clamp rule: the tangent of whichever of x, min, max is the result, strictly
-    (0 at a tie and at NaN, where max-then-min's rule would give 1/2 or pass NaN)."""
-    from ..ops.custom_jvp import SymbolicZero
-    from .numpy import add, less, logical_and, where, zeros_like
-    (lo, x, hi), (tlo, tx, thi) = primals, tangents
-    out = _clamp_impl(lo, x, hi)
-    t = zero = zeros_like(out)
-    for picked, tan in ((logical_and(less(lo, x), less(x, hi)), tx),
-                        (logical_and(less(x, lo), less(lo, hi)), tlo), (less(hi, x), thi)):
-        if not isinstance(tan, SymbolicZero):
-            t = add(t, where(picked, tan, zero))
-    return out, t
-
-
-def _make_clamp():
-    from ..transforms.custom_jvp import custom_jvp
-    f = custom_jvp(_clamp_impl)
-    f.defjvp(_clamp_jvp, symbolic_zeros=True)
-    return f
-
-
-_clamp = _make_clamp()
 
 
 def convert_element_type(operand, new_dtype):

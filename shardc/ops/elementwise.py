@@ -242,6 +242,9 @@ def _lower_select(ctx, p, t, f):
 
 select_p = Primitive("select", shape_rule=_select_shape, sharding_rule=pointwise,
                      lower=_lower_select, prop_kind=PropKind.ELEMENTWISE)
+# clamp(min, x, max): its own op, lowered to stablehlo.clamp as jax's, whose order on
+# complex numbers and NaN bounds max-then-min does not reproduce
+clamp_p = elementwise("clamp", "stablehlo.clamp", "any", 3)
 
 
 # convert_element_type
@@ -395,7 +398,9 @@ def _vjps():
         xa = L.aval(x)
         # an integer exponent takes part in x's dtype (as jnp's promotion did)
         yf = L.convert_element_type(y, xa.dtype, L.aval(y).weak and xa.weak)
-        dx = L.select(L.eq(y, 0), L.zeros_like(c.out), L.mul(yf, L.pow(x, L.sub(y, 1))))
+        dx = L.mul(yf, L.pow(x, L.sub(y, 1)))
+        if L.aval(y).dtype != xa.dtype:   # jax's rule: 0 at y == 0 for an integer y only
+            dx = L.select(L.eq(y, 0), L.zeros_like(c.out), dx)   # (0 * 0**-1.0 is NaN)
         safe = L.select(L.eq(x, 0), L.ones_like(x), x)
         return L.mul(g, dx), L.mul(g, L.mul(L.log(safe), c.out))
     defvjp(pow_p, pow_vjp)
@@ -410,6 +415,17 @@ def _vjps():
         return L.mul(g, balanced(x, c.out, y)), L.mul(g, balanced(y, c.out, x))
     defvjp(max_p, chooser)
     defvjp(min_p, chooser)
+
+    def clamp_vjp(c, g, lo, x, hi):
+        """jax's clamp rule: the cotangent goes to whichever of x, min, max is the result,
+        strictly (none at a tie, none at NaN)."""
+        z = L.zeros_like(g)
+
+        def to(picked):
+            return L.select(picked, g, z)
+        return (to(L.bitwise_and(L.lt(x, lo), L.lt(lo, hi))),
+                to(L.bitwise_and(L.lt(lo, x), L.lt(x, hi))), to(L.lt(hi, x)))
+    defvjp(clamp_p, clamp_vjp)
 
     def atan2_vjp(c, g, x, y):
         den = L.add(L.square(x), L.square(y))

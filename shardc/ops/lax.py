@@ -66,7 +66,7 @@ square = _unary(ew.square_p)
 add, sub, mul, div = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p))
 max, min, pow = map(_binary, (ew.max_p, ew.min_p, ew.pow_p))
 eq, ne, lt, le, gt, ge = map(_binary, (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p))
-bitwise_or = _binary(ew.or_p)
+bitwise_or, bitwise_and = _binary(ew.or_p), _binary(ew.and_p)
 
 
 def integer_pow(x, y: int):
