@@ -311,6 +311,8 @@ from .lax_reduce import *  # noqa: E402,F401,F403
 from .lax_gather import *  # noqa: E402,F401,F403
 from .lax_special import *  # noqa: E402,F401,F403
 from .lax_window import reduce_window  # noqa: E402,F401
+from .random._keyops import LAX as _KEY_FUNCTIONS, on_keys as _on_keys  # noqa: E402
+_on_keys(globals(), _KEY_FUNCTIONS)
 wrap_public(globals())
 from .lax_solve import custom_linear_solve, custom_root  # noqa: E402,F401
 from .lax_ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general  # noqa: E402,F401

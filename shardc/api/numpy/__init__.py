@@ -113,5 +113,7 @@ from ._more3 import bitwise_count, i0, kaiser, put_along_axis, sort_complex  # n
 _attach()
 
 
+from ..random._keyops import NUMPY as _KEY_FUNCTIONS, on_keys as _on_keys  # noqa: E402
+_on_keys(globals(), _KEY_FUNCTIONS)
 _wrap_public(globals(), _eager_array, _PYTHON_RESULTS)
 from ._poly import poly, polyfit, roots  # noqa: E402
