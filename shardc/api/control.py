@@ -238,16 +238,13 @@ def while_loop(cond_fun, body_fun, init_val):
 
 
 def _concrete_int(x):
-    if isinstance(x, bool) or core.is_tracer(x):
+    """A concrete bound as jax's int(bound) (a float bound truncates), else None."""
+    if isinstance(x, bool) or core.is_tracer(x) or getattr(x, "shape", ()) != ():
         return None
     try:
-        return operator.index(x)
-    except TypeError:
-        pass
-    shape = getattr(x, "shape", None)
-    if shape == () and dtypes.is_int(getattr(x, "dtype", None) or dtypes.float32):
         return int(x)
-    return None
+    except (TypeError, ValueError):
+        return None
 
 
 @api_boundary
@@ -270,9 +267,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         return out
     if unroll is not None and unroll is not False and unroll != 1:
         raise ShardcError("fori_loop: unroll needs concrete lower and upper bounds")
-    weak = all(core.aval_of(b).weak for b in (lower, upper))   # (Python ints: as jax)
-    lower, upper = (L.convert_element_type(b, idt, weak) if core.is_tracer(b) else
-                    L.full((), b, idt, weak) for b in (lower, upper))
+    lower, upper = (_bound(b, idt) for b in (lower, upper))
 
     def c(v):
         return L.lt(v[0], v[1])
@@ -283,15 +278,19 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     return while_loop(c, b, (lower, upper, init_val))[2]
 
 
+def _bound(b, idt):
+    """A traced bound as jax's: converted (strongly typed) only if its dtype is not the
+    index's, so a Python int bound stays weak and so does an index counted from it."""
+    a = core.aval_of(b)
+    if a.dtype != idt:
+        return L.convert_element_type(b, idt, False)
+    return b if core.is_tracer(b) else L.full((), b, idt, a.weak)
+
+
 def _index_dtype(lower, upper):
     """The traced loop index's dtype: the bounds' (they must agree, but a weak bound,
-    e.g. a Python int, takes the other's), as jax."""
-    avals = [core.aval_of(x) for x in (lower, upper)]
-    for a in avals:
-        if not dtypes.is_int(a.dtype):
-            raise ShardcTypeError(f"fori_loop: bounds must be integers, got "
-                                  f"{dtypes.short_name(a.dtype)}")
-    lo, hi = avals
+    e.g. a Python int, takes the other's), as jax; traced float bounds count in floats."""
+    lo, hi = (core.aval_of(x) for x in (lower, upper))
     if lo.dtype == hi.dtype:
         return lo.dtype
     if lo.weak != hi.weak and dtypes.is_signed(lo.dtype) and dtypes.is_signed(hi.dtype):

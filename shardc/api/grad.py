@@ -187,7 +187,7 @@ def vjp(fun, *primals, has_aux=False):
 
 
 def _dtype_shape(x):
-    if isinstance(getattr(x, "dtype", None), np.dtype) and x.dtype == jax.dtypes.float0:
+    if dtypes.is_float0(x):
         return x.dtype, np.shape(x)
     a = core.aval_of(x)
     return a.dtype, a.shape
@@ -256,8 +256,7 @@ def jvp(fun, primals, tangents):
         t_leaves = _tree.tree_leaves(tangents)
         outs, touts = jvp_region(region, leaves + caps, t_leaves + [None] * len(caps))
         outs = [o.value if isinstance(o, Lit) else o for o in outs]
-        touts = [t if t is not None else L.zeros(core.aval_of(o).shape, core.aval_of(o).dtype)
-                 for t, o in zip(touts, outs)]
+        touts = [t if t is not None else _zero_tangent(o) for t, o in zip(touts, outs)]
         out = _tree.tree_unflatten(out_tree, outs)
         t_out = _tree.tree_unflatten(out_tree, touts)
     else:
@@ -279,14 +278,21 @@ def jvp(fun, primals, tangents):
         for k in is_f:        # (an integer output's tangent is zero, as jax's float0)
             o = next(fi) if k else next(ii)
             outs.append(o)
-            tans.append(next(ti) if k else L.zeros(core.aval_of(o).shape,
-                                                   core.aval_of(o).dtype))
+            tans.append(next(ti) if k else _zero_tangent(o))
         out = _tree.tree_unflatten(out_tree, outs)
         t_out = _tree.tree_unflatten(out_tree, tans)
     from .numpy._util import aval as aval_of, convert
-    t_out = _tree.tree_map(lambda t, o: convert(t, aval_of(o).dtype, aval_of(o).weak),
-                           t_out, out)
+    t_out = _tree.tree_map(lambda t, o: t if dtypes.is_float0(t) else convert(
+        t, aval_of(o).dtype, aval_of(o).weak), t_out, out)
     return out, t_out
+
+
+def _zero_tangent(o):
+    """A zero tangent of `o`: float0 zeros for an integer or bool output, as jax's."""
+    a = core.aval_of(o)
+    if not dtypes.is_inexact(a.dtype):
+        return np.zeros(a.shape, jax.dtypes.float0)
+    return L.zeros(a.shape, a.dtype)
 
 
 def _scratch(fun, leaves, tree):

@@ -122,9 +122,11 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         def push(*row):
             t = _tree.tree_unflatten(tree, list(row))
             out = jvp(lambda *w: _split_aux(has_aux, f(*w))[0], dyn, t)[1]
-            return _tree.tree_leaves(out)
-        cols = _map_basis(push, basis, n)      # per output leaf: (n, *y.shape)
+            # an integer output's float0 tangent: zeros of its dtype, as jax's jacfwd
+            return [snp.zeros(o.shape, aval(y).dtype) if dtypes.is_float0(o) else o
+                    for o, y in zip(_tree.tree_leaves(out), y_leaves)]
         from . import numpy as snp
+        cols = _map_basis(push, basis, n)      # per output leaf: (n, *y.shape)
         example = dyn[0] if single else dyn
         ex_leaves, ex_tree = _tree.tree_flatten(example)
         blocks = []

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ShardcError, ShardcTypeError, wrap_public
+from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
 from ..ops import indexing as ix
@@ -134,6 +135,10 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     promise_in_bounds)."""
     x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
     xa, ua = aval(x), aval(upd)
+    if xa.dtype == dtypes.bool_ and name in ("scatter_add", "scatter_mul"):
+        raise ShardcTypeError(f"{name[8:]} does not accept dtype bool at position 0. "
+                              "Accepted dtypes at position 0 are subtypes of integer, "
+                              "floating, complexfloating.")
     if xa.dtype != ua.dtype:
         raise ShardcTypeError(f"lax.{name} requires arguments to have the same dtypes, "
                               f"got {xa.dtype}, {ua.dtype}.")

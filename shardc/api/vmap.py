@@ -9,7 +9,10 @@ from __future__ import annotations
 import functools
 import operator
 
+import numpy as np
+
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
+from ..ir import dtypes
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
 from ..ops.region import placement_of, trace_region
@@ -184,7 +187,8 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
             if not _is_array(o):
                 raise ShardcTypeError(f"vmap: the function returned a "
                                       f"{type(o).__name__}, not an array")
-        return outs, None
+        # float0 results (integers' tangents) hold no data: stacked outside the program
+        return [o for o in outs if not dtypes.is_float0(o)], None
     if axis_name is not None:
         batching.AXES.stack.append((axis_name, size))
     try:
@@ -199,7 +203,15 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
     t, raw = out_tree[0]
     oaxes = _axes_leaves(out_axes, raw, "out_axes")
     res = []
-    for o, b, ax in zip(outs, obs, oaxes):
+    traced = iter(zip(outs, obs))
+    for r, ax in zip(_tree.tree_leaves(raw), oaxes):
+        if dtypes.is_float0(r):
+            shape = list(np.shape(r))
+            if ax is not None:
+                shape.insert(ax % (len(shape) + 1), size)
+            res.append(np.zeros(shape, dtypes.FLOAT0))
+            continue
+        o, b = next(traced)
         if ax is None:
             if b:
                 raise ShardcError("vmap has mapped output but out_axes is None")

@@ -8,6 +8,13 @@ import numpy as np
 
 from ..errors import ShardcError
 
+# jax.dtypes.float0: the tangent type of integers and bools, which holds no data
+FLOAT0 = np.dtype([("float0", np.void, 0)])
+
+
+def is_float0(x) -> bool:
+    return isinstance(getattr(x, "dtype", None), np.dtype) and x.dtype == FLOAT0
+
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))

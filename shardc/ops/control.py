@@ -30,7 +30,7 @@ from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
 from .region import (add_region_op, drop_results, host_of, lookup, region_results, same_type,
-                     trace_region, vma_of)
+                     trace_region, vma_of, widened)
 
 _BOOL = Aval((), dtypes.bool_)
 
@@ -138,10 +138,21 @@ def bind_cond(index, branches, operands, loc=None, names=None):
                                  regions=[_rtype(r) for r in regions]))
     out_vmas = None
     if mc is not None:
-        out_vmas = [frozenset().union(*[mc.vma_of(r.outputs[j]) for r in regions])
+        # a result varies as any branch's does, and as the index, which picks the branch
+        # on each device, unless every branch passes the same operand through
+        chosen = vma_of(index)
+        out_vmas = [frozenset().union(*[mc.vma_of(r.outputs[j]) for r in regions]) |
+                    (frozenset() if _passed_through(regions, j) else chosen)
                     for j in range(len(out_avals))]
     return add_region_op(cond_p, [index, *operands, *caps], {}, regions, out_avals, loc,
                          out_vmas)
+
+
+def _passed_through(regions, j):
+    """Whether every region returns, as its result j, the same one of its arguments."""
+    slots = {next((k for k, v in enumerate(r.inputs) if v is r.outputs[j]), None)
+             for r in regions}
+    return len(slots) == 1 and None not in slots
 
 
 _I32 = Aval((), dtypes.int32)
@@ -330,13 +341,28 @@ def bind_while(cond_fn, body_fn, init, loc=None, masked=False):
     avals = [core.aval_of(x) for x in init]
     vmas = [vma_of(x) for x in init] if mc is not None else None
     host = host_of(init)
-    cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas, host)
-    body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body", vmas,
-                               host)
+    while True:
+        cond, ck, _ = trace_region(avals, lambda *a: ([cond_fn(*a)], None), "cond", vmas,
+                                   host)
+        body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body",
+                                   vmas, host)
+        if mc is None:
+            break
+        # a carry varies as the body makes it vary and, unless the body passes it
+        # through, as the predicate (each device runs its own number of steps): the
+        # body is traced again on carries typed so (a psum in it must sum them)
+        pred = mc.vma_of(cond.outputs[0])
+        grown = [v | mc.vma_of(o) | (frozenset() if o is i else pred)
+                 for v, o, i in zip(vmas, body.outputs, body.inputs)]
+        if grown == vmas:
+            break
+        vmas = grown
+    if mc is not None:
+        init = widened(init, vmas, mc.mesh)
     params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
     if masked:
         params["masked"] = True
-    out_vmas = [mc.vma_of(r) for r in body.outputs] if mc is not None else None
+    out_vmas = vmas
     out_avals = [r.aval for r in body.outputs]
     return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], out_avals, loc,
                          out_vmas)

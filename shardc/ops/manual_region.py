@@ -239,6 +239,38 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
     return [next(grads) if f else None for f in floats]
 
 
+# ---------------------------------------------------------------- forward mode
+
+def shard_map_jvp(ctx, primals, tangents, *, in_specs, out_specs, manual_axes, mesh,
+                  check_vma, outer_manual_axes=()):
+    """Forward mode (for a body with a while loop, which has no reverse mode): a
+    shard_map of the body's forward pass, each tangent split as its primal is."""
+    region = ctx.op.regions[0]
+    n, m = len(primals), len(region.outputs)
+    specs = list(in_specs) + [Sharding.replicated(v.aval.ndim)
+                              for v in ctx.op.inputs[len(in_specs):]]
+    have = [i for i, t in enumerate(tangents) if t is not None]
+    floats = [j for j, v in enumerate(region.outputs) if dtypes.is_inexact(v.aval.dtype)]
+
+    def body(*xs):
+        tans = [None] * n
+        for i, t in zip(have, xs[n:]):
+            tans[i] = t
+        outs, touts = ctx.jvp_region(region, list(xs[:n]), tans)
+        return list(outs) + [ctx.tangent_of(touts[j], outs[j]) for j in floats]
+    res = bind_shard_map(body, [*primals, *(tangents[i] for i in have)],
+                         specs + [specs[i] for i in have],
+                         list(out_specs) + [out_specs[j] for j in floats], manual_axes,
+                         mesh, check_vma, name=region.name)
+    touts = [None] * m
+    for k, j in enumerate(floats):
+        touts[j] = res[m + k]
+    return res[:m], touts
+
+
+shard_map_p.jvp = shard_map_jvp
+
+
 # ---------------------------------------------------------------- batching (vmap)
 
 def shard_map_batch(ctx, args, batched, *, in_specs, out_specs, manual_axes, mesh,

@@ -72,6 +72,17 @@ def vma_of(x):
     return mc.vma_of(b.to_value(x))
 
 
+def widened(xs, vmas, mesh):
+    """`xs` each marked varying over the axes of `vmas` it does not vary over yet (loop
+    carries typed as their loop makes them vary)."""
+    from .pvary import pvary_over
+    out = []
+    for x, v in zip(xs, vmas):
+        more = v - vma_of(x)
+        out.append(pvary_over(x, more, mesh) if more else x)
+    return out
+
+
 def add_region_op(prim, operands, params, regions, out_avals, loc=None, out_vmas=None):
     """Append an op owning `regions` to the current trace; returns its result tracers."""
     outer = core.current_builder()

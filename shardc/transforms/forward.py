@@ -35,6 +35,13 @@ class JvpCtx:
     def jvp_region(self, region, primals, tangents):
         return jvp_region(region, primals, tangents)
 
+    def tangent_of(self, t, out):
+        """The tangent t of `out` (None: zero), of out's dtype and type."""
+        if t is None:
+            return zeros_varying_as(out)
+        dt = core.aval_of(out).dtype
+        return t if core.aval_of(t).dtype == dt else L.convert_element_type(t, dt)
+
     def eval_ops(self, region, args):
         from .ad import eval_ops
         return eval_ops(region, args)

@@ -25,11 +25,11 @@ import numpy as np
 
 from ...trace import core, types
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ShardcTypeError
 from ._creation import full_like, zeros
 from ._indexing import _classify_shape
 from ._indexing import getitem
-from ._ufuncs import (add, divide, greater, logical_or, power, subtract, where)
+from ._ufuncs import (add, divide, greater, power, subtract, where)
 from ._util import aval, default_fill, convert, result_type
 from ._methods import _has_foreign
 from ..explicit import apply_out_sharding
@@ -100,6 +100,14 @@ def _foreign_aware(method):
 # jax's GatherScatterMode names: "drop" is "fill"; one_hot reads and writes as the default
 _MODES = {"clip": "clip", "fill": "fill", "drop": "fill", "promise_in_bounds":
           "promise_in_bounds", "fill_or_drop": "fill", "one_hot": None}
+
+
+def _numeric(name, x):
+    """jax's error for adding to or multiplying into a bool array."""
+    if aval(x).dtype == dtypes.bool_:
+        raise ShardcTypeError(f"{name} does not accept dtype bool at position 0. Accepted "
+                              "dtypes at position 0 are subtypes of integer, floating, "
+                              "complexfloating.")
 
 
 def _mode(mode):
@@ -182,6 +190,7 @@ class _IndexUpdateRef:
         if mode == "clip":
             return self._moded(mode).add(values)
         x = self.array
+        _numeric("add", x)
         promoted = self._promoted("add", values)
         if promoted is not None:
             return promoted
@@ -191,10 +200,7 @@ class _IndexUpdateRef:
         out = structured(x, self.index, values, "add")
         if out is not None:
             return out
-        placed = _placed(x, self.index, values)[0]
-        if aval(x).dtype == dtypes.bool_:
-            return logical_or(x, greater(placed, 0))
-        return add(x, placed)
+        return add(x, _placed(x, self.index, values)[0])
 
     @_foreign_aware
     @_typed_update
@@ -204,8 +210,7 @@ class _IndexUpdateRef:
         promoted = self._promoted("subtract", values)
         if promoted is not None:
             return promoted
-        if aval(self.array).dtype == dtypes.bool_:
-            raise ShardcError("x.at[idx].subtract on a bool array: use logical operations")
+        _numeric("sub", self.array)
         boxed = _boxed(self.array, self.index, values, subtract)
         if boxed is not None:
             return boxed
@@ -219,6 +224,7 @@ class _IndexUpdateRef:
     def multiply(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).multiply(values)
+        _numeric("mul", self.array)
         return self._scatter("mul", values)
 
     mul = multiply

@@ -222,6 +222,6 @@ def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
     dtype = float_dtype(dtype, "orthogonal")
     shape = shape_of(shape)
     _check_shape("orthogonal", shape)
-    m = n if m is None else m
-    return _sharded(run(_orthogonal_impl, data, n=int(n), m=int(m), shape=shape, dtype=dtype),
+    n, m = shape_of((n, n if m is None else m), "orthogonal's n and m")
+    return _sharded(run(_orthogonal_impl, data, n=n, m=m, shape=shape, dtype=dtype),
                     out_sharding)

@@ -3,10 +3,11 @@ static parameters by shardc.jit and run (as jax.random's samplers are jitted).""
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
-from ...errors import ShardcTypeError
+from ...errors import ArgumentError, ShardcTypeError
 from ...ir import dtypes
 from ...runtime import backend as runtime
 from ...trace import core, pytree
@@ -42,9 +43,14 @@ def shape_of(shape, name="shape"):
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
-        return tuple(int(d) for d in shape)
+        dims = tuple(operator.index(d) for d in shape)    # not 2.0, as jax
     except TypeError:
-        raise ShardcTypeError(f"{name} must be a sequence of ints, got {shape!r}") from None
+        raise ShardcTypeError("Shapes must be 1D sequences of concrete values of integer "
+                              f"type, got {shape!r}.") from None
+    if any(d < 0 for d in dims):
+        raise ArgumentError(f"negative dimensions are not allowed in {name}, got "
+                              f"{dims}.")
+    return dims
 
 
 def float_dtype(dtype, name):
