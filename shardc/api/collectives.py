@@ -24,6 +24,8 @@ def _axes(name, axis_name):
     enclosing shard_map, or axes a vmap names (batched: shardc.ops.collectives' rules)."""
     ctx = manual_ctx()
     axes = (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
+    if len(set(axes)) != len(axes):
+        raise ArgumentError(f"{name}: axis_name {axis_name!r} names an axis more than once")
     vsizes = {a: batching.vmap_axis_size(a) for a in axes}
     mesh_axes = tuple(a for a in axes if vsizes[a] is None)
     if mesh_axes:
@@ -183,7 +185,7 @@ def ppermute(x, axis_name, perm):
     """Send each device's block to another along `axis_name`: `perm` is a list of
     (source index, destination index); devices no one sends to get zeros."""
     _, axes, sizes = _axes("ppermute", axis_name)
-    perm = tuple((int(s), int(d)) for s, d in perm)
+    perm = m.pp_perm(perm, sizes)
     return _map(lambda v: m.ppermute_p.bind(v, axes=axes, sizes=sizes, perm=perm), x)
 
 

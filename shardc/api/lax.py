@@ -65,11 +65,12 @@ def _constraint_leaf(x, s, reshard=False):
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
             if sh is None:
                 return x
-    elif explicit and not explicit >= frozenset(mesh.shape.names) - _manual_axes() and \
+    elif not explicit >= frozenset(mesh.shape.names) - _manual_axes() and \
             x.ndim and all(axis_name(a) in explicit for a in sh.axes()):
         # a reshard (an op's out_sharding=) on a mesh with Auto axes fixes the explicit
         # axes only: open, so propagation may still use the Auto axes (jax lowers it
-        # with every dim unspecified); prepare keeps the other explicit axes off it.
+        # with every dim unspecified; with no Explicit axis, it fixes nothing); prepare
+        # keeps the other explicit axes off it.
         # (Manual axes, inside a partial shard_map, are neither: with only those beside
         # the explicit ones, the reshard fixes every free axis.)
         sh = Sharding(sh.dims, [True] * x.ndim, sh.unreduced, sh.reduced)

@@ -96,8 +96,14 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         leaves, tree = _tree.tree_flatten((dyn_args, kwargs))
         axes = _prefix(dyn_axes, dyn_args, "in_axes") + \
             [0] * len(_tree.tree_leaves(kwargs))      # keyword arguments: axis 0, as jax
-        mapped = [aval(x).shape[a % max(aval(x).ndim, 1)] for x, a in zip(leaves, axes)
-                  if a is not None]
+        for x, a in zip(leaves, axes):
+            if a is not None and not -aval(x).ndim <= a < aval(x).ndim:
+                raise ArgumentError(f"pmap: in_axes {a} is out of bounds for an argument of "
+                                    f"shape {aval(x).shape} (rank {aval(x).ndim})")
+        mapped = [aval(x).shape[a] for x, a in zip(leaves, axes) if a is not None]
+        if 0 in mapped:
+            raise ArgumentError("pmap: the mapped axis has size 0; pmap needs at least one "
+                                "device's worth of data")
         if not mapped:
             raise ArgumentError("pmap requires at least one argument with a mapped axis.")
         if len(set(mapped)) != 1:

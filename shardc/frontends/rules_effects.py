@@ -31,23 +31,23 @@ def _debug_callback(*args, callback, effect, partitioned):
 
 @rule("device_put")
 def _device_put(*xs, devices, srcs, copy_semantics):
-    """Inside jit jax's device_put to a NamedSharding changes the type: a reshard on
-    Explicit axes; on Auto ones jax's CPU lowering drops it (it constrains only to
-    place the value in another memory kind, which CPU does not have), and so does this.
-    A memory kind (the sharding's, or a jax.memory.Space) moves the value there."""
-    from jax.sharding import AxisType
+    """Inside jit jax's device_put to a NamedSharding changes the type: on a mesh with
+    Explicit axes, a reshard of them to the target's (P() too: replicated over them);
+    on Auto ones jax's CPU lowering drops it (it constrains only to place the value in
+    another memory kind, which CPU does not have), and so does this. A memory kind
+    (the sharding's, or a jax.memory.Space) moves the value there."""
+    from jax.sharding import AxisType, NamedSharding
 
     from ..api.explicit import apply_out_sharding
     from ..ops.memory import kind_of, memory_put_p
+    from .translate import _explicit_spec
     out = []
     for x, d in zip(xs, devices):
         spec, mesh = getattr(d, "spec", None), getattr(d, "mesh", None)
-        if spec is not None and mesh is not None:
-            kinds = dict(zip(mesh.axis_names, mesh.axis_types))
-            named = [a for p in spec if p is not None
-                     for a in (p if isinstance(p, tuple) else (p,))]
-            if any(kinds.get(a) == AxisType.Explicit for a in named):
-                x = apply_out_sharding(x, d, "device_put", check=False)
+        if spec is not None and mesh is not None and \
+                AxisType.Explicit in tuple(getattr(mesh, "axis_types", ())):
+            x = apply_out_sharding(x, NamedSharding(mesh, _explicit_spec(d)), "device_put",
+                                   check=False)
         memory = d.memory_kind if isinstance(d, jax.sharding.Sharding) else \
             d if isinstance(d, jax.memory.Space) else None
         if memory is not None:

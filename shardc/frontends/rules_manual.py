@@ -149,9 +149,23 @@ def on_keys(fn):
 
 def _reduction(prim, name):
     def run(x, *, axes, axis_index_groups=None):
+        axes = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+        # integer axes are array dims (jax.vmap turns a psum over its axis name into
+        # one): reduced here, before the collective over the named axes, as jax's
+        dims = tuple(a for a in axes if isinstance(a, int))
+        if dims:
+            from ..api import lax as slax
+            x = getattr(slax, _DIM_REDUCER[name])(_as_tracer(x), dims)
+            axes = tuple(a for a in axes if not isinstance(a, int))
+        if not axes:        # (no axis left: jax's transpose of a psum over dims only)
+            return x
         ctx, axes, sizes = _axes(name, axes, axis_index_groups)
         return prim.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes)
     return run
+
+
+_DIM_REDUCER = {"psum": "reduce_sum", "psum_invariant": "reduce_sum", "pmax": "reduce_max",
+                "pmin": "reduce_min"}
 
 
 RULES_REDUCE = {"psum": m.psum_p, "psum_invariant": m.psum_p, "pmax": m.pmax_p,
@@ -192,7 +206,7 @@ def _all_to_all(x, *, axis_name, split_axis, concat_axis, tiled=False,
 def _ppermute(x, *, axis_name, perm):
     ctx, axes, sizes = _axes("ppermute", axis_name)
     return m.ppermute_p.bind(_operand(ctx, x, axes), axes=axes, sizes=sizes,
-                             perm=tuple((int(s), int(d)) for s, d in perm))
+                             perm=m.pp_perm(perm, sizes))
 
 
 @rule("axis_index")

@@ -193,7 +193,7 @@ def with_sharding(sharding, fn, *args, **kwargs):
     spec = _explicit_spec(sharding)
     if spec is None or core.current_builder() is None:
         return fn(*args, **kwargs)
-    if all(p is None for p in spec) and not getattr(spec, "unreduced", ()) and \
+    if all(p is None for p in spec.partitions) and not getattr(spec, "unreduced", ()) and \
             not _names_explicit_axes(sharding):
         try:
             return fn(*args, **kwargs)

@@ -237,6 +237,14 @@ all_to_all_p = _collective("all_to_all", _a2a_shape, _a2a_lower, _a2a_rule, Vma.
 
 
 # ppermute: send the block at axis index src to axis index dst
+def pp_perm(perm, sizes):
+    """ppermute's (source, destination) pairs as ints; a negative index counts from the
+    end of the axis, as jax's (it indexes the device group with it)."""
+    n = prod(sizes)
+    return tuple((int(s) + n if -n <= int(s) < 0 else int(s),
+                  int(d) + n if -n <= int(d) < 0 else int(d)) for s, d in perm)
+
+
 def _pp_shape(x, *, axes, sizes, perm):
     n = prod(sizes)
     srcs, dsts = [s for s, _ in perm], [d for _, d in perm]

@@ -17,6 +17,7 @@ from jax.custom_derivatives import SymbolicZero
 from ..errors import ShardcError, ShardcTypeError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind
+from ..ir.program import Lit
 from ..trace import core
 from ..trace.core import Primitive
 from . import lax as L
@@ -72,8 +73,8 @@ def _zero_tangent(x, symbolic):
     if symbolic:
         a = core.aval_of(x)
         return SymbolicZero(ShapedArray(a.shape, a.dtype, weak_type=a.weak).to_tangent_aval())
-    if core.is_tracer(x) or isinstance(x, (np.ndarray, np.generic, jax.Array)):
-        a = core.aval_of(x)
+    if core.is_tracer(x) or isinstance(x, (np.ndarray, np.generic, jax.Array, Lit)):
+        a = core.aval_of(x)     # (a Lit: a literal operand of a translated jaxpr)
         if dtypes.is_inexact(a.dtype):
             return L.zeros(a.shape, a.dtype)
         return np.zeros(a.shape, jax.dtypes.float0)

@@ -1,0 +1,99 @@
+"""jax programs under shardc.jit and shardc.grad that a bug hunt found failing or wrong,
+each against jax.jit."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shardc
+
+X = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+@jax.custom_jvp
+def _scaled(x, n):
+    return x * n
+
+
+_scaled.defjvp(lambda p, t: (_scaled(*p), t[0] * p[1] + t[1]))
+
+LITERAL_OPERANDS = {
+    # jax.nn.softplus is jax.jit(logaddexp(x, 0)): the literal 0.0 of the inner jaxpr
+    # is an operand of a custom_jvp, whose zero tangent was float0 (a crash)
+    "softplus": lambda x: jnp.sum(jax.nn.softplus(x)),
+    "log_sigmoid": lambda x: jnp.sum(jax.nn.log_sigmoid(x)),
+    "mish": lambda x: jnp.sum(jax.nn.mish(x)),
+    "custom_jvp_float_literal": lambda x: jnp.sum(jax.jit(lambda v: _scaled(v, 3.0))(x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LITERAL_OPERANDS))
+def test_grad_through_custom_jvp_with_a_literal_operand(name):
+    f = LITERAL_OPERANDS[name]
+    want = jax.jit(jax.grad(f))(X)
+    np.testing.assert_allclose(np.asarray(shardc.jit(shardc.grad(f))(X)), np.asarray(want),
+                               rtol=1e-6)
+
+
+VMAPPED_COLLECTIVES = {
+    # jax.vmap turns a collective over its axis name into one over array dims (psum's
+    # positional axes), which shardc called jax.pmap's and refused
+    "psum": jax.vmap(lambda t: jax.lax.psum(t, "v"), axis_name="v"),
+    "pmax": jax.vmap(lambda t: jax.lax.pmax(t, "v") - t, axis_name="v"),
+    "pmin": jax.vmap(lambda t: jax.lax.pmin(t * t, "v"), axis_name="v"),
+    "pmean": jax.vmap(lambda t: jax.lax.pmean(t, "v"), axis_name="v"),
+    "nested": jax.vmap(jax.vmap(lambda t: jax.lax.psum(t, ("v", "w")), axis_name="w"),
+                       axis_name="v"),
+    "grad": jax.grad(lambda x: jax.vmap(lambda t: jax.lax.psum(t ** 2, "v"),
+                                        axis_name="v")(x).sum()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED_COLLECTIVES))
+def test_collectives_over_vmap_axes(name):
+    f = VMAPPED_COLLECTIVES[name]
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(x)), np.asarray(jax.jit(f)(x)))
+
+
+def _mesh(*kinds):
+    return jax.make_mesh((2, 4), ("X", "Y"), axis_types=kinds)
+
+
+def _x(mesh, spec):
+    from jax.sharding import NamedSharding
+    return jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                          NamedSharding(mesh, spec))
+
+
+E, A = jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto
+P = jax.sharding.PartitionSpec
+SHARDINGS = {
+    # device_put to P() on a mesh with Explicit axes reshards them away (it was
+    # dropped: the type kept 8@X, and b @ b was a false sharding error)
+    "device_put_replicated_explicit": ((E, E), P("X", "Y"), lambda a: (
+        lambda b: (b @ b, jax.typeof(b).sharding.spec == P(None, None)))(
+            jax.device_put(a, P()))),
+    "device_put_replicated_mixed": ((E, A), P("X", "Y"),
+                                    lambda a: jax.device_put(a * 2, P()) + 1),
+    # reshard to P() on an all-Auto mesh constrains nothing (it pinned replicated)
+    "reshard_auto_mesh": ((A, A), P("X", "Y"), lambda a: jax.sharding.reshard(a, P()) * 2),
+    "explicit_axes_auto_mesh": ((A, A), P(), lambda a: jax.sharding.explicit_axes(
+        lambda z: z * 2, axes=("X", "Y"), in_sharding=P("X", "Y"))(a)),
+    # an unreduced out_sharding through jnp (a crash iterating the spec)
+    "unreduced_matmul": ((E, E), P(None, "Y"), lambda a: jax.sharding.reshard(
+        jnp.matmul(a, a.T, out_sharding=P(None, None, unreduced={"Y"})), P())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARDINGS))
+def test_resharding_as_jax(name):
+    kinds, spec, f = SHARDINGS[name]
+    mesh = _mesh(*kinds)
+    x = _x(mesh, spec)
+    with jax.set_mesh(mesh):
+        want, got = jax.jit(f)(x), shardc.jit(f)(x)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+        if getattr(w, "ndim", 0):
+            assert g.sharding.is_equivalent_to(w.sharding, w.ndim), (g.sharding, w.sharding)
