@@ -99,7 +99,7 @@ def _const(v):
 def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
                 indices_are_sorted=False, unique_indices=False, mode=None):
     """XLA's scatter-add (index_vector_dim last). Out-of-bound windows are dropped (mode
-    fill, the default) or clamped (clip, promise_in_bounds)."""
+    fill, the default, and promise_in_bounds, as XLA's) or clamped (clip)."""
     return _scatter("scatter_add", ix.scatter_add_p, operand, scatter_indices, updates,
                     dimension_numbers, mode)
 
@@ -130,9 +130,9 @@ def scatter_max(operand, scatter_indices, updates, dimension_numbers, *,
 
 def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     """A scatter primitive with jax's modes: a window out of bounds is dropped (fill,
-    the default: its update becomes the combiner's identity at a clamped position; XLA's
-    own dropping of such indices differs once partitioned) or clamped (clip,
-    promise_in_bounds)."""
+    the default, and promise_in_bounds, as XLA's: its update becomes the combiner's
+    identity at a clamped position; XLA's own dropping of such indices differs once
+    partitioned) or clamped (clip)."""
     x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
     xa, ua = aval(x), aval(upd)
     if xa.dtype == dtypes.bool_ and name in ("scatter_add", "scatter_mul"):
@@ -153,9 +153,11 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     params = dict(update_window_dims=tuple(dn.update_window_dims),
                   inserted_window_dims=inserted, scatter_dims_to_operand_dims=smap,
                   **batching)
-    if _mode(mode) == "fill" and prim is sc.scatter_p:
+    # promise_in_bounds drops a window out of bounds too, as XLA's scatter (jax's
+    # gradient of an indexing, whose clamped out-of-range index gets no cotangent)
+    if _mode(mode) != "clip" and prim is sc.scatter_p:
         return _scatter_dropping(x, idx, upd, smap, sizes, params)
-    if _mode(mode) == "fill":
+    if _mode(mode) != "clip":
         ok = _in_bounds(idx, xa.shape, smap, sizes)
         batch = tuple(d for d in range(ua.ndim) if d not in dn.update_window_dims)
         mask = shp.broadcast_in_dim_p.bind(ok, shape=ua.shape, broadcast_dimensions=batch)

@@ -64,7 +64,7 @@ def _scatter_rule(fn):
                            d.scatter_indices_batching_dims) if fn is G.scatter_add else None
         if axis is not None:     # take_along_axis's transpose
             i = _bind("reshape", idx, shape=core.aval_of(idx).shape[:-1])
-            if _MODES[_mode_name(mode)] != "fill":    # the op drops out-of-range ones
+            if _MODES[_mode_name(mode)] == "clip":    # the op drops out-of-range ones
                 n = core.aval_of(x).shape[axis]
                 from ..api.lax_ops import clamp
                 dt = core.aval_of(i).dtype

@@ -3,7 +3,8 @@ dim of operand and indices alike (so those dims keep their sharding), and its
 transpose, the matching scatter-add.
 
 `idx` has x's shape except along `axis`; its entries index x's `axis` (the gather
-clamps them into range; the scatter drops out-of-range ones, so its callers clamp).
+clamps them into range, the scatter and the gather's transpose drop out-of-range ones,
+as XLA's; a caller that means to clamp, clip mode, clamps them first).
 """
 from __future__ import annotations
 
@@ -138,8 +139,9 @@ def _rules():
         g = cts[0]
         xa = ctx.in_avals[0]
         zeros = L.zeros(xa.shape, L.aval(g).dtype)
-        i = clamp_index(idx, xa.shape[axis])     # the gather clamped them
-        return [scatter_add_along_p.bind(zeros, i, g, axis=axis), None]
+        # an index out of range, which the gather clamped, gets no cotangent: dropped,
+        # as jax's transpose of a promise_in_bounds gather (clip-mode callers clamp)
+        return [scatter_add_along_p.bind(zeros, idx, g, axis=axis), None]
     gather_along_p.vjp = gather_vjp
 
     def scatter_vjp(ctx, cts, x, idx, upd, *, axis):

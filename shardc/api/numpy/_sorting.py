@@ -16,7 +16,7 @@ from ...ops import sort as srt
 from ...ops.batching import move_dim
 from ...ops.common import check_axis
 from ...ops.indexing import gather_p
-from ...ops.take import gather_along_p, scatter_add_along_p
+from ...ops.take import clamp_index, gather_along_p, scatter_add_along_p
 from ...trace import core
 from ._reductions import _cumulative, cumsum, sum as _sum
 from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
@@ -155,6 +155,8 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
                               "mode='fill')")
         return _filled(xa, L.full(oa.shape, 0, xa.dtype, xa.weak),
                        L.full(oa.shape, False, dtypes.bool_), fill_value)
+    if mode == "clip":      # (clamped here, so its gradient is clamped too, as jax's)
+        idx = clamp_index(idx, n)
     out = gather_along_p.bind(arr, idx, axis=axis)
     if mode != "fill":
         return out
