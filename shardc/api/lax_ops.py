@@ -141,7 +141,7 @@ def _via_numpy(name):
     """Inverse hyperbolics: the shardc.numpy composites, without promotion."""
     def f(x):
         x = _arr(x)
-        if not dtypes.is_float(aval(x).dtype):
+        if not dtypes.is_inexact(aval(x).dtype):
             raise ShardcTypeError(f"{name} does not accept dtype {aval(x).dtype}. Accepted "
                                   "dtypes are subtypes of floating, complexfloating.")
         from .numpy import _math

@@ -173,7 +173,7 @@ def _cumext_vjp(fn):
     a combine splits the cotangent in halves): the same scan, differentiated here."""
     def rule(ctx, cts, x, *, axis, reverse=False):
         L = _L()
-        if not dtypes.is_float(ctx.in_avals[0].dtype):
+        if not dtypes.is_inexact(ctx.in_avals[0].dtype):
             return [None]
 
         def scan(v):
@@ -200,7 +200,7 @@ def _cumlse_grad(g, x, y, axis):
 def _rules():
     def vjp(fn):
         def rule(ctx, cts, x, *, axis, reverse=False):
-            if not dtypes.is_float(ctx.in_avals[0].dtype):
+            if not dtypes.is_inexact(ctx.in_avals[0].dtype):
                 return [None]
             return [_forward(fn, cts[0], x, ctx.out, axis, reverse)]
         return rule

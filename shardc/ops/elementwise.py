@@ -97,6 +97,11 @@ acos_p = elementwise("acos", "chlo.acos", "inexact", 1)
 atan_p = elementwise("atan", "chlo.atan", "inexact", 1)
 sinh_p = elementwise("sinh", "chlo.sinh", "inexact", 1)
 cosh_p = elementwise("cosh", "chlo.cosh", "inexact", 1)
+# shardc.numpy binds these for complex numbers only (its real ones are composites): chlo's,
+# as jax lowers them
+asinh_p = elementwise("asinh", "chlo.asinh", "inexact", 1)
+acosh_p = elementwise("acosh", "chlo.acosh", "inexact", 1)
+atanh_p = elementwise("atanh", "chlo.atanh", "inexact", 1)
 # XLA has no sharding rule for erf (JAX emits chlo.erf, which Shardy does not know), so
 # it passes no sharding between operand and result, as under jax.jit.
 erf_p = elementwise("erf", "chlo.erf", "float", 1, sharding_rule=no_rule)
@@ -177,8 +182,8 @@ shift_left_p = elementwise("shift_left", "stablehlo.shift_left", "int", 2)
 
 # XLA's fusion will not duplicate these into several readers (HloInstruction::IsExpensive)
 for _p in (exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p, sin_p, cos_p, tan_p, tanh_p,
-           logistic_p, asin_p, acos_p, atan_p, sinh_p, cosh_p, erf_p, erfc_p, div_p, rem_p,
-           pow_p, atan2_p):
+           logistic_p, asin_p, acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p,
+           erf_p, erfc_p, div_p, rem_p, pow_p, atan2_p):
     _p.traits |= Trait.EXPENSIVE
 
 
@@ -380,6 +385,10 @@ def _vjps():
     defvjp(atan_p, lambda c, g, x: (L.div(g, L.add(1, L.square(x))),))
     defvjp(sinh_p, lambda c, g, x: (L.mul(g, L.cosh(x)),))
     defvjp(cosh_p, lambda c, g, x: (L.mul(g, L.sinh(x)),))
+    # jax's jvps, transposed (unconjugated, as theirs)
+    defvjp(asinh_p, lambda c, g, x: (L.mul(g, L.rsqrt(L.add(L.square(x), 1))),))
+    defvjp(acosh_p, lambda c, g, x: (L.mul(g, L.rsqrt(L.sub(L.square(x), 1))),))
+    defvjp(atanh_p, lambda c, g, x: (L.mul(L.div(1, L.add(1, x)), L.div(g, L.sub(1, x))),))
     defvjp(erf_p, lambda c, g, x: (L.mul(g, L.mul(2 / _SQRT_PI,
                                                   L.exp(L.neg(L.square(x))))),))
     defvjp(erfc_p, lambda c, g, x: (L.mul(g, L.mul(-2 / _SQRT_PI,

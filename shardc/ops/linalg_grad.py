@@ -88,8 +88,9 @@ def _chol_vjp(ctx, cts, x):
     p = tril(mm(mT(lo), g))
     p = L.sub(p, L.mul(L.mul(p, eye_like(p)), 0.5))          # diagonal halved
     tmp = solve(lo, p, left_side=True, lower=True, transpose_a=True)
-    s = solve(lo, tmp, left_side=False, lower=True)
-    return [L.mul(L.add(s, mT(s)), 0.5)]
+    # not symmetrized: cholesky(symmetrize_input=True) symmetrizes its input before the
+    # primitive (whose transpose symmetrizes this), and jax's rule leaves the tangent as is
+    return [solve(lo, tmp, left_side=False, lower=True)]
 
 
 cholesky_p.vjp = _chol_vjp
@@ -200,11 +201,19 @@ def _eigh_vjp(ctx, cts, x, *, lower=True, sort_eigenvalues=True):
     v, w = ctx.outs
     _real_only("eigh", L.aval(v).dtype)
     a = L.aval(v)
-    inner = L.mul(_eigh_f(w), mm(mT(v), vbar))
-    inner = L.add(inner, L.mul(eye_like(inner), _bcast_to(_row(wbar), a.shape)))
+    # the F term only when the eigenvectors have a cotangent (None: nothing reads them),
+    # as jax's transpose skips F * vbar for a symbolic zero: F is inf at repeated
+    # eigenvalues, and inf * 0 made eigvalsh's gradient NaN there
+    terms = []
+    if vbar is not None:
+        terms.append(L.mul(_eigh_f(w), mm(mT(v), vbar)))
+    if wbar is not None:
+        terms.append(L.mul(eye_like(v), _bcast_to(_row(wbar), a.shape)))
+    inner = terms[0] if len(terms) == 1 else L.add(*terms)
     return [mm(mm(v, inner), mT(v))]
 
 
+_eigh_vjp.keeps_none = True
 eigh_p.vjp = _eigh_vjp
 
 

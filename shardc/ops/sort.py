@@ -241,7 +241,7 @@ def _rules():
                            is_stable=is_stable, num_keys=num_keys)[-1]
         out = []
         for c, a in zip(cts, avals):
-            if c is None or not dtypes.is_float(a.dtype):
+            if c is None or not dtypes.is_inexact(a.dtype):
                 out.append(None)
                 continue
             out.append(sort_p.bind(perm, c, dimension=dimension, is_stable=False,

@@ -49,7 +49,10 @@ def _back(out, a):
 def arcsinh(x, /):
     """sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), log(2|x|) where x^2 overflows
     (chlo.asinh's decomposition)."""
-    x, half = _upcast_half(_inexact("arcsinh", x))
+    x = _inexact("arcsinh", x, complex_ok=True)
+    if dtypes.is_complex(aval(x).dtype):
+        return ew.asinh_p.bind(x)
+    x, half = _upcast_half(x)
     ax = ew.abs_p.bind(x)
     one = lax_const(x, 1)
     small = ew.log1p_p.bind(ew.add_p.bind(ax, ew.div_p.bind(
@@ -62,7 +65,10 @@ def arcsinh(x, /):
 
 def arccosh(x, /):
     """log(x + sqrt((x + 1) (x - 1))), log(2x) where that overflows (chlo.acosh's)."""
-    x, half = _upcast_half(_inexact("arccosh", x))
+    x = _inexact("arccosh", x, complex_ok=True)
+    if dtypes.is_complex(aval(x).dtype):
+        return ew.acosh_p.bind(x)
+    x, half = _upcast_half(x)
     one = lax_const(x, 1)
     small = ew.log_p.bind(ew.add_p.bind(x, ew.sqrt_p.bind(ew.mul_p.bind(
         ew.add_p.bind(x, one), ew.sub_p.bind(x, one)))))
@@ -72,7 +78,10 @@ def arccosh(x, /):
 
 def arctanh(x, /):
     """(log1p(x) - log1p(-x)) / 2, NaN outside [-1, 1] (chlo.atanh's)."""
-    x, half = _upcast_half(_inexact("arctanh", x))
+    x = _inexact("arctanh", x, complex_ok=True)
+    if dtypes.is_complex(aval(x).dtype):
+        return ew.atanh_p.bind(x)
+    x, half = _upcast_half(x)
     out = ew.mul_p.bind(ew.sub_p.bind(ew.log1p_p.bind(x), ew.log1p_p.bind(ew.neg_p.bind(x))),
                         lax_const(x, 0.5))
     out = where(ew.gt_p.bind(ew.abs_p.bind(x), lax_const(x, 1)), lax_const(x, np.nan), out)
@@ -82,15 +91,25 @@ def arctanh(x, /):
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
+def _log_scaled(x, scale):
+    """log(x) scaled, complex ones part by part (as jnp: a complex division made log2(0)'s
+    imaginary part NaN)."""
+    from ...ops.complex import complex_p, imag_p, real_p
+    r = ew.log_p.bind(x)
+    if not dtypes.is_complex(aval(x).dtype):
+        return scale(r)
+    return complex_p.bind(scale(real_p.bind(r)), scale(imag_p.bind(r)))
+
+
 def log2(x, /):
     x = _inexact("log2", x, complex_ok=True)
-    return ew.div_p.bind(ew.log_p.bind(x), ew.log_p.bind(const_like(x, 2)))
+    return _log_scaled(x, lambda r: ew.div_p.bind(r, ew.log_p.bind(const_like(r, 2))))
 
 
 def log10(x, /):
     x = _inexact("log10", x, complex_ok=True)
-    c = np.array(0.4342944819032518, dtype=aval(x).dtype)
-    return ew.mul_p.bind(ew.log_p.bind(x), const_like(x, c))
+    return _log_scaled(x, lambda r: ew.mul_p.bind(
+        r, const_like(r, np.array(0.4342944819032518, dtype=aval(r).dtype))))
 
 
 def fabs(x, /):
@@ -103,12 +122,12 @@ def bitwise_invert(x, /):
 
 
 def deg2rad(x, /):
-    x = _inexact("deg2rad", x)
+    x = _inexact("deg2rad", x, complex_ok=True)
     return ew.mul_p.bind(x, lax_const(x, np.pi / 180))
 
 
 def rad2deg(x, /):
-    x = _inexact("rad2deg", x)
+    x = _inexact("rad2deg", x, complex_ok=True)
     return ew.mul_p.bind(x, lax_const(x, 180 / np.pi))
 
 
@@ -136,7 +155,7 @@ def _ones(x):
 
 def sinc(x, /):
     """sin(pi x) / (pi x), 1 at 0 (where the gradient is 0, as jax's)."""
-    x = _inexact("sinc", x)
+    x = _inexact("sinc", x, complex_ok=True)
     eq_zero = ew.eq_p.bind(x, lax_const(x, 0))
     pi_x = ew.mul_p.bind(lax_const(x, np.pi), x)
     safe = where(eq_zero, lax_const(x, 1), pi_x)
