@@ -74,3 +74,36 @@ def test_carry_made_varying_is_summed_by_psum_in_the_body():
         got = shardc.jit(shardc.shard_map(body, mesh=_mesh(), in_specs=P("x"),
                                           out_specs=P("x")))(X)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("loop", ["scan", "fori", "while"])
+def test_unchecked_body_adds_no_pvary_to_carries(loop):
+    """With check_vma=False a carry is not retyped (a pvary's transpose is a psum: the
+    gradient of an invariant init carry came out 8 times too large)."""
+    m = _mesh()
+    xs = np.arange(1, 9, dtype=np.float32).reshape(8, 1)
+    c0 = np.ones((1,), np.float32)
+
+    def make(J, L):
+        def body(c, x):
+            if loop == "scan":
+                return L.scan(lambda c, xi: (c * xi, None), c, x)[0]
+            if loop == "fori":
+                return L.fori_loop(0, 1, lambda i, c: c * x[i], c)
+            return L.while_loop(lambda v: v[1] < 1, lambda v: (v[0] * x[0], v[1] + 1),
+                                (c, 0))[0]
+        sm = J.shard_map(body, mesh=m, in_specs=(P(), P("x")), out_specs=P("x"),
+                         check_vma=False)
+        return J.jit(J.grad(lambda c, x: sm(c, x).sum()))
+    if loop == "while":     # (no reverse mode through a while: its forward mode)
+        want = jax.jit(jax.jacfwd(lambda c: jax.shard_map(
+            lambda c, x: jax.lax.while_loop(lambda v: v[1] < 1, lambda v: (
+                v[0] * x[0], v[1] + 1), (c, 0))[0], mesh=m, in_specs=(P(), P("x")),
+            out_specs=P("x"), check_vma=False)(c, xs).sum()))(c0)
+        got = shardc.jit(shardc.jacfwd(lambda c: shardc.shard_map(
+            lambda c, x: shardc.lax.while_loop(lambda v: v[1] < 1, lambda v: (
+                v[0] * x[0], v[1] + 1), (c, 0))[0], mesh=m, in_specs=(P(), P("x")),
+            out_specs=P("x"), check_vma=False)(c, xs).sum()))(c0)
+    else:
+        want, got = make(jax, jax.lax)(c0, xs), make(shardc, shardc.lax)(c0, xs)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -212,7 +212,8 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
                 leaves, tree = _tree.tree_flatten(out)
                 specs = [typeof(o).sharding.spec if core.is_tracer(o) else None
                          for o in leaves]
-            pinned = [o if s is None else apply_out_sharding(      # Auto axes too
+            # (Auto axes too, but a replicated result is left open, as jax's reshard)
+            pinned = [o if s is None else apply_out_sharding(
                       o, NamedSharding(_mesh_of(), s), "explicit_axes", check=False)
                       for o, s in zip(leaves, specs)]
             return _tree.tree_unflatten(tree, pinned)

@@ -346,23 +346,27 @@ def bind_while(cond_fn, body_fn, init, loc=None, masked=False):
                                    host)
         body, bk, _ = trace_region(avals, lambda *a: (list(body_fn(*a)), None), "body",
                                    vmas, host)
-        if mc is None:
+        if mc is None or not mc.check_vma:
             break
-        # a carry varies as the body makes it vary and, unless the body passes it
-        # through, as the predicate (each device runs its own number of steps): the
-        # body is traced again on carries typed so (a psum in it must sum them)
+        # (checked bodies) a carry varies as the body makes it vary and, unless the
+        # body passes it through, as the predicate (each device runs its own number of
+        # steps): the body is traced again on carries typed so (a psum in it must sum
+        # them; unchecked, a psum always sums, and a pvary would psum gradients)
         pred = mc.vma_of(cond.outputs[0])
         grown = [v | mc.vma_of(o) | (frozenset() if o is i else pred)
                  for v, o, i in zip(vmas, body.outputs, body.inputs)]
         if grown == vmas:
             break
         vmas = grown
-    if mc is not None:
+    out_vmas = None
+    if mc is not None and mc.check_vma:
         init = widened(init, vmas, mc.mesh)
+        out_vmas = vmas
+    elif mc is not None:
+        out_vmas = [mc.vma_of(r) for r in body.outputs]
     params = {"cond_nconsts": len(ck), "body_nconsts": len(bk)}
     if masked:
         params["masked"] = True
-    out_vmas = vmas
     out_avals = [r.aval for r in body.outputs]
     return add_region_op(while_p, list(init) + ck + bk, params, [cond, body], out_avals, loc,
                          out_vmas)

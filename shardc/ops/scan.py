@@ -25,8 +25,8 @@ from ..ir.sharding import Sharding
 from ..trace import core, types
 from . import lax as L
 from .callback import has_ordered_call
-from .region import (widened, lookup, add_region_op, drop_results, host_of, same_type, trace_region,
-                     vma_of)
+from .region import (add_region_op, drop_results, host_of, lookup, same_type, trace_region,
+                     vma_of, widened)
 
 _I32 = Aval((), dtypes.int32)
 
@@ -200,15 +200,15 @@ def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=No
     while True:
         region, caps, _ = trace_region(init_avals + slices, body, name, vmas,
                                        host_of(list(init) + list(xs)))
-        if mc is None:
+        if mc is None or not mc.check_vma:
             break
-        # a carry the body makes vary is typed varying from the start, and the body
-        # traced again (a psum in it must sum the carries, not scale one)
+        # (checked bodies) a carry the body makes vary is typed varying from the start,
+        # and the body traced again (a psum in it must sum the carries, not scale one)
         grown = [v | mc.vma_of(o) for v, o in zip(vmas[:nc], region.outputs[:nc])]
         if grown == vmas[:nc]:
             break
         vmas = grown + vmas[nc:]
-    if mc is not None:
+    if mc is not None and mc.check_vma:
         init = widened(init, vmas[:nc], mc.mesh)
     params = {"num_carry": nc, "num_xs": len(xs), "length": length, "reverse": reverse,
               "unroll": unroll}

@@ -46,6 +46,8 @@ OPS.update({
     "memory_put": [([F], [F], "{kind='pinned_host'}")],
     "optimization_barrier": [([F, F], [F, F], ""), ([F, "f32[16]"], [F, "f32[16]"], "")],
     "select": [([B, F, F], [F], "")],
+    "clamp": [([F, F, F], [F], ""), (["f32[]", F, "f32[]"], [F], "")],
+    "asinh": [([F], [F], "")], "acosh": [([F], [F], "")], "atanh": [([F], [F], "")],
     "convert_element_type": [([F], [I], "{new_dtype=i32, weak_type=False}")],
     "integer_pow": [([F], [F], "{y=3}")],
     "inspect_sharding": [([F], [F], "{callback=<callback>}")],
