@@ -116,6 +116,8 @@ def test_arithmetic_and_mixed_impls_on_keys_are_errors():
         shardc.jit(lambda k: snp.add(shardc.random.split(k, 2), 1))(k)
     with pytest.raises(TypeError, match="mode='edge'"):
         shardc.jit(lambda k: snp.pad(shardc.random.split(k, 2), 1))(k)
+    with pytest.raises(TypeError, match="does not accept dtypes"):   # (jax's error)
+        shardc.jit(lambda k: snp.equal(shardc.random.split(k, 2), 0))(k)
     rbg = jax.random.key(0, impl="rbg")
     with pytest.raises(TypeError, match="different PRNG implementations"):
         shardc.jit(lambda a, b: snp.stack([a, b]))(k, rbg)

@@ -78,6 +78,10 @@ def _on_key_data(fun, name, args, kwargs):
             == "constant":
         raise ShardcTypeError("Cannot convert_element_type from int32 to key<fry>: "
                               "jnp.pad pads keys only by copying them (mode='edge', ...)")
+    if name in _ALL_WORDS + _ANY_WORD and not all(map(_is_key, args[:2])):
+        # (compared word by word with a number, a key would silently equal its data)
+        kinds = ", ".join(str(getattr(a, "dtype", type(a).__name__)) for a in args[:2])
+        raise ShardcTypeError(f"{name} does not accept dtypes {kinds}.")
     keys = [as_keys(k) for k in _keys_in((args, tuple(kwargs.values())), [])]
     impl = keys[0].impl
     if any(k.impl is not impl for k in keys):
