@@ -137,3 +137,28 @@ def test_out_of_range_indices_gradients_as_jax(name):
     if name not in ("vmapped_take", "scatter_add_promise"):
         got = shardc.jit(shardc.grad(lambda x, i: f(snp, shardc.lax, x, i)))(x, OOB)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+CONSTANT_STARTS = {
+    # jax's starts reach shardc as converts (and jnp's negative-index selects) of
+    # literals: folded, the slice keeps its sliced dim sharded, as XLA's canonicalizer
+    # leaves jax's (a dynamic_slice there gave P('x'))
+    "in_dim": lambda a: jax.lax.dynamic_slice_in_dim(a, 8, 8, axis=1),
+    "both": lambda a: jax.lax.dynamic_slice(a, (0, 4), (8, 8)),
+    "normalized": lambda a: jax.lax.dynamic_slice(a, (jnp.int32(0), -24), (8, 8)),
+    "clamped": lambda a: jax.lax.dynamic_slice(a, (0, 30), (8, 8)),
+    "index": lambda a: jax.lax.dynamic_index_in_dim(a, 17, axis=1),
+    # a traced start stays a dynamic_slice, whose sliced dim is whole
+    "traced": lambda a: jax.lax.dynamic_slice(a, (0, a[0, 0].astype(jnp.int32)), (8, 8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_STARTS))
+def test_dynamic_slice_at_constant_starts_keeps_its_sharding(name):
+    f = CONSTANT_STARTS[name]
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    a = jax.device_put(np.arange(256, dtype=np.float32).reshape(8, 32) % 13,
+                       jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x", "y")))
+    got, want = shardc.jit(f)(a), jax.jit(f)(a)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert got.sharding.spec == want.sharding.spec, (got.sharding.spec, want.sharding.spec)

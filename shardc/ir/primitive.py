@@ -129,12 +129,16 @@ class Primitive:
         ops with regions that may hold an op that is not reversible
     batch(ctx, args, batched, **params) -> (outs, out_batched): the batching rule
         (shardc.vmap; the vocabulary is shardc.ops.batching)
+    fold(op, consts) -> [Lit] | Op | None: the op with operands known before propagation
+        (`consts`: each operand's scalar value, or None): literals for its results, a
+        simpler op with its results, or None (prepare folds as XLA's canonicalizer does
+        before Shardy propagates)
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
                  "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
-                 "rebind", "drop_results", "claim", "reversible", "jvp", "batch", "constant",
-                 "keeps_constant", "effectful", "sharding_group", "sharded_results",
+                 "rebind", "drop_results", "claim", "reversible", "jvp", "batch", "fold",
+                 "constant", "keeps_constant", "effectful", "sharding_group", "sharded_results",
                  "__dict__")
 
     def __init__(self, name, *, shape_rule, sharding_rule, lower, prop_kind,
@@ -180,6 +184,7 @@ class Primitive:
         self.reversible = True
         self.jvp = None
         self.batch = None
+        self.fold = None
         PRIMITIVES[name] = self
 
     @property

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import PropKind
-from ..ir.program import Aval
+from ..ir.program import Aval, Op
 from ..ir.rules import NEED_REPLICATION, RuleBuilder
 from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
@@ -70,8 +70,23 @@ def _lower_ds(ctx, x, *idx, slice_sizes):
                   [tensor_type(ctx.out_avals[0])], {"slice_sizes": i64_array(slice_sizes)})
 
 
+def _fold_ds(op, consts):
+    """Known starts: a slice (as XLA's canonicalizer makes it before Shardy, so its
+    sliced dims may stay sharded), at the starts clamped as the op clamps them."""
+    if any(c is None for c in consts[1:]):
+        return None
+    from .shape import slice_p
+    shape, sizes = op.inputs[0].aval.shape, op.params["slice_sizes"]
+    lo = [min(max(int(c), 0), n - k) for c, n, k in zip(consts[1:], shape, sizes)]
+    return Op(slice_p, op.inputs[:1], op.outputs,
+              {"start_indices": tuple(lo),
+               "limit_indices": tuple(a + k for a, k in zip(lo, sizes)),
+               "strides": None}, op.loc)
+
+
 dynamic_slice_p = Primitive("dynamic_slice", shape_rule=_ds_shape, sharding_rule=_ds_rule,
                             lower=_lower_ds, prop_kind=PropKind.DYNAMIC_SLICE)
+dynamic_slice_p.fold = _fold_ds
 # explicit mode: the result has the operand's type, a sliced sharded dim included (an
 # error where its size does not divide), as jax's _get_sharding_for_varying_out_shape
 dynamic_slice_p.type_whole = "keep"

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from ..ir import dtypes
 from ..trace.core import Primitive
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
-from ..ir.program import Aval
+from ..ir.program import Aval, Lit
 from ..lower.emit import tensor_type
 from ..ir.rules import no_rule
 from ..ir.rules import pointwise as _pointwise
@@ -252,6 +254,32 @@ select_p = Primitive("select", shape_rule=_select_shape, sharding_rule=pointwise
 clamp_p = elementwise("clamp", "stablehlo.clamp", "any", 3)
 
 
+# constant folding of integer index arithmetic (jnp's `select(i < 0, i + n, i)` on a
+# constant start), as XLA's canonicalizer folds it before Shardy propagates
+def _int_fold(fn):
+    def fold(op, consts):
+        avals = [v.aval for v in op.inputs] + [op.outputs[0].aval]
+        if any(c is None for c in consts) or any(
+                a.shape != () or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool_)
+                for a in avals):
+            return None
+        out = op.outputs[0].aval
+        # one-element arrays: integers wrap as XLA's, without NumPy's scalar warnings
+        val = fn(*[np.asarray([c], a.dtype) for c, a in zip(consts, avals)], **op.params)
+        return [Lit(np.asarray(val).astype(out.dtype)[0].item(), out)]
+    return fold
+
+
+for _p, _fn in ((add_p, np.add), (sub_p, np.subtract), (mul_p, np.multiply),
+                (neg_p, np.negative), (max_p, np.maximum), (min_p, np.minimum),
+                (eq_p, np.equal), (ne_p, np.not_equal), (lt_p, np.less),
+                (le_p, np.less_equal), (gt_p, np.greater), (ge_p, np.greater_equal),
+                (and_p, np.bitwise_and), (or_p, np.bitwise_or), (not_p, np.invert),
+                (select_p, lambda p, t, f: np.where(p, t, f)),
+                (clamp_p, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))):
+    _p.fold = _int_fold(_fn)
+
+
 # convert_element_type
 def _convert_shape(x, *, new_dtype, weak_type=False):
     if new_dtype not in dtypes.SUPPORTED:
@@ -283,6 +311,7 @@ def _lower_convert(ctx, x, *, new_dtype, weak_type=False):
 convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_shape,
                                    sharding_rule=pointwise, lower=_lower_convert,
                                    prop_kind=PropKind.ELEMENTWISE, traits=Trait.FUSED)
+convert_element_type_p.fold = _int_fold(lambda x, **_: x)   # integer/bool to integer/bool
 
 
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)

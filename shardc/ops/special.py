@@ -6,7 +6,7 @@ import numpy as np
 from ..trace.core import Primitive
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError
-from ..ir.program import Aval
+from ..ir.program import Aval, Lit
 from ..lower.emit import dense, sharding_attr, tensor_type
 from ..ir.rules import Group, no_rule, pointwise
 
@@ -23,6 +23,10 @@ def _lower_const(ctx, *, value, weak_type=False):
 
 constant_p = Primitive("constant", shape_rule=_const_shape, sharding_rule=no_rule,
                        lower=_lower_const, prop_kind=PropKind.NONE, traits=Trait.CONSTANT)
+# a scalar constant is known to the folds of its users (passes.fold_constants)
+constant_p.fold = lambda op, consts: [Lit(
+    np.asarray(op.params["value"]).item(), op.outputs[0].aval)] if np.ndim(
+    op.params["value"]) == 0 else None
 
 
 # with_sharding_constraint: the result's sharding is fixed to `sharding` (open dims, `?`,

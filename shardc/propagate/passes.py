@@ -124,6 +124,27 @@ def split_constants(p: Program) -> None:
     dce(p)
 
 
+def fold_constants(p: Program, known: dict | None = None) -> None:
+    """Ops on operands known before propagation (scalar literals and constants, and
+    what folds of them) give literals or simpler ops (each primitive's `fold` rule), as
+    XLA's canonicalizer folds them before Shardy: a slice at a constant start may keep
+    its sliced dims sharded where a dynamic_slice may not."""
+    known = {} if known is None else known      # id(value) -> its scalar value
+    for i, op in enumerate(p.ops):
+        for r in op.regions:
+            fold_constants(r, known)
+        prim = op.prim
+        if prim.fold is None:
+            continue
+        consts = [v.value if type(v) is Lit else known.get(id(v)) for v in op.inputs]
+        out = prim.fold(op, consts)
+        if isinstance(out, Op):
+            p.ops[i] = out
+        elif out is not None:
+            for v, lit in zip(op.outputs, out):
+                known[id(v)] = lit.value
+
+
 def _constraints_of(op):
     """(operand, required sharding, source) pairs an op imposes on its operands
     (sharding constraints, shard_map's in_specs): the op's operand_constraints."""
@@ -159,6 +180,7 @@ def prepare(p: Program) -> Program:
         if v.sharding is not None:
             sources[v] = Source("arg", f"argument {v.name or i}")
     p.out_shardings = [_drop_size_one_axes(s, mesh) for s in p.out_shardings]
+    fold_constants(p)
     dce(p)
     split_constants(p)
     for op in p.walk():
