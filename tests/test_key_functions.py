@@ -121,3 +121,36 @@ def test_arithmetic_and_mixed_impls_on_keys_are_errors():
     rbg = jax.random.key(0, impl="rbg")
     with pytest.raises(TypeError, match="different PRNG implementations"):
         shardc.jit(lambda a, b: snp.stack([a, b]))(k, rbg)
+
+
+C3 = np.array([True, False, True])
+NON_KEY_ELEMENTS = {
+    # an operand that becomes elements of the result must be keys: jax's ValueError
+    # (shardc made keys of a number's bits)
+    "where": lambda n, lax, k: n.where(C3, k, 0),
+    "select_default": lambda n, lax, k: n.select([C3], [k], default=0),
+    "insert": lambda n, lax, k: n.insert(k, 1, 0),
+    "append": lambda n, lax, k: n.append(k, np.zeros(2, np.uint32)),
+    "concatenate": lambda n, lax, k: n.concatenate([k, np.zeros(2, np.uint32)]),
+    "stack": lambda n, lax, k: n.stack([k, np.zeros(3, np.uint32)]),
+    "array": lambda n, lax, k: n.array([k[0], 0]),
+    "select_n": lambda n, lax, k: lax.select_n(C3, k, np.zeros(3, np.uint32)),
+    "dynamic_update_slice": lambda n, lax, k: lax.dynamic_update_slice(
+        k, np.zeros(1, np.uint32), (0,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NON_KEY_ELEMENTS))
+def test_non_key_elements_among_keys_are_errors(name):
+    f = NON_KEY_ELEMENTS[name]
+    with pytest.raises(Exception):
+        f(jnp, jax.lax, jax.random.split(jax.random.key(0), 3))      # jax refuses it too
+    with pytest.raises(ValueError, match="mixes PRNG keys"):
+        f(snp, shardc.lax, shardc.random.split(shardc.random.key(0), 3))
+
+
+def test_keys_with_keys_and_fill_values_still_work():
+    kj, ks = jax.random.split(jax.random.key(0), 3), shardc.random.split(shardc.random.key(0), 3)
+    for f in (lambda n, k: n.where(C3, k, k[::-1]), lambda n, k: n.insert(k, 1, k[0]),
+              lambda n, k: n.full_like(k, 0), lambda n, k: n.stack([k, k])):
+        np.testing.assert_equal(_data(f(snp, ks)), _data(f(jnp, kj)))

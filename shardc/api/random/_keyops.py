@@ -9,7 +9,7 @@ then ask every word to agree (==) or one to differ (!=).
 """
 from __future__ import annotations
 
-from ...errors import ShardcTypeError
+from ...errors import ArgumentError, ShardcTypeError
 from ...trace import pytree
 from ._keys import JaxKey, KeyArray, as_keys, make_typed
 
@@ -28,6 +28,19 @@ LAX = (
     "dynamic_update_slice", "dynamic_update_slice_in_dim", "expand_dims", "gather",
     "index_in_dim", "reshape", "rev", "select", "select_n", "slice", "slice_in_dim",
     "squeeze", "transpose", "eq", "ne")
+# the operands that become elements of the result (positions, or keyword names): jax
+# converts each to the keys' dtype, which only keys are (a number there is its
+# ValueError, not a key made of the number's bits)
+_VALUES = {
+    "where": (1, 2, "x", "y"), "select": (1, 2, "choicelist", "default"),
+    "insert": (2, "values"), "append": (0, 1, "arr", "values"), "array": (0, "object"),
+    "asarray": (0, "a"), "block": (0, "arrays"), "column_stack": (0, "tup"),
+    "concat": (0, "arrays"), "concatenate": (0, "arrays", "operands"),
+    "dstack": (0, "tup"), "hstack": (0, "tup"), "stack": (0, "arrays"),
+    "vstack": (0, "tup"), "select_n": (1, 2, 3, 4, 5, 6, 7, 8),
+    "dynamic_update_slice": (0, 1, "operand", "update"),
+    "dynamic_update_slice_in_dim": (0, 1, "operand", "update"),
+    "dynamic_update_index_in_dim": (0, 1, "operand", "update")}
 _ALL_WORDS = ("equal", "array_equal", "eq")    # keys are equal where all words are
 _ANY_WORD = ("not_equal", "ne")
 
@@ -44,6 +57,13 @@ def _keys_in(x, found):
         for y in x:
             _keys_in(y, found)
     return found
+
+
+def _all_keys(x):
+    """Every leaf of `x` (nested lists and tuples) is keys."""
+    if type(x) in (list, tuple):
+        return all(map(_all_keys, x))
+    return _is_key(x)
 
 
 def _replaced(x, words):
@@ -82,6 +102,13 @@ def _on_key_data(fun, name, args, kwargs):
         # (compared word by word with a number, a key would silently equal its data)
         kinds = ", ".join(str(getattr(a, "dtype", type(a).__name__)) for a in args[:2])
         raise ShardcTypeError(f"{name} does not accept dtypes {kinds}.")
+    for where in _VALUES.get(name, ()):
+        v = kwargs.get(where) if type(where) is str else \
+            args[where] if where < len(args) else None
+        if v is not None and not _all_keys(v):
+            raise ArgumentError(f"{name}: an operand that becomes elements of the result "
+                                "mixes PRNG keys with other values; make every such "
+                                "operand keys (jax.random.key_data reads a key's words)")
     keys = [as_keys(k) for k in _keys_in((args, tuple(kwargs.values())), [])]
     impl = keys[0].impl
     if any(k.impl is not impl for k in keys):
