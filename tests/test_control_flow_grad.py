@@ -228,6 +228,55 @@ def test_while_loop_reverse_mode_raises():
     assert e.value.loc.file == __file__, e.value.loc
 
 
+def _wl_cond_only(lax, y):      # y only in the predicate: no tangent enters the loop
+    return lax.while_loop(lambda c: c < y, lambda c: c + 1.0, 0.0) * y
+
+
+def _wl_passthrough(lax, y):    # a loop-invariant carry: its tangent is forwarded
+    return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, y * 2))[1]
+
+
+def _wl_stopped(lax, y):        # stop_gradient in the body
+    return y * lax.while_loop(lambda c: c[0] < 3, lambda c: (
+        c[0] + 1, c[1] * lax.stop_gradient(y)), (0, 1.0))[1]
+
+
+def _wl_unused(lax, y):         # the carry a tangent reaches is not the result used
+    return y * lax.while_loop(lambda c: c[0] < 10, lambda c: (
+        c[0] + 1, c[1] * y, c[2] + 1.0), (0, 1.0, 0.0))[2]
+
+
+def _wl_mixed(lax, y):          # one passed-through carry used, one differentiated unused
+    c = lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1], c[2] * y),
+                       (0, y * y, y))
+    return c[1] * 3
+
+
+@pytest.mark.parametrize("f", [_wl_cond_only, _wl_passthrough, _wl_stopped, _wl_unused,
+                               _wl_mixed])
+def test_while_loop_gradients_that_need_no_reverse_mode(f):
+    """jax differentiates a while loop when no tangent goes around it into a result
+    with a cotangent; shardc refused every while loop."""
+    want = jax.grad(lambda y: f(jax.lax, y))(2.5)
+    for got in (shardc.grad(lambda y: f(shardc.lax, y))(2.5),
+                shardc.jit(shardc.grad(lambda y: f(shardc.lax, y)))(2.5),
+                shardc.jit(shardc.grad(lambda y: f(jax.lax, y)))(2.5)):      # jax code
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    ys = np.array([1.5, 2.5, 3.5], np.float32)
+    np.testing.assert_allclose(
+        np.asarray(shardc.jit(shardc.vmap(shardc.grad(lambda y: f(shardc.lax, y))))(ys)),
+        np.asarray(jax.vmap(jax.grad(lambda y: f(jax.lax, y)))(ys)), rtol=1e-6)
+
+
+def test_while_loop_tangent_around_the_loop_still_raises():
+    # a swap is not a pass-through: the tangent goes around the loop (jax raises too)
+    def f(y):
+        return shardc.lax.while_loop(lambda c: c[2] < 3, lambda c: (c[1], c[0], c[2] + 1),
+                                     (y, y * 2, 0))[0]
+    with pytest.raises(shardc.ShardcError, match="Reverse-mode differentiation"):
+        shardc.grad(f)(F(1.0))
+
+
 def _nested_cases():
     xs, a = data((5, 3), F, seed=11), data((3,), F, seed=12)
     pos = data((5, 3), F, "pos", seed=13)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
-from ..ir.program import Aval, Value
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
+from ..ir.program import Aval, Lit, Value
 from ..ir.rules import Edge
 from ..trace import core
 from . import lax as L
@@ -385,13 +385,51 @@ def _while_rebind(op, ins, evaluate):
 while_p.rebind = _while_rebind
 
 
+def _reach(region, seeds):
+    """Ids of the values of `region` that depend differentiably on the values in `seeds`
+    (ids): through ops with a gradient, to inexact results."""
+    live = set(seeds)
+    for op in region.ops:
+        if op.prim.vjp is not nondiff and any(
+                type(v) is not Lit and id(v) in live for v in op.inputs):
+            live.update(id(v) for v in op.outputs if dtypes.is_inexact(v.aval.dtype))
+    return live
+
+
 def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts, masked=False):
-    raise ShardcError(
-        "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
-        "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
-        "static start/stop.", ctx.op.loc)
+    """A while loop has no reverse mode, but as jax's (symbolic zeros, forwarded
+    loop-invariant carries, dead tangent carries) it needs none when no tangent has to
+    go around the loop into a result with a cotangent: then the results' cotangents
+    reach only the inits of carries the body passes through unchanged."""
+    body = ctx.op.regions[1]
+    n = len(ins) - cond_nconsts - body_nconsts
+    args, outs = body.inputs, body.outputs
+    active = ctx.active or [True] * len(ins)
+    consts = {id(args[n + j]) for j in range(body_nconsts) if active[n + cond_nconsts + j]}
+    act = {i for i in range(n) if active[i] and dtypes.is_inexact(args[i].aval.dtype)}
+    while True:     # carries a tangent reaches, in some trip
+        live = _reach(body, consts | {id(args[i]) for i in act})
+        more = act | {i for i in range(n) if type(outs[i]) is not Lit and id(outs[i]) in live}
+        if more == act:
+            break
+        act = more
+    feeds = [{i for i in range(n) if type(outs[i]) is not Lit and id(outs[i]) in
+              _reach(body, {id(args[j])})} for j in range(n)]
+    need = {i for i in range(n) if cts[i] is not None}
+    while True:     # carries whose tangent a result with a cotangent reads
+        more = need | {j for j in range(n) if feeds[j] & need}
+        if more == need:
+            break
+        need = more
+    if any(outs[i] is not args[i] for i in act & need):
+        raise ShardcError(
+            "Reverse-mode differentiation does not work for lax.while_loop or "
+            "lax.fori_loop with dynamic start/stop values. Try using lax.scan, or using "
+            "fori_loop with static start/stop.", ctx.op.loc)
+    return [cts[i] if i < n and outs[i] is args[i] else None for i in range(len(ins))]
 
 
+_while_vjp.keeps_none = True
 while_p.vjp = _while_vjp
 while_p.reversible = False
 
