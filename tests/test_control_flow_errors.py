@@ -102,3 +102,25 @@ def test_cond_order_in_message():
     with pytest.raises(ShardcTypeError, match=re.escape(
             "true_fun output[1] has type f32[3] but false_fun output[1] has type i32[3]")):
         shardc.jit(_cases(shardc.lax, snp)["cond_types"][0])(X)
+
+
+def test_scan_arguments_as_jax():
+    x = np.arange(8, dtype=np.float32)
+    for m in (jax, shardc):     # jax's errors and acceptances, side by side
+        with pytest.raises(ValueError, match="non-negative"):
+            m.lax.scan(lambda c, a: (c + a, c), 0.0, x, unroll=-1)
+    # a float length is its int; a list from the body is a list
+    got = shardc.lax.scan(lambda c, _: (c * 2, c), 1.0, None, length=3.0)
+    want = jax.lax.scan(lambda c, _: (c * 2, c), 1.0, None, length=3.0)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    out = shardc.lax.scan(lambda c, a: [c + a, c], 0.0, x)
+    assert type(out) is list and type(jax.lax.scan(lambda c, a: [c + a, c], 0.0, x)) is list
+    mesh = jax.make_mesh((2, 4), ("d", "m"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    xs = jax.device_put(np.ones((8, 16), np.float32),
+                        jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+    for m in (jax, shardc):     # scanning over a sharded dim is jax's error, as map
+        with pytest.raises(ValueError, match="0th dimension of all xs should be replicated"):
+            m.jit(lambda x: m.lax.scan(lambda c, r: (c + r, r), np.zeros(16, np.float32),
+                                       x))(xs)
+        with pytest.raises(ValueError, match="0th dimension of all xs should be replicated"):
+            m.jit(lambda x: m.lax.map(lambda r: r * 2, x))(xs)

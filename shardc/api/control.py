@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from ..errors import ShardcError, ShardcTypeError, api_boundary
+from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..ops import lax as L
 from ..ops.control import bind_cond, bind_while
@@ -316,8 +316,18 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         if n is None:
             raise ShardcTypeError(f"scan got value with no leading axis to scan over: xs{p} "
                                   f"has type {core.aval_of(x)}")
+    for p, x in zip(_paths(xs), x_leaves):
+        ts = core.aval_of(x).ts
+        if ts is not None and ts.dims and ts.dims[0]:
+            raise ArgumentError(f"0th dimension of all xs should be replicated. Got xs{p} "
+                                f"of type {core.aval_of(x)}: reshard it first "
+                                "(shardc.reshard(x, P(None, ...)))")
     if length is not None:
-        length = operator.index(length)
+        try:
+            length = int(length)    # (as jax: 3.0 is 3)
+        except TypeError:
+            raise ShardcTypeError("The `length` argument to `scan` expects a concrete "
+                                  f"`int` value, got {length!r}.") from None
         if any(n != length for n in lens):
             raise ShardcError(f"scan got `length` argument of {length} which disagrees with "
                               f"leading axis sizes {_sizes(xs, lens)}.")
@@ -330,6 +340,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         length = lens[0]
     if isinstance(unroll, bool):
         unroll = max(length, 1) if unroll else 1
+    if unroll < 0:
+        raise ArgumentError("`unroll` must be a `bool` or a non-negative `int`.")
     c_leaves, c_tree = _tree.tree_flatten(init)
     c_avals = _avals(c_leaves)
     got = {}
@@ -343,6 +355,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             raise ShardcTypeError("scan body output must be a pair, got "
                                   f"{type(out).__name__}.")
         new, y = out
+        got["pair"] = list if type(out) is list else tuple
         n_leaves, n_tree = _tree.tree_flatten(new)
         _check_weak(c_tree, n_tree, c_avals, _avals(n_leaves), promoted)
         _check_same("the input carry", "the output carry", c_tree, n_tree, c_avals,
@@ -360,7 +373,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         promoted.append(True)
         carry, ys = bind_scan(body, c_leaves, x_leaves, length, bool(reverse), int(unroll),
                               _name(f, "body"))
-    return _tree.tree_unflatten(c_tree, carry), _tree.tree_unflatten(got["y"], ys)
+    # the body's pair type: a list in, a list out (jax unflattens the body's output tree)
+    return got["pair"]((_tree.tree_unflatten(c_tree, carry),
+                        _tree.tree_unflatten(got["y"], ys)))
 
 
 def _sizes(xs, lens):
