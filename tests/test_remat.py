@@ -160,6 +160,13 @@ def test_sharded(mesh2x4):
 def test_checkpoint_outside_jit():
     ck = shardc.checkpoint(lambda x: x * 2)
     np.testing.assert_allclose(np.asarray(ck(np.ones(3, F))), 2)
+    # traced as jax's, so jax's types: float32 arrays, not NumPy float64 or a Python float
+    for x in (np.ones(3), 2.0):
+        got, want = ck(x), jax.checkpoint(lambda x: x * 2)(x)
+        assert type(got) is type(want) and got.dtype == want.dtype == np.float32
+        assert got.weak_type == want.weak_type
+    st = shardc.checkpoint(lambda x, n: x * n, static_argnums=(1,))
+    np.testing.assert_allclose(np.asarray(st(np.ones(3, F), 3)), 3)
 
 
 # ---------------------------------------------------------------- the IR recomputes

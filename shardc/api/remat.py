@@ -34,11 +34,18 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         static_argnums = (static_argnums,)
     static_argnums = tuple(static_argnums)
 
+    eager = []
+
     @functools.wraps(fun)
     @api_boundary
     def wrapped(*args, **kwargs):
         if core.current_builder() is None:
-            return fun(*args, **kwargs)
+            # as jax's, traced (and compiled) even outside jit: jax types, not NumPy's
+            if not eager:
+                from .jit import internal_jit
+                eager.append(internal_jit(wrapped, "checkpoint",
+                                          static_argnums=static_argnums))
+            return eager[0](*args, **kwargs)
         for i in static_argnums:
             if i >= len(args) or i < -len(args):
                 raise ShardcError(f"checkpoint: static_argnums {i} is out of range for "
