@@ -1,6 +1,12 @@
 """Reverse-mode rules of the decompositions: the transposes of jax's jvp rules
 (cholesky_jvp_rule, _triangular_solve_jvp_rule_a, _lu_jvp_rule, qr_jvp_rule,
-_eigh_jvp_rule, _svd_jvp_rule), for real matrices."""
+_eigh_jvp_rule, _svd_jvp_rule), for real and complex matrices.
+
+Complex cotangents follow jax's convention (shardc/ops/complex.py): a rule is the
+transpose of the jvp under the pairing Re sum(ct * tangent), so a product's plain
+transposes stay plain (A dX B -> A^T G B^T), a conjugate transpose in the jvp stays one in
+its transpose (dX^H -> G^H), and the parts taking Re or i*Im of a tangent take the same
+part of the cotangent."""
 from __future__ import annotations
 
 from ..errors import ShardcError
@@ -74,9 +80,36 @@ def _diag(x):
     return L.reduce_sum(L.mul(x, eye_like(x)), (a.ndim - 1,))
 
 
-def _real_only(name, dtype):
-    if not dtypes.is_float(dtype):
-        raise ShardcError(f"shardc differentiates {name} of real matrices only, got {dtype}")
+def _cplx(x):
+    return dtypes.is_complex(L.aval(x).dtype)
+
+
+def _conj(x):
+    """conj(x) for complex x, x itself for real."""
+    if not _cplx(x):
+        return x
+    from .complex import conj_p
+    return conj_p.bind(x)
+
+
+def _H(x):
+    """The conjugate transpose of the last two dims."""
+    return _conj(mT(x))
+
+
+def _i_imag(x):
+    """i * imag(x) as x's complex dtype (real x has none: None)."""
+    if not _cplx(x):
+        return None
+    from .complex import complex_p, imag_p
+    im = imag_p.bind(x)
+    return complex_p.bind(L.zeros_like(im), im)
+
+
+def _as(x, like):
+    """x (real) in like's dtype."""
+    dt = L.aval(like).dtype
+    return x if L.aval(x).dtype == dt else L.convert_element_type(x, dt)
 
 
 # ---------------------------------------------------------------- cholesky
@@ -84,13 +117,14 @@ def _real_only(name, dtype):
 def _chol_vjp(ctx, cts, x):
     (g,) = cts
     lo = ctx.out
-    _real_only("cholesky", L.aval(lo).dtype)
+    # jax's L' = L phi(L^-1 S' L^-H) is linear in S' (no conjugate of it): its transpose
+    # is L^-T phi(L^T G) conj(L)^-1
     p = tril(mm(mT(lo), g))
     p = L.sub(p, L.mul(L.mul(p, eye_like(p)), 0.5))          # diagonal halved
     tmp = solve(lo, p, left_side=True, lower=True, transpose_a=True)
     # not symmetrized: cholesky(symmetrize_input=True) symmetrizes its input before the
     # primitive (whose transpose symmetrizes this), and jax's rule leaves the tangent as is
-    return [solve(lo, tmp, left_side=False, lower=True)]
+    return [solve(lo, tmp, left_side=False, lower=True, conjugate_a=_cplx(lo))]
 
 
 cholesky_p.vjp = _chol_vjp
@@ -157,27 +191,32 @@ def _qr_vjp(ctx, cts, x, *, full_matrices=True):
     if m > n and full_matrices:
         raise ShardcError("Unimplemented case of QR decomposition derivative: "
                           "full_matrices=True on a tall matrix (use full_matrices=False)")
-    _real_only("qr", a.dtype)
     if m < n:
-        # x = [x1 x2]: (q, r1) = qr(x1) and r2 = q^T x2 (jax's wide-matrix rule, transposed)
+        # x = [x1 x2]: (q, r1) = qr(x1) and r2 = q^H x2 (jax's wide-matrix rule, transposed)
         b = a.shape[:-2]
 
         def cols(v, lo, hi):
             return L.slice(v, (0,) * len(b) + (0, lo), (*b, m, hi))
         x2, r1, rbar1, rbar2 = cols(x, m, n), cols(r, 0, m), cols(rbar, 0, m), cols(rbar, m, n)
-        qbar = L.add(qbar, mm(x2, mT(rbar2)))
+        qbar = L.add(qbar, mm(_conj(x2), _H(rbar2)))
         x1bar = _qr_thin_vjp(q, r1, qbar, rbar1)
-        return [L.concatenate([x1bar, mm(q, rbar2)], a.ndim - 1)]
+        return [L.concatenate([x1bar, mm(_conj(q), rbar2)], a.ndim - 1)]
     return [_qr_thin_vjp(q, r, qbar, rbar)]
 
 
 def _qr_thin_vjp(q, r, qbar, rbar):
+    """jax's _thin_qr_jvp transposed: with c = dx r^-1, b = q^H c and
+    omega = tril(b, -1) - tril(b, -1)^H + i Im(diag b), dq = q (omega - b) + c and
+    dr = (b - omega) r."""
     m1 = mm(mT(q), qbar)
     m2 = mm(rbar, mT(r))
     om = L.sub(m1, m2)                                      # d/d omega
     bbar = L.sub(m2, m1)
-    bbar = L.add(bbar, tril(L.sub(om, mT(om)), -1))
-    cbar = L.add(qbar, mm(q, bbar))
+    bbar = L.add(bbar, tril(L.sub(om, _H(om)), -1))
+    im = _i_imag(om)
+    if im is not None:                                      # complex: omega's i Im(diag b)
+        bbar = L.add(bbar, L.mul(im, eye_like(im)))
+    cbar = L.add(qbar, mm(_conj(q), bbar))
     return solve(r, cbar, left_side=False, lower=False, transpose_a=True)
 
 
@@ -199,18 +238,19 @@ def _eigh_f(w):
 def _eigh_vjp(ctx, cts, x, *, lower=True, sort_eigenvalues=True):
     vbar, wbar = cts
     v, w = ctx.outs
-    _real_only("eigh", L.aval(v).dtype)
     a = L.aval(v)
     # the F term only when the eigenvectors have a cotangent (None: nothing reads them),
     # as jax's transpose skips F * vbar for a symbolic zero: F is inf at repeated
     # eigenvalues, and inf * 0 made eigvalsh's gradient NaN there
     terms = []
     if vbar is not None:
-        terms.append(L.mul(_eigh_f(w), mm(mT(v), vbar)))
+        terms.append(L.mul(_as(_eigh_f(w), v), mm(mT(v), vbar)))
     if wbar is not None:
-        terms.append(L.mul(eye_like(v), _bcast_to(_row(wbar), a.shape)))
+        # (w is real: dw = Re diag(v^H da v), whose transpose takes wbar as complex)
+        terms.append(L.mul(eye_like(v), _bcast_to(_row(_as(wbar, v)), a.shape)))
     inner = terms[0] if len(terms) == 1 else L.add(*terms)
-    return [mm(mm(v, inner), mT(v))]
+    # dv = v (F * (v^H da v)) and dw: da's cotangent is conj(v) inner v^T
+    return [mm(mm(_conj(v), inner), mT(v))]
 
 
 _eigh_vjp.keeps_none = True
@@ -220,8 +260,11 @@ eigh_p.vjp = _eigh_vjp
 # ---------------------------------------------------------------- svd
 
 def _svd_vjp(ctx, cts, x, *, full_matrices=True, compute_uv=True, algorithm="gesdd"):
+    """jax's _svd_jvp_rule transposed: with dS = u^H dA v (v = vt^H),
+    ds = Re diag(dS), du = u (F * (dS s + (dS s)^H) + i Im(diag dS) / s) and
+    dv = v (F * (s dS + (s dS)^H)), plus the projections off u's (v's) span of a tall
+    (wide) matrix."""
     a = L.aval(x)
-    _real_only("svd", a.dtype)
     m, n = a.shape[-2:]
     if compute_uv and full_matrices and m != n:
         raise ShardcError("Singular value decomposition JVP not implemented for full "
@@ -235,23 +278,35 @@ def _svd_vjp(ctx, cts, x, *, full_matrices=True, compute_uv=True, algorithm="ges
         ubar = vtbar = None
     k = min(m, n)
     kk = (*a.shape[:-2], k, k)
-    dsbar = L.mul(eye_like(L.zeros(kk, a.dtype)), _bcast_to(_row(sbar), kk))
+    eye = eye_like(L.zeros(kk, a.dtype))
+    dsbar = L.mul(eye, _bcast_to(_row(_as(sbar, x)), kk))     # d/d dS
     if ubar is not None:
-        v, vbar = mT(vt), mT(vtbar)
-        s_row = _bcast_to(_row(s), kk)
-        s_col = _bcast_to(_col(s), kk)
-        f = _svd_f(s_row, s_col)
-        y = L.mul(f, mm(mT(u), ubar))
-        y2 = L.mul(f, mm(mT(v), vbar))
-        dsbar = L.add(dsbar, L.mul(L.add(y, mT(y)), s_row))
-        dsbar = L.add(dsbar, L.mul(s_col, L.add(y2, mT(y2))))
-    out = mm(mm(u, dsbar), vt)
+        vbar = _H(vtbar)
+        s_row = _bcast_to(_row(_as(s, x)), kk)
+        s_col = _bcast_to(_col(_as(s, x)), kk)
+        f = _as(_svd_f(_bcast_to(_row(s), kk), _bcast_to(_col(s), kk)), x)
+        ut_ubar = mm(mT(u), ubar)
+        y = L.mul(f, ut_ubar)
+        y2 = L.mul(f, mm(_conj(vt), vbar))                     # v^T vbar
+        dsbar = L.add(dsbar, L.mul(L.add(y, _H(y)), s_row))
+        dsbar = L.add(dsbar, L.mul(s_col, L.add(y2, _H(y2))))
+        im = _i_imag(ut_ubar)
+        if im is not None:      # complex: du's i Im(diag dS) / s (0 where s is 0, as jax)
+            zero = L.eq(s_row, L.zeros_like(s_row))
+            sinv = L.select(zero, L.zeros_like(s_row),
+                            L.div(L.ones_like(s_row), L.select(zero, L.ones_like(s_row),
+                                                               s_row)))
+            dsbar = L.add(dsbar, L.mul(L.mul(im, eye), sinv))
+    # dS = u^H dA v: dA's cotangent is conj(u) dsbar v^T = conj(u) dsbar conj(vt)
+    out = mm(mm(_conj(u), dsbar), _conj(vt))
     if ubar is not None and m > n:
-        us = L.div(ubar, _bcast_to(_row(s), L.aval(ubar).shape))
-        out = L.add(out, mm(L.sub(us, mm(u, mm(mT(u), us))), vt))
+        # du += (1 - u u^H) dA v / s
+        us = L.div(ubar, _bcast_to(_row(_as(s, x)), L.aval(ubar).shape))
+        out = L.add(out, mm(L.sub(us, mm(_conj(u), mm(mT(u), us))), _conj(vt)))
     if ubar is not None and n > m:
-        vs = L.div(vbar, _bcast_to(_row(s), L.aval(vbar).shape))
-        out = L.add(out, mm(u, mT(L.sub(vs, mm(v, mm(vt, vs))))))
+        # dv += (1 - v v^H) dA^H u / s, v = vt^H
+        vs = L.div(vbar, _bcast_to(_row(_as(s, x)), L.aval(vbar).shape))
+        out = L.add(out, mm(_conj(u), _H(L.sub(vs, mm(mT(vt), mm(_conj(vt), vs))))))
     return [out]
 
 
