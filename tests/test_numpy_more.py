@@ -242,6 +242,11 @@ REARRANGE = {
                                    inplace=False),
     "put_int": lambda m, a: m.put(m.round(a).astype(m.int32), m.arange(5) * 7, 9,
                                   inplace=False),
+    # a position written twice keeps the last value, as NumPy's (shardc took the mean)
+    "put_repeated": lambda m, a: m.put(a, m.array([4, 4, 9, -1, 127]), a[0, :5] * 3,
+                                       inplace=False),
+    "put_repeated_int": lambda m, a: m.put(m.round(a).astype(m.int32), m.array([1, 1]),
+                                           m.array([2, 5]), inplace=False),
     "place": lambda m, a: m.place(a, a > 1, m.arange(3.0), inplace=False),
     "array_equal": lambda m, a: (m.array_equal(a, a), m.array_equal(a, a + 1),
                                  m.array_equiv(a, a[0])),

@@ -208,8 +208,11 @@ def test_shard_map_inside_vmap(mesh, spmd):
     check_outputs(got, want, mesh)
 
 
-def test_spmd_axis_name_shards_constraints(mesh):
-    x = jax.device_put(RNG.randn(4, 8, 16).astype(np.float32), NamedSharding(mesh, P()))
+@pytest.mark.parametrize("in_spec", [P(), P("x")])
+def test_spmd_axis_name_shards_constraints(mesh, in_spec):
+    # without spmd_axis_name the mapped dim is left to propagation, as jax's: a batch
+    # dim sharded on entry stays sharded (shardc pinned it replicated, a gather)
+    x = jax.device_put(RNG.randn(4, 8, 16).astype(np.float32), NamedSharding(mesh, in_spec))
 
     def g(m, wsc):
         return lambda a: wsc(m.sin(a), NamedSharding(mesh, P(None, "y")))
@@ -242,6 +245,15 @@ def test_errors_name_the_user_line():
     with pytest.raises(shardc.ShardcError, match="rank should be at least") as e:
         shardc.vmap(lambda a: a, in_axes=3)(X)
     assert "test_vmap.py" in str(e.value)
+    # jax's ValueErrors, so `except ValueError` catches them as with jax
+    for bad in (lambda: shardc.vmap(lambda a, b: a + b)(X, Y),
+                lambda: shardc.vmap(lambda a: a, out_axes=None)(X),
+                lambda: shardc.vmap(lambda a: a, in_axes=({"p": 0},))(X),
+                lambda: shardc.vmap(lambda a: a, in_axes=None)(X),
+                lambda: shardc.vmap(lambda a: a, in_axes=3)(X),
+                lambda: shardc.vmap(lambda a: a, in_axes=(0, 0))(X)):
+        with pytest.raises(ValueError):
+            bad()
 
 
 def test_every_primitive_has_a_batching_rule():

@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
+from ..errors import ArgumentError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..ops import batching
 from ..ops.batching import bcast, move_dim
@@ -39,7 +39,7 @@ def _axes_leaves(axes, tree, what):
         try:
             subs = pt.flatten_up_to(t)
         except (ValueError, TypeError):
-            raise ShardcError(f"vmap {what} specification must be a tree prefix of the "
+            raise ArgumentError(f"vmap {what} specification must be a tree prefix of the "
                               f"corresponding value, got specification {axes!r} for value "
                               f"tree {_tree.tree_structure(tree)}.") from None
         for pp, tt in zip(pl, subs):
@@ -57,17 +57,17 @@ def _mapped_size(leaves, axes, axis_size):
             continue
         shape = core.aval_of(x).shape if _is_array(x) else ()
         if not -len(shape) <= ax < len(shape) or not shape:
-            raise ShardcError(f"vmap was requested to map its argument along axis {ax}, "
+            raise ArgumentError(f"vmap was requested to map its argument along axis {ax}, "
                               f"which implies that its rank should be at least {max(ax + 1, -ax)}"
                               f", but is only {len(shape)} (its shape is {shape})")
         sizes.setdefault(shape[ax % len(shape)], []).append(i)
     if axis_size is not None:
         sizes.setdefault(operator.index(axis_size), [])
     if not sizes:
-        raise ShardcError("vmap must have at least one non-None value in in_axes "
+        raise ArgumentError("vmap must have at least one non-None value in in_axes "
                           "(or be given axis_size)")
     if len(sizes) > 1:
-        raise ShardcError("vmap got inconsistent sizes for array axes to be mapped: "
+        raise ArgumentError("vmap got inconsistent sizes for array axes to be mapped: "
                           + "; ".join(f"arguments {v} have size {k}" for k, v in sizes.items()))
     return next(iter(sizes))
 
@@ -151,7 +151,7 @@ def _explicit_mesh_axis(leaves, axes):
 def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwargs):
     leaves, tree = _tree.tree_flatten((args, kwargs))
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-        raise ShardcError(f"vmap in_axes must be an int, None, or a tuple of entries "
+        raise ArgumentError(f"vmap in_axes must be an int, None, or a tuple of entries "
                           f"corresponding to the positional arguments passed to the function, "
                           f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
     axes = _axes_leaves((in_axes, 0), (args, kwargs), "in_axes")
@@ -214,7 +214,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         o, b = next(traced)
         if ax is None:
             if b:
-                raise ShardcError("vmap has mapped output but out_axes is None")
+                raise ArgumentError("vmap has mapped output but out_axes is None")
             res.append(o)
             continue
         o = bcast(ctx, o, b)

@@ -135,8 +135,9 @@ sharding_group_p.data_flow = lambda op: [Group(op.params["group_id"], op.inputs[
 
 
 def _batch_rules():
-    """vmap. A constraint's mapped dim is sharded over `spmd_axis_name` (replicated
-    without one), as jax's; inspection sees the batched value."""
+    """vmap. A constraint's mapped dim is sharded over `spmd_axis_name`, or without one
+    left to propagation (jax's unconstrained dim: a batch dim that came in sharded
+    stays so); inspection sees the batched value."""
     from ..ir.sharding import Sharding
     from .batching import no_operands
 
@@ -147,7 +148,8 @@ def _batch_rules():
             raise ShardcError(f"vmap: spmd_axis_name {ctx.spmd_axis_name} is already used "
                               f"by the sharding constraint {sharding} inside the vmapped "
                               "function; a mesh axis can shard only one dim")
-        opened = None if sharding.open is None else (False, *sharding.open)
+        rest = sharding.open or (False,) * len(sharding.dims)
+        opened = None if sharding.open is None and lead else (not lead, *rest)
         sh = Sharding((lead, *sharding.dims), opened)
         out = sharding_constraint_p.bind(args[0], sharding=sh, **kw)
         out.value.sharding = sh

@@ -399,23 +399,15 @@ def put(a, ind, v, mode=None, *, inplace=True):
     elif mode is not None:
         raise ShardcError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
     # a scatter at the unravelled positions (as jax's, so arr keeps its layout); a
-    # position written twice gets the mean of its values (shardc's .at[].set rule)
-    from ..lax_gather import ScatterDimensionNumbers, scatter_add
-    from ._creation import zeros_like
+    # position written twice keeps the last value, as .at[].set and NumPy's put
+    from ..lax_gather import ScatterDimensionNumbers, scatter
     from ._shapes import stack
     shape = aval(arr).shape
     nd = len(shape)
     idx = stack(unravel_index(ind, shape), axis=1)
     dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=tuple(range(nd)),
                                  scatter_dims_to_operand_dims=tuple(range(nd)))
-    dt = aval(arr).dtype
-    comp = dt if dtypes.is_float(dt) else np.dtype(np.float32)
-    placed = scatter_add(zeros_like(arr, dtype=comp), idx, convert(vals, comp), dn)
-    count = scatter_add(zeros_like(arr, dtype=comp), idx,
-                        convert(full(aval(vals).shape, 1, comp), comp), dn)
-    hit = greater(count, 0)
-    new = divide(placed, where(hit, count, 1))
-    return where(hit, convert(new, dt) if dt == comp else convert(round_(new), dt), arr)
+    return scatter(arr, idx, convert(vals, aval(arr).dtype), dn)
 
 
 def round_(x):
