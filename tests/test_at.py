@@ -120,6 +120,12 @@ def test_at_errors():
     # too: tests/test_scatter_apply.py)
     with pytest.raises(shardc.ShardcError, match="does not accept dtype bool"):
         shardc.jit(lambda b: b.at[0].subtract(True))(B)
+    # a bool array with a number: combined in the promoted dtype, cast back (as jax's)
+    for v in (np.float32(1.7), -1, 0.5):
+        for meth in ("add", "subtract", "multiply"):
+            got = shardc.jit(lambda b: getattr(b.at[1:3], meth)(v))(B)
+            np.testing.assert_array_equal(
+                np.asarray(got), np.asarray(getattr(jnp.asarray(B).at[1:3], meth)(v)))
     np.testing.assert_allclose(shardc.jit(lambda a: a.at[1].mul(2))(A),
                                jnp.asarray(A).at[1].multiply(2))
 

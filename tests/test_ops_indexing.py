@@ -182,3 +182,35 @@ def test_out_of_bounds_complex_reads_fill_nan():
         want = jax.jit(lambda x: f(jnp, x))(x)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         assert np.isnan(np.asarray(got)[1].real)
+
+
+_A45, _I31 = np.zeros((4, 5), np.float32), np.zeros((3, 1), np.int32)
+BAD_GATHERS = {     # jax's TypeErrors (shardc failed in XLA's compile, "a shardc bug")
+    "slice_too_big": (dict(offset_dims=(1,), collapsed_slice_dims=(0,),
+                           start_index_map=(0,)), (1, 7)),
+    "collapsed_wide": (dict(offset_dims=(1,), collapsed_slice_dims=(0,),
+                            start_index_map=(0,)), (2, 5)),
+    "map_out_of_range": (dict(offset_dims=(1,), collapsed_slice_dims=(0,),
+                              start_index_map=(3,)), (1, 5)),
+    "offsets_miscounted": (dict(offset_dims=(1, 2), collapsed_slice_dims=(0,),
+                                start_index_map=(0,)), (1, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_GATHERS))
+def test_malformed_gather_dimension_numbers_are_type_errors(name):
+    kw, sizes = BAD_GATHERS[name]
+    for L in (jax.lax, shardc.lax):
+        with pytest.raises(TypeError):
+            L.gather(_A45, _I31, L.GatherDimensionNumbers(**kw), sizes)
+
+
+def test_malformed_scatter_dimension_numbers_are_type_errors():
+    kw = dict(update_window_dims=(1,), inserted_window_dims=(1,),
+              scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+              scatter_indices_batching_dims=(0,))
+    for a in (np.zeros((3, 5, 2), np.float32), np.zeros((3, 5), np.float32)):
+        for L in (jax.lax, shardc.lax):     # a window too large; a rank mismatch
+            with pytest.raises(TypeError, match="(window|Bounds)"):
+                L.scatter_add(a, _I31, np.ones((3, 5), np.float32),
+                              L.ScatterDimensionNumbers(**kw))

@@ -20,6 +20,7 @@ from ..lower.emit import sharding_attr, tensor_type
 from ..ir.sharding import Sharding
 from ..ir.rules import NEED_REPLICATION, REDUCTION, RuleBuilder
 from .common import i64_array
+from .dimension_numbers import check_gather, check_scatter
 
 
 def batching(obd, ibd, scatter=False):
@@ -42,8 +43,9 @@ def _gather_shape(x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
                   start_indices_batching_dims=()):
     if not dtypes.is_int(idx.dtype):
         raise ShardcError(f"indices must be integers, got {idx}")
-    if len(slice_sizes) != x.ndim:
-        raise ShardcError("gather: one slice size per operand dim")
+    check_gather(x, idx, offset_dims=offset_dims, collapsed_slice_dims=collapsed_slice_dims,
+                 start_index_map=start_index_map, index_vector_dim=index_vector_dim,
+                 slice_sizes=slice_sizes, operand_batching_dims=operand_batching_dims)
     _check_batching("gather", x, idx, operand_batching_dims, start_indices_batching_dims)
     batch = [n for d, n in enumerate(idx.shape) if d != index_vector_dim]
     offsets = [n for d, n in enumerate(slice_sizes)
@@ -129,6 +131,10 @@ def scatter_shape(name, operand, idx, updates, *, update_window_dims, inserted_w
                   scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
                   scatter_indices_batching_dims=()):
     """The shape rule of every scatter (`name`: the op, for its errors)."""
+    check_scatter(name, operand, idx, updates, update_window_dims=update_window_dims,
+                  inserted_window_dims=inserted_window_dims,
+                  scatter_dims_to_operand_dims=scatter_dims_to_operand_dims,
+                  index_vector_dim=index_vector_dim, operand_batching_dims=operand_batching_dims)
     _check_batching(name, operand, idx, operand_batching_dims, scatter_indices_batching_dims)
     if updates.dtype != operand.dtype:
         raise ShardcError(f"{name}: updates {updates} must have the operand's dtype "

@@ -102,9 +102,10 @@ _MODES = {"clip": "clip", "fill": "fill", "drop": "fill", "promise_in_bounds":
           "promise_in_bounds", "fill_or_drop": "fill", "one_hot": None}
 
 
-def _numeric(name, x):
-    """jax's error for adding to or multiplying into a bool array."""
-    if aval(x).dtype == dtypes.bool_:
+def _numeric(name, x, values):
+    """jax's error for adding or multiplying bools (a bool array with a number is
+    combined in the promoted dtype and cast back, as jax's)."""
+    if result_type(x, values)[0] == dtypes.bool_:
         raise ShardcTypeError(f"{name} does not accept dtype bool at position 0. Accepted "
                               "dtypes at position 0 are subtypes of integer, floating, "
                               "complexfloating.")
@@ -190,7 +191,7 @@ class _IndexUpdateRef:
         if mode == "clip":
             return self._moded(mode).add(values)
         x = self.array
-        _numeric("add", x)
+        _numeric("add", x, values)
         promoted = self._promoted("add", values)
         if promoted is not None:
             return promoted
@@ -210,7 +211,7 @@ class _IndexUpdateRef:
         promoted = self._promoted("subtract", values)
         if promoted is not None:
             return promoted
-        _numeric("sub", self.array)
+        _numeric("sub", self.array, values)
         boxed = _boxed(self.array, self.index, values, subtract)
         if boxed is not None:
             return boxed
@@ -224,7 +225,7 @@ class _IndexUpdateRef:
     def multiply(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).multiply(values)
-        _numeric("mul", self.array)
+        _numeric("mul", self.array, values)
         return self._scatter("mul", values)
 
     mul = multiply
