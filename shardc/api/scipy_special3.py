@@ -133,7 +133,10 @@ def _expn1(x, n):
         d["t"] = snp.where(d["ans"] != zero, snp.abs(d["yk"] / d["ans"]), one)
         return d
 
-    d = slax.while_loop(lambda d: (d["x"] > zero) & (d["t"] > eps), body, init)
+    # (only where this branch is taken: piecewise runs every branch on every element,
+    # and a series or fraction outside its domain may never converge -- jax's hangs)
+    d = slax.while_loop(lambda d: (d["x"] > zero) & (d["x"] <= one) & (d["t"] > eps),
+                        body, init)
     return d["z"] ** (n - _c(n, 1)) * psi / snp.exp(gammaln(n)) - d["ans"]
 
 
@@ -165,7 +168,7 @@ def _expn2(x, n):
             d[key] = snp.where(is_big, d[key] / big, d[key])
         return d
 
-    d = slax.while_loop(lambda d: (d["x"] > _c(d["k"], 0)) & (d["t"] > eps), body, init)
+    d = slax.while_loop(lambda d: (d["x"] > one) & (d["t"] > eps), body, init)
     return d["ans"] * snp.exp(-x)
 
 
@@ -186,7 +189,8 @@ def _expn_scalar(n, x):
     conds = [(n < _c(n, 0)) | (x < zero), (x == zero) & (n < _c(n, 2)),
              (x == zero) & (n >= _c(n, 2)), (n == _c(n, 0)) & (x >= zero),
              n >= _c(n, 5000), x > one]
-    n1 = snp.where(n == _c(n, 1), n + n, n)
+    # E_n(0) = 1/(n-1) for n >= 2 (SciPy's; jax's 1/n is wrong); n = 1 masked, as jax's
+    n1 = snp.where(n == _c(n, 1), n + n, n) - one
     vals = [np.nan, np.inf, one / n1, snp.exp(-x) / x, _expn3, _expn2, _expn1]
     vals = [(lambda v: lambda x, n: v)(v) if not callable(v) else v for v in vals]
     return snp.piecewise(x, conds, vals, n=n)
