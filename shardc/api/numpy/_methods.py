@@ -16,7 +16,7 @@ _UFUNC_NAMES = {
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
     "true_divide": "divide", "floor_divide": "floor_divide", "remainder": "remainder",
     "mod": "remainder", "fmod": "fmod", "power": "power", "maximum": "maximum",
-    "minimum": "minimum", "fmax": "maximum", "fmin": "minimum", "arctan2": "arctan2",
+    "minimum": "minimum", "arctan2": "arctan2",
     "equal": "equal", "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
     "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
     "logical_or": "logical_or", "logical_xor": "logical_xor", "logical_not": "logical_not",
@@ -52,7 +52,10 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
                           "array; use the returned value")
     kwargs.pop("out", None)
     if method == "__call__":
-        name = _UFUNC_NAMES.get(ufunc.__name__)
+        # shardc.numpy's function of the ufunc's name (np.fmax is snp.fmax, which skips
+        # NaNs as NumPy's: it was snp.maximum), else the aliases above
+        name = ufunc.__name__ if callable(getattr(snp, ufunc.__name__, None)) else \
+            _UFUNC_NAMES.get(ufunc.__name__)
         if name is None:
             raise ShardcError(f"np.{ufunc.__name__} is not supported on traced arrays by "
                               "shardc")
