@@ -6,7 +6,7 @@ import numpy as np
 from ..ir import dtypes
 from . import numpy as snp
 from ..transforms.ad import custom_vjp
-from ..errors import ShardcError, wrap_public
+from ..errors import ArgumentError, ShardcError, wrap_public
 from .numpy._util import as_lit, aval, canonical_dtype, promote_dtypes_inexact
 from ..ops import elementwise as ew
 from ..ops.common import norm_axes
@@ -77,9 +77,11 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     else:
         (a,) = promote_dtypes_inexact(a)
     x = aval(a)
+    cplx = dtypes.is_complex(x.dtype)     # the max of the real parts, a complex log (as jax)
+    ar = snp.real(a) if cplx else a
     dims = norm_axes("logsumexp", axis, x.ndim)
-    amax = snp.max(a, axis=dims, keepdims=keepdims, where=where, initial=-np.inf) \
-        if where is not None else _max(a, dims, keepdims=keepdims)
+    amax = snp.max(ar, axis=dims, keepdims=keepdims, where=where, initial=-np.inf) \
+        if where is not None else _max(ar, dims, keepdims=keepdims)
     amax = stop_gradient(ew.select_p.bind(snp.isfinite(amax), amax, snp.zeros_like(amax)))
     amax_with_dims = amax if keepdims else snp.expand_dims(amax, dims)
     exp_a = ew.exp_p.bind(snp.subtract(a, snp.astype(amax_with_dims, x.dtype)))
@@ -87,11 +89,12 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         exp_a = snp.multiply(exp_a, b)
     sumexp = snp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)
     sign = snp.sign(sumexp)
-    sumexp = snp.abs(sumexp)
+    if return_sign or not cplx:
+        sumexp = snp.abs(sumexp)
     out = ew.add_p.bind(ew.log_p.bind(sumexp), snp.astype(amax, aval(sumexp).dtype))
     if return_sign:
         return out, sign
-    if b is not None:
+    if b is not None and not cplx:
         out = snp.where(snp.less(sign, 0), np.array(np.nan, aval(out).dtype), out)
     return out
 
@@ -139,6 +142,8 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
         raise ShardcError(f"one_hot needs integer class indices, got {xa}; convert them "
                           "with .astype(int) first")
     out_ndim = xa.ndim + 1
+    if not -out_ndim <= axis < out_ndim:      # (axis % out_ndim wrapped it silently)
+        raise ArgumentError(f"axis {axis} is out of bounds for array of dimension {out_ndim}")
     ax = axis % out_ndim
     lhs = snp.expand_dims(x, ax)
     shape = [1] * out_ndim

@@ -114,7 +114,7 @@ def _expi_jvp(primals, tangents):
 def _expn1(x, n):
     """Power series for x <= 1 (Cephes expn), a while loop per element."""
     from . import lax as slax
-    eps = float(np.finfo(aval(x).dtype).eps)
+    eps = float(dtypes.finfo(aval(x).dtype).eps)
     zero, one = _c(x, 0.0), _c(x, 1.0)
     psi = -np.euler_gamma - snp.log(x)
     # jax's fori_loop over float bounds: a while loop counting i = 1, 2, ... below n
@@ -144,7 +144,7 @@ def _expn2(x, n):
     """Continued fraction for x > 1 (Cephes expn)."""
     from . import lax as slax
     big = _c(x, 1.4411518807585587e+17)
-    eps = float(np.finfo(aval(x).dtype).eps)
+    eps = float(dtypes.finfo(aval(x).dtype).eps)
     zero, one = _c(x, 0.0), _c(x, 1.0)
     init = dict(k=_c(n, 1), pkm2=one, qkm2=x, pkm1=one, qkm1=x + n, ans=one / (x + n),
                 t=_c(x, np.inf), r=zero, x=x)

@@ -51,12 +51,27 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return _place(out, device, None, "linspace", convert=True)
 
 
+def _strong(x):
+    """x strongly typed (also a concrete array, which convert leaves as it is)."""
+    a = aval(x)
+    if not a.weak:
+        return x
+    from ...ops.lax import Lit, is_py_scalar
+    if isinstance(x, Lit) or is_py_scalar(x):
+        return convert(x, a.dtype)
+    from ...ops import elementwise as ew
+    return ew.convert_element_type_p.bind(x, new_dtype=a.dtype, weak_type=False)
+
+
 def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     num = _static_int("linspace", "num", num)
     if num < 0:
         raise ShardcError(f"linspace: num must be non-negative, got {num}")
     dt = canonical_dtype(dtype)
     start, stop = promote_args_inexact("linspace", start, stop)
+    # strongly typed, as jnp's astype(computation_dtype): Python-scalar bounds made the
+    # result (num 0 or 1) and retstep's step weak
+    start, stop = (_strong(x) for x in (start, stop))
     shape = np.broadcast_shapes(aval(start).shape, aval(stop).shape)
     start, stop = broadcast_to(start, shape), broadcast_to(stop, shape)
     ft = aval(start).dtype

@@ -243,7 +243,7 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 
 
 def _to_inexact(dt):
-    return dt if dtypes.is_float(dt) else dtypes.default_float()
+    return dt if dtypes.is_inexact(dt) else dtypes.default_float()
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):

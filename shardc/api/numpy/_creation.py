@@ -189,11 +189,24 @@ def _asarray(a, dtype=None, order=None):
     arr = np.asarray(a, dtype=dtype)
     if arr.dtype == object:
         raise ShardcError("asarray: could not convert the input to an array")
-    arr = arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
+    cdt = dtypes.canonicalize(arr.dtype)
+    if cdt != arr.dtype and cdt.kind in "iu" and isinstance(a, (list, tuple)):
+        _check_int_range(a, cdt)
+    arr = arr.astype(cdt, copy=False)
     if core.current_builder() is not None:
         from ...ops.special import constant_p
         return constant_p.bind(value=arr)
     return jax.device_put(arr)
+
+
+def _check_int_range(a, dt):
+    """A Python list's integers must fit the (narrowed) dtype: jnp.asarray raises where
+    the cast to int32 wrapped them silently."""
+    info = np.iinfo(dt)
+    for x in _flat(a):
+        if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) \
+                and not info.min <= int(x) <= info.max:
+            raise OverflowError(f"Python integer {int(x)} out of bounds for {dt}")
 
 
 def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None,

@@ -73,7 +73,9 @@ def arccosh(x, /):
     small = ew.log_p.bind(ew.add_p.bind(x, ew.sqrt_p.bind(ew.mul_p.bind(
         ew.add_p.bind(x, one), ew.sub_p.bind(x, one)))))
     large = ew.add_p.bind(ew.log_p.bind(x), lax_const(x, float(np.log(2))))
-    return _back(where(ew.ge_p.bind(x, _big(x)), large, small), half)
+    out = where(ew.ge_p.bind(x, _big(x)), large, small)
+    # NaN below 1 (chlo's): (x + 1)(x - 1) overflowed to inf for large negative x
+    return _back(where(ew.lt_p.bind(x, one), lax_const(x, np.nan), out), half)
 
 
 def arctanh(x, /):
@@ -195,7 +197,11 @@ def trunc(x):
 def rint(x, /):
     check_arraylike("rint", x)
     (x,) = promote_args("rint", x)
-    if not dtypes.is_float(aval(x).dtype):
+    dt = aval(x).dtype
+    if dtypes.is_complex(dt):
+        from ...ops.complex import complex_p, imag_p, real_p
+        return complex_p.bind(ew.round_p.bind(real_p.bind(x)), ew.round_p.bind(imag_p.bind(x)))
+    if not dtypes.is_float(dt):
         return convert(x, dtypes.default_float())
     return ew.round_p.bind(x)
 
@@ -222,6 +228,10 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """NaN, +inf and -inf replaced (by 0 and the dtype's largest/smallest by default)."""
     check_arraylike("nan_to_num", x)
     dt = aval(x).dtype
+    if dtypes.is_complex(dt):   # part by part, as jnp.nan_to_num
+        from ...ops.complex import complex_p, imag_p, real_p
+        kw = dict(nan=nan, posinf=posinf, neginf=neginf)
+        return complex_p.bind(nan_to_num(real_p.bind(x), **kw), nan_to_num(imag_p.bind(x), **kw))
     if not dtypes.is_float(dt):
         return x
     from ._creation import asarray

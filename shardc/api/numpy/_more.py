@@ -421,8 +421,9 @@ def matrix_transpose(x, /):
 
 
 def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
-    """sum(x1 * x2) over `axis`, broadcasting the rest (a dot_general, as jax's)."""
+    """sum(conj(x1) * x2) over `axis`, broadcasting the rest (a dot_general, as jax's)."""
     check_arraylike("vecdot", x1, x2)
+    x1 = _conj_if_complex(x1)
     if aval(x1).shape[axis] != aval(x2).shape[axis]:
         raise ShardcError(f"axes must match; got shapes {aval(x1).shape} and "
                           f"{aval(x2).shape} with axis={axis!r}")
@@ -436,6 +437,13 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
         from ._util import canonical_dtype
         out = convert(out, canonical_dtype(preferred_element_type))
     return out
+
+
+def _conj_if_complex(x):
+    if dtypes.is_complex(aval(x).dtype):
+        from ...ops.complex import conj_p
+        return conj_p.bind(x)
+    return x
 
 
 def matvec(x1, x2, /):

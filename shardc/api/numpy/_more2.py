@@ -192,7 +192,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         (m,) = promote_args_inexact("cov", m)
     if aval(m).ndim > 2:
         raise ShardcError("m has more than 2 dimensions")
-    if dtype is not None and not dtypes.is_float(canonical_dtype(dtype)):
+    if dtype is not None and not dtypes.is_inexact(canonical_dtype(dtype)):
         raise ShardcError(f"cov: dtype must be a subclass of float or complex; got "
                           f"dtype={dtype!r}")
     X = atleast_2d(m)
@@ -246,6 +246,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     XT = transpose(X) if w is None else transpose(multiply(X, reshape(w, (1, n))))
     from ._linalg import dot
     from ._shapes import squeeze
+    if dtypes.is_complex(aval(XT).dtype):     # X @ X^H, as numpy and jax
+        from ...ops.complex import conj_p
+        XT = conj_p.bind(XT)
     return squeeze(divide(dot(X, XT), f))
 
 
@@ -255,7 +258,13 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
     if aval(c).ndim == 0:
         return divide(c, c)
     from ._construct import diag
-    std = sqrt(diag(c))
+    d = diag(c)
+    if dtypes.is_complex(aval(c).dtype):   # as jax: sqrt of the real diagonal, both parts clipped
+        from ...ops.complex import complex_p, imag_p, real_p
+        std = convert(sqrt(real_p.bind(d)), aval(c).dtype)
+        c = divide(divide(c, expand_dims(std, 1)), expand_dims(std, 0))
+        return complex_p.bind(clip(real_p.bind(c), -1, 1), clip(imag_p.bind(c), -1, 1))
+    std = sqrt(d)
     c = divide(divide(c, expand_dims(std, 1)), expand_dims(std, 0))
     return clip(c, -1, 1)
 

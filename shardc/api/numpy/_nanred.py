@@ -32,7 +32,7 @@ def _init_val(a, v):
 
 def _nan_reduction(a, name, reduction, init, nan_if_all_nan, axis, keepdims, where, **kw):
     check_arraylike(name, a)
-    if not dtypes.is_float(aval(a).dtype):
+    if not dtypes.is_inexact(aval(a).dtype):     # complex too, as jax's np.inexact
         return reduction(a, axis=axis, keepdims=keepdims, where=where, **kw)
     out = reduction(where_(isnan(a), _init_val(a, init), a), axis=axis, keepdims=keepdims,
                     where=where, **kw)
@@ -72,7 +72,7 @@ def _nanarg(name, reduction, fill, a, axis, out, keepdims):
     _no_out(name, out)
     check_arraylike(name, a)
     keepdims = bool(keepdims)
-    if not dtypes.is_float(aval(a).dtype):
+    if not dtypes.is_inexact(aval(a).dtype):
         return reduction(a, axis=axis, keepdims=keepdims)
     mask = isnan(a)
     res = reduction(where_(mask, fill, a), axis=axis, keepdims=keepdims)
@@ -88,14 +88,14 @@ def nanargmin(a, axis=None, out=None, keepdims=None):
 
 
 def _inexact_dtype(dt):
-    return dt if dtypes.is_float(dt) else dtypes.default_float()
+    return dt if dtypes.is_inexact(dt) else dtypes.default_float()
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _no_out("nanmean", out)
     check_arraylike("nanmean", a)
     dt = aval(a).dtype
-    if not dtypes.is_float(dt):
+    if not dtypes.is_inexact(dt):
         if where is not None:
             return ew.div_p.bind(*_where_mean(a, axis, dtype, keepdims, where))
         return R.mean(a, axis, dtype, keepdims=keepdims)
@@ -121,11 +121,15 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
     _no_out("nanvar", out)
     check_arraylike("nanvar", a)
     adt = aval(a).dtype
-    if dtype is not None:
+    if dtype is not None:      # jax's _var_promote_types
         comp = out_dt = canonical_dtype(dtype)
+        if dtypes.is_complex(adt) and not dtypes.is_complex(comp):
+            raise ValueError("shardc.numpy.nanvar does not support a real dtype for the "
+                             "variance of a complex array (as jax.numpy).")
+    elif dtypes.is_inexact(adt):   # a complex array's variance is real, computed in complex
+        comp, out_dt = adt, dtypes.real_dtype(adt)
     else:
-        out_dt = _inexact_dtype(adt)
-        comp = out_dt
+        comp = out_dt = dtypes.default_float()
     comp = _upcast_f16(comp)
     a = convert(a, comp)
     if mean is None:
@@ -133,7 +137,12 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
     else:
         mean = convert(mean, comp)
     nan = isnan(a)
-    centered = ew.square_p.bind(where_(nan, 0, ew.sub_p.bind(*_bcast(a, mean))))
+    centered = where_(nan, 0, ew.sub_p.bind(*_bcast(a, mean)))
+    if dtypes.is_complex(aval(centered).dtype):      # |a - mean|**2
+        from ...ops import complex as cx
+        centered = cx.real_p.bind(ew.mul_p.bind(centered, cx.conj_p.bind(centered)))
+    else:
+        centered = ew.square_p.bind(centered)
     normalizer = R.sum(logical_not(nan), axis=axis, keepdims=keepdims, where=where)
     normalizer = ew.sub_p.bind(normalizer, lax_const(normalizer, ddof))
     mask = ew.le_p.bind(normalizer, lax_const(normalizer, 0))

@@ -199,6 +199,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     n = _count(a, axis) - ddof
     s = sum(centered, axis, keepdims=keepdims)
     out = multiply(s, float("nan")) if n <= 0 else divide(s, float(n))
+    if not dtypes.is_inexact(out_dtype):
+        # jnp.var's closing where(n > 0, result, nan) makes an integer result a weak float
+        out = convert(convert(out, out_dtype), dtypes.default_float(), weak=True)
+        return multiply(out, float("nan")) if n <= 0 else out
     return convert(out, out_dtype)
 
 
@@ -224,11 +228,17 @@ def _var_where(a, axis, dtype, ddof, keepdims, where, a_mean):
     n = subtract(n, ddof)
     from ._ufuncs import greater, where as select
     out = select(greater(n, 0), divide(s, select(greater(n, 0), n, 1)), float("nan"))
+    if not dtypes.is_inexact(out_dtype):   # as var's
+        return select(greater(n, 0), convert(out, out_dtype), float("nan"))
     return convert(out, out_dtype)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None, mean=None):
+    if dtype is not None and not dtypes.is_inexact(canonical_dtype(dtype)):
+        from ...errors import ArgumentError
+        raise ArgumentError(f"dtype argument to shardc.numpy.std must be inexact; got "
+                            f"{np.dtype(canonical_dtype(dtype))}")
     return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
                     mean=mean))
 

@@ -227,8 +227,20 @@ def _canon(x):
     return x
 
 
+def _complex_order(part_cmp, x, y):
+    """A complex comparison in jax's sort order: by real part, then imaginary part."""
+    from ...ops.complex import imag_p, real_p
+    xr, yr = real_p.bind(x), real_p.bind(y)
+    xr_, yr_ = _canon(xr), _canon(yr)
+    eq_r = bitwise_or(L.eq(xr_, yr_), bitwise_and(isnan(xr_), isnan(yr_)))
+    return bitwise_or(sort_lt(xr, yr), bitwise_and(eq_r, part_cmp(imag_p.bind(x),
+                                                                  imag_p.bind(y))))
+
+
 def sort_lt(x, y):
-    """x < y in jax's sort order (NaNs last, -0.0 == 0.0)."""
+    """x < y in jax's sort order (NaNs last, -0.0 == 0.0, complex lexicographic)."""
+    if dtypes.is_complex(aval(x).dtype):
+        return _complex_order(sort_lt, x, y)
     if not dtypes.is_float(aval(x).dtype):
         return L.lt(x, y)
     x, y = _canon(x), _canon(y)
@@ -236,6 +248,8 @@ def sort_lt(x, y):
 
 
 def sort_le(x, y):
+    if dtypes.is_complex(aval(x).dtype):
+        return _complex_order(sort_le, x, y)
     if not dtypes.is_float(aval(x).dtype):
         return L.le(x, y)
     x, y = _canon(x), _canon(y)
@@ -310,7 +324,7 @@ def cumprod(a, axis=None, dtype=None, out=None):
 
 def _nan_to(a, value):
     a = asarray_("nancum", a)
-    if dtypes.is_float(aval(a).dtype):
+    if dtypes.is_inexact(aval(a).dtype):
         return where(isnan(a), L.full((), value, aval(a).dtype), a)
     return a
 

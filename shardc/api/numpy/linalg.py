@@ -357,6 +357,9 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     if s1[axis] != s2[axis]:
         raise ShardcError(f"vecdot: x1 and x2 must have the same size along axis {axis}; "
                           f"got {s1} and {s2}")
+    if dtypes.is_complex(aval(x1).dtype):      # conj(x1) . x2, as numpy and jax
+        from ...ops.complex import conj_p
+        x1 = conj_p.bind(x1)
     return _sum(multiply(x1, x2), axis=axis)
 
 
