@@ -252,8 +252,12 @@ def _wl_mixed(lax, y):          # one passed-through carry used, one differentia
     return c[1] * 3
 
 
+def _wl_pred_and_passthrough(lax, y):   # under vmap the predicate is batched
+    return lax.while_loop(lambda c: c[0] < y, lambda c: (c[0] + 1.0, c[1]), (0.0, y * 2))[1]
+
+
 @pytest.mark.parametrize("f", [_wl_cond_only, _wl_passthrough, _wl_stopped, _wl_unused,
-                               _wl_mixed])
+                               _wl_mixed, _wl_pred_and_passthrough])
 def test_while_loop_gradients_that_need_no_reverse_mode(f):
     """jax differentiates a while loop when no tangent goes around it into a result
     with a cotangent; shardc refused every while loop."""
@@ -266,6 +270,12 @@ def test_while_loop_gradients_that_need_no_reverse_mode(f):
     np.testing.assert_allclose(
         np.asarray(shardc.jit(shardc.vmap(shardc.grad(lambda y: f(shardc.lax, y))))(ys)),
         np.asarray(jax.vmap(jax.grad(lambda y: f(jax.lax, y)))(ys)), rtol=1e-6)
+    # grad of vmap: a batched predicate selects each carry, a passed-through one too
+    np.testing.assert_allclose(
+        np.asarray(shardc.grad(lambda ys: shardc.vmap(lambda y: f(shardc.lax, y))(ys).sum())(
+            ys)),
+        np.asarray(jax.grad(lambda ys: jax.vmap(lambda y: f(jax.lax, y))(ys).sum())(ys)),
+        rtol=1e-6)
 
 
 def test_while_loop_tangent_around_the_loop_still_raises():

@@ -162,3 +162,13 @@ def test_dynamic_slice_at_constant_starts_keeps_its_sharding(name):
     got, want = shardc.jit(f)(a), jax.jit(f)(a)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert got.sharding.spec == want.sharding.spec, (got.sharding.spec, want.sharding.spec)
+
+
+def test_unsigned_constant_start_as_eager_jax():
+    # a uint8 start of 250 clamps to the last window, as StableHLO's dynamic_slice and
+    # eager jax (jax.jit of a constant 250 gives 0: XLA's folding reads it as -6)
+    x = np.arange(16, dtype=np.float32)
+    want = jax.lax.dynamic_slice(jnp.asarray(x), (jnp.uint8(250),), (4,))
+    for start in (jnp.uint8(250), jnp.uint8(100) + jnp.uint8(150)):
+        got = shardc.jit(lambda a: jax.lax.dynamic_slice(a, (start,), (4,)))(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -167,6 +167,9 @@ def test_checkpoint_outside_jit():
         assert got.weak_type == want.weak_type
     st = shardc.checkpoint(lambda x, n: x * n, static_argnums=(1,))
     np.testing.assert_allclose(np.asarray(st(np.ones(3, F), 3)), 3)
+    # an unhashable static argument and keyword arguments, as jax's
+    lst = shardc.checkpoint(lambda x, s, k=1: x * len(s) + k, static_argnums=1)
+    np.testing.assert_allclose(np.asarray(lst(np.ones(3, F), [1, 2], k=2)), 4)
 
 
 # ---------------------------------------------------------------- the IR recomputes

@@ -22,6 +22,12 @@ from ..trace import core
 from ..trace import pytree as _tree
 
 
+def _with_static(args, static, dyn):
+    """The positional arguments: `args`' static ones at their places, `dyn` between."""
+    it = iter(dyn)
+    return [a if i in static else next(it) for i, a in enumerate(args)]
+
+
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """A function computing fun whose gradient recomputes fun's intermediate values
     instead of saving them (those `policy` says are saveable are saved), as
@@ -41,8 +47,15 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     def wrapped(*args, **kwargs):
         if core.current_builder() is None:
             # as jax's, traced (and compiled) even outside jit: jax types, not NumPy's
+            from .jit import internal_jit
+            static = {i % len(args) for i in static_argnums if -len(args) <= i < len(args)}
+            try:
+                hash(tuple(args[i] for i in static))
+            except TypeError:       # (jax takes unhashable static arguments here)
+                return internal_jit(lambda *dyn, **kw: wrapped(*_with_static(
+                    args, static, dyn), **kw), "checkpoint")(
+                    *[a for i, a in enumerate(args) if i not in static], **kwargs)
             if not eager:
-                from .jit import internal_jit
                 eager.append(internal_jit(wrapped, "checkpoint",
                                           static_argnums=static_argnums))
             return eager[0](*args, **kwargs)

@@ -7,6 +7,7 @@ per-example loop predicate runs while any example goes on, the others keep their
 """
 from __future__ import annotations
 
+from ..trace import core
 from . import lax as L
 from .batching import bcast, move_dim
 from .control import bind_cond, bind_while, cond_p, while_p
@@ -75,10 +76,17 @@ def _while_batch(ctx, args, batched, *, cond_nconsts, body_nconsts, masked=False
 
     def body_fn(*c):
         go = pred(c)
-        return [L.select(_per_example(go, new), new, old) for new, old in zip(step(c), c)]
+        # (a carry the body passes through stays the block argument: what the while's
+        # gradient rule reads as loop-invariant)
+        return [new if _same(new, old) else L.select(_per_example(go, new), new, old)
+                for new, old in zip(step(c), c)]
     outs = bind_while(lambda *c: reduce_or_p.bind(pred(c), axes=(0,)), body_fn, init,
                       ctx.op.loc, True)
     return outs, carry_b
+
+
+def _same(a, b):
+    return a is b or core.is_tracer(a) and core.is_tracer(b) and a.value is b.value
 
 
 while_p.batch = _while_batch
