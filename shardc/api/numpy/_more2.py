@@ -419,11 +419,6 @@ def put(a, ind, v, mode=None, *, inplace=True):
     return scatter(arr, idx, convert(vals, aval(arr).dtype), dn)
 
 
-def round_(x):
-    from ._ufuncs import round as _round
-    return _round(x)
-
-
 def place(arr, mask, vals, *, inplace=True):
     """arr with its masked elements set to vals, in order, repeating (as jnp.place)."""
     check_arraylike("place", arr, mask, vals)
