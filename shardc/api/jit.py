@@ -11,6 +11,7 @@ import inspect
 import operator
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding
 
 from ..trace import core, types
@@ -163,11 +164,17 @@ class Jitted:
                     f"argument {i} is a ShapeDtypeStruct {x.dtype}{list(x.shape)}, which has "
                     "no values to run on: pass arrays, or give abstract arguments to "
                     ".trace(...), .lower(...) or shardc.eval_shape")
+        if core.current_builder() is not None:
+            # inside another trace: as jax, the call is traced into it (its function may
+            # close over that trace's values); under ensure_compile_time_eval, with no
+            # traced argument, it runs now
+            if not core.folds(leaves):
+                return self._inline(args, kwargs), None, leaves
+            with core.outside_traces():
+                return self._call(args, kwargs)
         entry = self._fast.get(key)
         if entry is not None:
             return entry.run(leaves), entry, leaves
-        if any(map(core.is_tracer, leaves)):
-            return self._inline(args, kwargs), None, leaves   # inside another trace
         leaves, slow_key, ctx = self._prepare(args, kwargs)
         entry = self._cache.get(slow_key)
         if entry is None:
@@ -181,8 +188,13 @@ class Jitted:
         """Called inside another trace: trace the function in place, its in/out
         shardings becoming sharding constraints."""
         from .lax import with_sharding_constraint as wsc
+        dyn, _, _, dkw, nums = self._split_static(args, kwargs)
+        # concrete arguments are values of the trace, as jax's: the function sees tracers
+        dyn, dkw = _tree.tree_map(_traced, (dyn, dkw))
+        it = iter(dyn)
+        args = tuple(a if i in nums else next(it) for i, a in enumerate(args))
+        kwargs = {**kwargs, **dkw}
         if self.in_shardings is not None:
-            dyn, _, _, dkw, nums = self._split_static(args, kwargs)
             flat = self._resolve_in_shardings(dyn, len(_tree.tree_leaves(dyn)))
             leaves, tree = _tree.tree_flatten(dyn)
             dyn = _tree.tree_unflatten(tree, [x if s is None or is_auto(s) else wsc(x, s)
@@ -356,8 +368,9 @@ class Jitted:
         for v, s in zip(program.inputs, specs):
             v.sharding = s.sharding     # (None where AUTO: the search chooses)
         if b.captured:
-            raise ShardcError("the function closed over a value traced by an outer "
-                              "transformation, which shardc.jit does not support here")
+            raise ShardcError("the function closes over a value traced by an outer "
+                              "transformation (grad, vmap, jit...), so it cannot be traced, "
+                              "lowered or compiled by itself: call it instead")
         program.outputs = [_as_value(b, x) for x in outs]
         program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
         # memory kinds: an argument's, and a result's from out_shardings or its value's
@@ -460,6 +473,16 @@ def internal_jit(fun, name, **kw):
     trace), and under jax_debug_nans a NaN it returns is reported as from `name`, as
     one op's (its ops are not run one by one)."""
     return Jitted(fun, _internal=name, **kw)
+
+
+def _traced(x):
+    """An array or number argument of a jit traced inline, as a value of the trace."""
+    if core.is_tracer(x) or not isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int,
+                                               float, complex)):
+        return x
+    b = core.current_builder()
+    v = b.to_value(x)
+    return core.literal_tracer(v) if isinstance(v, core.Lit) else core.Tracer(b, v)
 
 
 @api_boundary

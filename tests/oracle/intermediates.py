@@ -5,9 +5,11 @@ reads XLA's HLO right after its Shardy pass (dumped with --xla_dump_to, so it mu
 in a process of its own: `python tests/oracle/intermediates.py [family...]`) and
 matches each op of a case's *expected* output to the next HLO instruction of the same
 opcode and shape (so the corpus's expectations, xfail ones included, are what XLA does).
-Prints one JSON object: {"diff": [...], "unmatched": [...]} (an op XLA folded, fused
+Each case's results are checked as well, from the compiled executable's output
+shardings. Prints one JSON object: {"diff": [...], "unmatched": [...]} (an op XLA folded, fused
 or expanded differently is unmatched, not wrong). shard_map cases are left out (their
-bodies are separate computations in HLO)."""
+bodies are separate computations in HLO; tests/oracle/test_corpus_vs_xla.py checks their
+results)."""
 import glob
 import json
 import os
@@ -87,14 +89,18 @@ def _instructions(hlo):
 
 def check(case):
     before = set(glob.glob(f"{DUMP}/*after_shardy-xla*"))
-    shardy_for_text(case.src)
+    results = [b for _, b in shardy_for_text(case.src)]
     new = sorted(set(glob.glob(f"{DUMP}/*after_shardy-xla*")) - before)
+    p = parse_program(case.want)     # the corpus's claim (shardc's output but for xfails)
+    # the program's results, as XLA compiled them
+    diff = [f"{case.id}: result {i} expected {s}, XLA {b}"
+            for i, (s, v, b) in enumerate(zip(p.out_shardings, p.outputs, results))
+            if hlo_sharding(s, v.aval.ndim, p.mesh) != b]
     if not new:
-        return [], [f"{case.id}: no HLO dump"]
+        return diff, [f"{case.id}: no HLO dump"]
     with open(new[0]) as f:
         instrs = _instructions(f.read())
-    p = parse_program(case.want)     # the corpus's claim (shardc's output but for xfails)
-    diff, unmatched, pos = [], [], 0
+    unmatched, pos = [], 0
     for op in p.ops:
         opcode = OPCODE.get(op.prim.name, op.prim.name)
         if opcode is None or not op.outputs:
