@@ -85,6 +85,7 @@ class Jitted:
             raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
                              f"names {set(dnames & names) or dnums & nums} appear in both "
                              "static_argnames and donate_argnames")
+        self._internal = _internal is not None     # (shardc's own: see internal_jit)
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
         # with jit disabled the dispatcher runs `fun` itself, as jax.jit's does; shardc's
@@ -149,7 +150,9 @@ class Jitted:
             cleaned(e)
             raise
         fast = None
-        if entry is not None and not keys:    # jax key arguments are unwrapped in Python
+        # (jax key arguments are unwrapped in Python; a program that takes closed-over
+        # arrays too is run with them by _call only)
+        if entry is not None and not keys and entry.n == len(leaves):
             outs, tree = runtime.flatten(out)
             fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
         return out, fast, False
@@ -178,7 +181,11 @@ class Jitted:
         leaves, slow_key, ctx = self._prepare(args, kwargs)
         entry = self._cache.get(slow_key)
         if entry is None:
-            entry = self._stage(ctx).lower().compile()._entry
+            traced = self._stage(ctx)
+            entry = traced.lower().compile()._entry
+            lifted = traced.program.meta.get("lifted")
+            if lifted:      # this call's closed-over arrays: run, and keep nothing
+                return entry.run(leaves + lifted), entry, leaves
             self._cache[slow_key] = entry
         entry.adopt(leaves)
         self._fast[key] = entry
@@ -360,11 +367,18 @@ class Jitted:
                      for a, s in zip(avals, specs)]
         slot = MeshSlot(mesh)
         host = [i for i, s in enumerate(specs) if s.host]
+        # shardc's own jits (eager control flow and transforms) take the arrays their
+        # functions close over as operands, as jax's primitives do (not as constants)
         b, outs = core.full_trace(flat_fun, avals, names, name=_fun_name(fun), meshes=slot,
-                                  host=host)
+                                  host=host, lift=self._internal)
         mesh = slot.info
         program = b.program
         program.mesh = mesh.shape
+        lifted = [x for x, _ in (b.lifted or {}).values()]
+        if lifted:      # (their Values are the program's last inputs)
+            specs = ctx["specs"] = specs + [self._arg_spec(len(specs) + k, x, None, mesh)
+                                            for k, x in enumerate(lifted)]
+            program.meta["lifted"] = lifted
         for v, s in zip(program.inputs, specs):
             v.sharding = s.sharding     # (None where AUTO: the search chooses)
         if b.captured:
@@ -388,7 +402,7 @@ class Jitted:
         program.meta["donate"] = self._donated(ctx)
         # results are committed if the program has a mesh or a committed input (as jax)
         program.meta["committed"] = mesh.mesh is not None or any(
-            isinstance(x, jax.Array) and x.committed for x in ctx.get("leaves", ()))
+            isinstance(x, jax.Array) and x.committed for x in [*ctx.get("leaves", ()), *lifted])
         autojit.request(program, ctx["auto"], self._auto_outputs(out_tree["tree"], program),
                         self.in_shardings, self.out_shardings, self.memory_budget, mesh)
         t = Traced(program, mesh, out_tree["tree"], self)

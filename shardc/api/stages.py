@@ -235,7 +235,7 @@ class Compiled:
                 for s, v, pin, m in zip(p.out_shardings, p.outputs, pinned, out_memory)]
         # as jax's Compiled: ((args...), {kwargs}) and the outputs' tree, by leaf
         self.input_shardings = ins if t.in_tree is None else \
-            _tree.tree_unflatten(t.in_tree, ins)
+            _tree.tree_unflatten(t.in_tree, ins[:t.in_tree.num_leaves])   # (not lifted ones)
         self.output_shardings = _tree.tree_unflatten(t.out_tree, outs)
         self._in_avals = [v.aval for v in p.inputs]
         exe = runtime.compile(lowered.text, mesh.devices)

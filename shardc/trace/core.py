@@ -113,6 +113,9 @@ class Builder:
         self.captured: dict[int, tuple] = {}   # id(outer value) -> (outer tracer, inner Value)
         self.alive = True
         self.host: set = set()  # the values in pinned host memory (ops.memory)
+        # a top-level trace's closed-over arrays taken as extra inputs (see lift_array):
+        # {id(array): (array, input Value)}, or None where they are constants
+        self.lifted: dict | None = None
 
     def new_input(self, aval: Aval, name: str | None = None) -> Tracer:
         v = Value(aval, name=name)
@@ -400,6 +403,14 @@ def constant_value(b: Builder, x):
         raise foreign_tracer_error(x)
     if type(x) is Lit:      # (a translated jaxpr's literal; NumPy would read it as truthy)
         return x
+    if type(x) in _ARRAY_TYPES or isinstance(x, jax.Array):
+        root = b
+        while root.parent is not None:
+            root = root.parent
+        if root.lifted is not None:
+            v = lift_array(root, x)
+            if v is not None:
+                return v if root is b else b.to_value(Tracer(root, v))
     aval = aval_of(x)
     if aval.shape == ():
         return Lit(_scalar(x, aval.dtype), aval)
@@ -411,6 +422,30 @@ def constant_value(b: Builder, x):
         (v,) = b.add(PRIMITIVES["sharding_constraint"], [v],
                      {"sharding": sh, "reshard": True}, [aval], user_loc())
         v.sharding = sh
+    return v
+
+
+def lift_array(root, x):
+    """A closed-over jax.Array sharded over a mesh, as an input of the top-level trace
+    `root` rather than a constant (as jax's eager control flow and transforms pass their
+    functions' constants as operands: kept where it is, its sharding kept, not copied
+    into the program). None where it stays a constant: a scalar, an array not on a mesh
+    (or on another mesh than the program's), explicit mode or host memory."""
+    hit = root.lifted.get(id(x))
+    if hit is not None:
+        return hit[1]
+    s = getattr(x, "sharding", None)
+    if not np.ndim(x) or not isinstance(s, jax.sharding.NamedSharding) or \
+            s.memory_kind not in (None, "device") or _types.explicit_axes_of(root) or \
+            any(t == jax.sharding.AxisType.Explicit for t in s.mesh.axis_types):
+        return None
+    try:
+        root.meshes.adopt(s.mesh)
+    except ShardcError:     # (another mesh than the program's)
+        return None
+    v = Value(aval_of(x))
+    root.program.inputs.append(v)
+    root.lifted[id(x)] = (x, v)
     return v
 
 
@@ -462,16 +497,20 @@ def _scalar(x, dtype):
         else int(v)
 
 
-def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None, host=()):
+def full_trace(fun, in_avals, names=None, name="fun", parent=None, meshes=None, host=(),
+               lift=False):
     """Trace `fun` on abstract inputs; returns (builder, raw outputs of `fun`).
 
     `meshes` is a top-level trace's mesh slot (runtime.meshes.MeshSlot; nested traces
     share their parent's): the caller, which knows the mesh, makes it. The program's
     outputs are left for the caller to set (it owns the pytree). `host`: the indices of
-    the inputs in pinned host memory."""
+    the inputs in pinned host memory. `lift`: closed-over arrays on a mesh become
+    inputs after `in_avals` (lift_array), in `b.lifted`."""
     if meshes is None and parent is None:
         raise ShardcError("internal: a top-level trace needs its mesh slot (meshes=)")
     b = Builder(name, parent, meshes)
+    if lift:
+        b.lifted = {}
     tracers = [b.new_input(a, n) for a, n in zip(in_avals, names or [None] * len(in_avals))]
     b.host.update(tracers[i].value for i in host)
     with trace_context(b):
