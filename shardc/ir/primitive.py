@@ -129,10 +129,11 @@ class Primitive:
         ops with regions that may hold an op that is not reversible
     batch(ctx, args, batched, **params) -> (outs, out_batched): the batching rule
         (shardc.vmap; the vocabulary is shardc.ops.batching)
-    fold(op, consts) -> [Lit] | Op | None: the op with operands known before propagation
-        (`consts`: each operand's scalar value, or None): literals for its results, a
-        simpler op with its results, or None (prepare folds as XLA's canonicalizer does
-        before Shardy propagates)
+    fold(op, consts, defs) -> [Lit | Value] | Op | None: the op with operands known
+        before propagation (`consts`: each operand's scalar value, or None; `defs`:
+        id(value) -> the op that made it): per result a literal or a value it equals
+        (its uses then take that value), a simpler op with its results, or None
+        (prepare folds as XLA's canonicalizer does before Shardy propagates)
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",

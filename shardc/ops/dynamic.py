@@ -70,7 +70,7 @@ def _lower_ds(ctx, x, *idx, slice_sizes):
                   [tensor_type(ctx.out_avals[0])], {"slice_sizes": i64_array(slice_sizes)})
 
 
-def _fold_ds(op, consts):
+def _fold_ds(op, consts, defs):
     """Known starts: a slice (as XLA's canonicalizer makes it before Shardy, so its
     sliced dims may stay sharded), at the starts clamped as the op clamps them."""
     if any(c is None for c in consts[1:]):

@@ -257,7 +257,7 @@ clamp_p = elementwise("clamp", "stablehlo.clamp", "any", 3)
 # constant folding of integer index arithmetic (jnp's `select(i < 0, i + n, i)` on a
 # constant start), as XLA's canonicalizer folds it before Shardy propagates
 def _int_fold(fn):
-    def fold(op, consts):
+    def fold(op, consts, defs):
         avals = [v.aval for v in op.inputs] + [op.outputs[0].aval]
         if any(c is None for c in consts) or any(
                 a.shape != () or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool_)

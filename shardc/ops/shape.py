@@ -8,7 +8,7 @@ from ..trace.core import Primitive
 from ..trace.types import restrict
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError, ShardcTypeError
-from ..ir.program import Aval
+from ..ir.program import Aval, Op
 from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
@@ -150,6 +150,22 @@ reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshap
                       traits=Trait.KEEPS_CONSTANT | Trait.FUSED | Trait.ALIAS)
 
 
+def _fold_reshape(op, consts, defs):
+    """As XLA's canonicalizer: a reshape of a reshape reshapes the first's operand, and
+    a reshape to its operand's own shape is that operand."""
+    x = op.inputs[0]
+    inner = defs.get(id(x))
+    if inner is not None and inner.prim is reshape_p:
+        x = inner.inputs[0]
+    if x.aval.shape == op.outputs[0].aval.shape:
+        return [x]
+    return Op(reshape_p, [x], op.outputs, op.params, op.loc) if x is not op.inputs[0] \
+        else None
+
+
+reshape_p.fold = _fold_reshape
+
+
 # ---------------------------------------------------------------- transpose
 
 def _transpose_shape(x, *, permutation):
@@ -261,6 +277,9 @@ def _lower_pad(ctx, x, pv, *, padding_config):
 
 pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad,
                   prop_kind=PropKind.NONE)
+# a pad of zero widths is its operand (XLA's canonicalizer folds it before Shardy)
+pad_p.fold = lambda op, consts, defs: [op.inputs[0]] if not any(
+    any(c) for c in op.params["padding_config"]) else None
 
 
 def _slice_shape(x, *, start_indices, limit_indices, strides=None):

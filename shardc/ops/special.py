@@ -24,7 +24,7 @@ def _lower_const(ctx, *, value, weak_type=False):
 constant_p = Primitive("constant", shape_rule=_const_shape, sharding_rule=no_rule,
                        lower=_lower_const, prop_kind=PropKind.NONE, traits=Trait.CONSTANT)
 # a scalar constant is known to the folds of its users (passes.fold_constants)
-constant_p.fold = lambda op, consts: [Lit(
+constant_p.fold = lambda op, consts, defs: [Lit(
     np.asarray(op.params["value"]).item(), op.outputs[0].aval)] if np.ndim(
     op.params["value"]) == 0 else None
 

@@ -124,25 +124,38 @@ def split_constants(p: Program) -> None:
     dce(p)
 
 
-def fold_constants(p: Program, known: dict | None = None) -> None:
+def fold_constants(p: Program, known: dict | None = None, defs: dict | None = None,
+                   alias: dict | None = None) -> None:
     """Ops on operands known before propagation (scalar literals and constants, and
     what folds of them) give literals or simpler ops (each primitive's `fold` rule), as
     XLA's canonicalizer folds them before Shardy: a slice at a constant start may keep
-    its sliced dims sharded where a dynamic_slice may not."""
+    its sliced dims sharded where a dynamic_slice may not; an op that does nothing (a
+    pad of zero widths, a reshape back to its operand's shape) forwards its operand, so
+    propagation meets what Shardy meets."""
     known = {} if known is None else known      # id(value) -> its scalar value
+    defs = {} if defs is None else defs         # id(value) -> the op that makes it
+    alias = {} if alias is None else alias      # id(value) -> the value it forwards
     for i, op in enumerate(p.ops):
+        if alias:
+            op.inputs = [alias.get(id(v), v) for v in op.inputs]
         for r in op.regions:
-            fold_constants(r, known)
+            fold_constants(r, known, defs, alias)
         prim = op.prim
-        if prim.fold is None:
-            continue
-        consts = [v.value if type(v) is Lit else known.get(id(v)) for v in op.inputs]
-        out = prim.fold(op, consts)
-        if isinstance(out, Op):
-            p.ops[i] = out
-        elif out is not None:
-            for v, lit in zip(op.outputs, out):
-                known[id(v)] = lit.value
+        if prim.fold is not None:
+            consts = [v.value if type(v) is Lit else known.get(id(v)) for v in op.inputs]
+            out = prim.fold(op, consts, defs)
+            if isinstance(out, Op):
+                p.ops[i] = op = out
+            elif out is not None:
+                for v, r in zip(op.outputs, out):
+                    if type(r) is Lit:
+                        known[id(v)] = r.value
+                    elif r is not None and r.aval == v.aval:
+                        alias[id(v)] = r
+        for v in op.outputs:
+            defs[id(v)] = op
+    if alias:
+        p.outputs = [alias.get(id(v), v) for v in p.outputs]
 
 
 def _constraints_of(op):
