@@ -39,7 +39,7 @@ def _constraint_leaf(x, s, reshard=False):
                 sh = from_spec(s.spec, np.ndim(x), shape, "with_sharding_constraint")
                 if _under_types(x, sh, explicit, asserting) is None:
                     return x
-        if isinstance(s, NamedSharding) and PartitionSpec.UNCONSTRAINED in tuple(s.spec):
+        if isinstance(s, NamedSharding) and PartitionSpec.UNCONSTRAINED in s.spec.partitions:
             s = _keep_unconstrained(x, s)
         return jax.device_put(x, s)
     b = core.current_builder()
@@ -60,6 +60,11 @@ def _constraint_leaf(x, s, reshard=False):
     explicit = types.explicit_axes_of(b)
     if reshard and explicit:
         _check_divides(spec, sh, x, mesh.shape, explicit)
+        if sh.unreduced and _made_by_a_dot(b, x):
+            # (a dot's out_sharding=: unreduced names the axes its contraction leaves
+            # partial, as jax's; other values are resharded to partial sums)
+            types.check_partial_sums(b, x.value, sh.unreduced,
+                                     "out_sharding with unreduced axes")
     if not reshard:
         if explicit:
             sh = _under_types(x, sh, explicit, explicit >= frozenset(mesh.shape.names))
@@ -77,6 +82,13 @@ def _constraint_leaf(x, s, reshard=False):
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
+
+
+def _made_by_a_dot(b, x):
+    from ..ir.primitive import Trait
+    v = x.value
+    op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
+    return op is not None and bool(op.prim.traits & Trait.CONTRACTION)
 
 
 def _manual_axes():
@@ -112,10 +124,13 @@ def _eager_explicit(mesh):
 
 def _keep_unconstrained(x, s):
     """Outside a trace an unconstrained dim keeps the array's own sharding."""
-    have = tuple(getattr(getattr(x, "sharding", None), "spec", None) or ())
-    have += (None,) * (len(s.spec) - len(have))
-    return NamedSharding(s.mesh, PartitionSpec(*[h if e is PartitionSpec.UNCONSTRAINED else e
-                                                 for e, h in zip(s.spec, have)]))
+    have = getattr(getattr(x, "sharding", None), "spec", None)
+    have = tuple(have.partitions) if have is not None else ()
+    want = s.spec.partitions
+    have += (None,) * (len(want) - len(have))
+    return NamedSharding(s.mesh, PartitionSpec(
+        *[h if e is PartitionSpec.UNCONSTRAINED else e for e, h in zip(want, have)],
+        unreduced=s.spec.unreduced, reduced=s.spec.reduced))
 
 
 def _eager_type(x):

@@ -20,6 +20,7 @@ import jax
 
 from ..errors import ShardingTypeError
 from ..ir.program import Lit
+from ..ir.primitive import Trait
 from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..ir.sharding import Sharding
 
@@ -295,6 +296,47 @@ def _partial_sums(prim, in_vals, in_ts):
     # every operand, literals too: partial sums plus a constant are no partial sums
     sets = {t.unreduced if t is not None else () for t in in_ts}
     return next(iter(sets)) if len(sets) == 1 else ()
+
+
+def check_partial_sums(b, v, axes, what, loc=None):
+    """Where a value is claimed to be partial sums over mesh `axes` (a dot's
+    out_sharding= with unreduced=; the cotangent of a value reduced over them), it must
+    be one, or XLA adds up copies of a whole value: a dot_general whose contracting
+    dims both operands' types shard on exactly those axes (jax's rule), or a sum,
+    difference, negation or layout change of such values. Raises ShardingTypeError
+    otherwise."""
+    axes = frozenset(axes)
+    if not _partial_over(b, v, axes, 8):
+        raise ShardingTypeError(
+            f"{what}: the value is not partial sums over mesh axes {sorted(axes)}: only a "
+            "dot_general whose contracting dimensions are sharded on exactly those axes "
+            "(identically in both operands), or a sum of such values, is (jax: "
+            "out_sharding's unreduced axes should be equal to the contracting specs). "
+            "Shard the contraction on those axes, or name the axes it is sharded on", loc)
+
+
+def _partial_over(b, v, axes, depth):
+    if type(v) is Lit or depth == 0:
+        return False
+    if v.aval.ts is not None and frozenset(v.aval.ts.unreduced) == axes:
+        return True
+    op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
+    if op is None:
+        return False
+    if op.prim.traits & Trait.CONTRACTION and "contracting" in op.params:
+        (lc, rc), _ = op.params["contracting"], op.params.get("batch")
+        lt, rt = (operand_ts(x) for x in op.inputs[:2])
+        ls = [tuple(lt.dims[i]) if lt is not None else () for i in lc]
+        rs = [tuple(rt.dims[i]) if rt is not None else () for i in rc]
+        return ls == rs and frozenset(a for d in ls for a in d) == axes
+    t = op.prim.traits
+    if getattr(op.prim, "type_linear", False) or t & Trait.FUSED or (
+            t & Trait.ALIAS and not t & Trait.SHARDED_RESULTS):
+        # sums and negations; a broadcast, reshape, transpose, convert or copy of partial
+        # sums is partial sums (a constraint may have summed them)
+        return bool(op.inputs) and all(_partial_over(b, x, axes, depth - 1)
+                                       for x in op.inputs)
+    return False
 
 
 def of_region_op(op, mesh, explicit):

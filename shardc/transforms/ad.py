@@ -183,6 +183,9 @@ def _retype(c, ts, builder):
     mesh = builder.meshes.info.shape
     opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
     # the cotangent of a value reduced over axes is a partial sum over them (jax's)
+    if ts.reduced:
+        types.check_partial_sums(builder, c.value, ts.reduced,
+                                 "the gradient of a value reduced over mesh axes")
     sh = Sharding(ts.dims, opens, ts.unreduced + ts.reduced)
     out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
     out.value.sharding = sh
