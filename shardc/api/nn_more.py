@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShardcError, wrap_public
+from ..transforms.custom_jvp import custom_jvp
 from ..ir import dtypes
 from . import numpy as snp
 from .numpy._util import aval, check_arraylike
@@ -60,8 +61,18 @@ def leaky_relu(x, negative_slope=0.01):
     return snp.where(snp.greater_equal(x, 0), x, snp.multiply(negative_slope, x))
 
 
+@custom_jvp
 def relu6(x):
     return snp.minimum(snp.maximum(x, 0), 6.0)
+
+
+def _relu6_jvp(g, ans, x):
+    # as jax.nn.relu6's: 0 at the kinks x == 0 and x == 6 (maximum and minimum split ties)
+    return snp.where(snp.logical_and(snp.greater(x, 0), snp.less(x, 6)), g,
+                     snp.zeros_like(g))
+
+
+relu6.defjvps(_relu6_jvp)
 
 
 def hard_sigmoid(x):
