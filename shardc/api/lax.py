@@ -189,17 +189,18 @@ def _dot_rank(dt):
             not (dtypes.is_int(r) and not dtypes.is_signed(r)))
 
 
-def _mixed_dot_operands(lhs, rhs):
-    """Operands of two dtypes, as jax's dot_general takes them: both become the more
-    precise one, the result's dtype (before preferred_element_type, checked as for one
-    dtype), as jax's lowering converts them on CPU and GPU."""
+def _mixed_dot_operands(lhs, rhs, preferred=None):
+    """Operands of two dtypes, as jax's dot_general takes them: both become the
+    result's dtype (preferred_element_type if given, else the more precise of the two),
+    as jax's lowering converts them on CPU and GPU (int8 x uint8 -> int32 multiplies
+    int32s: neither operand wraps into the other's type)."""
     a, b = aval(lhs).dtype, aval(rhs).dtype
     if a == b:
         return lhs, rhs
     ra, rb = _dot_rank(a), _dot_rank(b)
     if ra == rb:
         raise ShardcTypeError(f"lax.dot_general argument type error: {a}, {b}")
-    out = a if ra > rb else b
+    out = preferred if preferred is not None else a if ra > rb else b
     return convert(lhs, out), convert(rhs, out)
 
 
@@ -207,9 +208,9 @@ def _mixed_dot_operands(lhs, rhs):
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     from .precision import canonical_precision
     (lc, rc), (lb, rb) = dimension_numbers
-    lhs, rhs = _mixed_dot_operands(lhs, rhs)
-    extra = {} if preferred_element_type is None else \
-        {"preferred_element_type": canonical_dtype(preferred_element_type)}
+    pref = None if preferred_element_type is None else canonical_dtype(preferred_element_type)
+    lhs, rhs = _mixed_dot_operands(lhs, rhs, pref)
+    extra = {} if pref is None else {"preferred_element_type": pref}
     prec = canonical_precision(precision)
     if prec is not None:
         extra["precision"] = prec

@@ -199,7 +199,7 @@ def _static(x):
 def reduce_tree(xs, inits, fn, dims):
     """Fold operands `xs` (one shape) over `dims` with `fn(list, list) -> list`: the
     reduced dims last and merged, halves combined until one element is left (an odd
-    count pads one init value), then `fn(inits, that)`."""
+    one out joins the first pair), then `fn(inits, that)`: the init counts once."""
     from .numpy._util import convert
     shape = aval(xs[0]).shape
     kept = [d for d in range(len(shape)) if d not in dims]
@@ -212,15 +212,18 @@ def reduce_tree(xs, inits, fn, dims):
     xs = [L.reshape(L.transpose(x, perm) if perm != tuple(range(len(shape))) else x,
                     (*out_shape, n)) for x in xs]
     axis = len(out_shape)
+    zero = (0,) * axis
     while n > 1:
-        if n % 2:
-            xs = [L.pad(x, v, [(0, 0, 0)] * axis + [(0, 1, 0)]) for x, v in zip(xs, inits)]
-            n += 1
         half = n // 2
-        zero = (0,) * axis
         a = [L.slice(x, (*zero, 0), (*out_shape, half)) for x in xs]
-        b = [L.slice(x, (*zero, half), (*out_shape, n)) for x in xs]
-        xs, n = fn(a, b), half
+        b = [L.slice(x, (*zero, half), (*out_shape, 2 * half)) for x in xs]
+        c = fn(a, b)
+        if n % 2:   # the odd one joins the first pair (no init value: it counts once)
+            head = fn([L.slice(x, (*zero, 0), (*out_shape, 1)) for x in c],
+                      [L.slice(x, (*zero, n - 1), (*out_shape, n)) for x in xs])
+            c = [L.concatenate([h, L.slice(x, (*zero, 1), (*out_shape, half))], axis)
+                 if half > 1 else h for h, x in zip(head, c)]
+        xs, n = c, half
     last = [L.reshape(x, out_shape) for x in xs]
     return fn([L.broadcast_in_dim(v, out_shape, ()) for v in inits], last)
 
