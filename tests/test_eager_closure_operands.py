@@ -60,3 +60,24 @@ def test_arrays_on_two_meshes_keep_the_first_and_fold_the_other():
     got = shardc.lax.cond(True, lambda: XS + ys, lambda: XS)
     np.testing.assert_allclose(np.asarray(got), np.asarray(XS) + 1)
     assert got.sharding.mesh == MESH
+
+
+def test_an_eager_transform_over_a_closure_compiles_once():
+    from shardc.runtime import backend
+    calls = []
+    orig = backend.compile
+
+    def counting(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+    g = shardc.grad(lambda a: shardc.numpy.tanh(a * XS + 0.5).sum())
+    a = np.ones((8, 16), np.float32)
+    try:
+        backend.compile = counting
+        outs = [g(a) for _ in range(3)]
+    finally:
+        backend.compile = orig
+    assert len(calls) == 1
+    want = jax.grad(lambda a: jax.numpy.tanh(a * XS + 0.5).sum())(a)
+    for o in outs:
+        np.testing.assert_allclose(np.asarray(o), np.asarray(want), rtol=1e-6)

@@ -182,10 +182,14 @@ class Jitted:
         entry = self._cache.get(slow_key)
         if entry is None:
             traced = self._stage(ctx)
-            entry = traced.lower().compile()._entry
+            lowered = traced.lower()
             lifted = traced.program.meta.get("lifted")
-            if lifted:      # this call's closed-over arrays: run, and keep nothing
+            if lifted:
+                # this call's closed-over arrays are arguments too: the next call traces
+                # again (its closure may hold others) but reuses the executable
+                entry = _lifted_entry(lowered)
                 return entry.run(leaves + lifted), entry, leaves
+            entry = lowered.compile()._entry
             self._cache[slow_key] = entry
         entry.adopt(leaves)
         self._fast[key] = entry
@@ -487,6 +491,23 @@ def internal_jit(fun, name, **kw):
     trace), and under jax_debug_nans a NaN it returns is reported as from `name`, as
     one op's (its ops are not run one by one)."""
     return Jitted(fun, _internal=name, **kw)
+
+
+_LIFTED: dict = {}     # (StableHLO text, devices, committed) -> the compiled entry
+
+
+def _lifted_entry(lowered):
+    """The compiled entry of an internal jit's program whose closed-over arrays are
+    arguments (see core.lift_array), shared by programs of the same text."""
+    p = lowered.traced.program
+    key = (lowered.text, tuple(d.id for d in lowered.traced.mesh.devices),
+           p.meta.get("committed"), tuple(p.meta.get("donate") or ()))
+    entry = _LIFTED.get(key)
+    if entry is None:
+        if len(_LIFTED) >= 256:
+            _LIFTED.clear()
+        entry = _LIFTED[key] = lowered.compile()._entry
+    return entry
 
 
 def _traced(x):

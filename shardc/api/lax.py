@@ -23,6 +23,7 @@ from .collectives import (all_gather, all_to_all, axis_index, axis_size, pmax, p
                           pbroadcast, pcast, pmin, ppermute, pswapaxes, psum,
                           psum_scatter, pvary, ragged_all_to_all)
 from ..trace import pytree as _tree
+from ..ir.program import Lit
 
 
 def _constraint_leaf(x, s, reshard=False):
@@ -85,10 +86,18 @@ def _constraint_leaf(x, s, reshard=False):
 
 
 def _made_by_a_dot(b, x):
+    """Whether `x` is a dot's result, or a layout change of one (einsum's transpose)."""
     from ..ir.primitive import Trait
     v = x.value
-    op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
-    return op is not None and bool(op.prim.traits & Trait.CONTRACTION)
+    for _ in range(4):
+        op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)),
+                  None)
+        if op is None or op.prim.traits & Trait.CONTRACTION:
+            return op is not None
+        if not op.prim.traits & Trait.FUSED or not op.inputs or type(op.inputs[0]) is Lit:
+            return False
+        v = op.inputs[0]
+    return False
 
 
 def _manual_axes():

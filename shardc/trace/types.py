@@ -301,12 +301,13 @@ def _partial_sums(prim, in_vals, in_ts):
 def check_partial_sums(b, v, axes, what, loc=None):
     """Where a value is claimed to be partial sums over mesh `axes` (a dot's
     out_sharding= with unreduced=; the cotangent of a value reduced over them), it must
-    be one, or XLA adds up copies of a whole value: a dot_general whose contracting
-    dims both operands' types shard on exactly those axes (jax's rule), or a sum,
-    difference, negation or layout change of such values. Raises ShardingTypeError
-    otherwise."""
+    not be a whole value, or XLA adds up its copies: a dot_general whose contracting
+    dims are not sharded on exactly those axes, identically in both operands (jax's
+    rule), a reduction or a constant is whole, and so are sums and layout changes of
+    whole values, as is an argument not typed unreduced. Raises ShardingTypeError for
+    those; what this cannot see into (a region op's result) passes."""
     axes = frozenset(axes)
-    if not _partial_over(b, v, axes, 8):
+    if _partial_over(b, v, axes, 12) is False:
         raise ShardingTypeError(
             f"{what}: the value is not partial sums over mesh axes {sorted(axes)}: only a "
             "dot_general whose contracting dimensions are sharded on exactly those axes "
@@ -315,28 +316,66 @@ def check_partial_sums(b, v, axes, what, loc=None):
             "Shard the contraction on those axes, or name the axes it is sharded on", loc)
 
 
+def _producer(b, v):
+    return next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
+
+
 def _partial_over(b, v, axes, depth):
-    if type(v) is Lit or depth == 0:
+    """True: partial sums over `axes`; False: a whole value; None: cannot tell."""
+    if type(v) is Lit:
         return False
-    if v.aval.ts is not None and frozenset(v.aval.ts.unreduced) == axes:
+    if depth == 0:
+        return None
+    ts = v.aval.ts
+    if ts is not None and frozenset(ts.unreduced) == axes:
         return True
-    op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
-    if op is None:
+    if ts is not None and frozenset(ts.reduced) & axes:     # (replicated over them)
         return False
-    if op.prim.traits & Trait.CONTRACTION and "contracting" in op.params:
-        (lc, rc), _ = op.params["contracting"], op.params.get("batch")
-        lt, rt = (operand_ts(x) for x in op.inputs[:2])
-        ls = [tuple(lt.dims[i]) if lt is not None else () for i in lc]
-        rs = [tuple(rt.dims[i]) if rt is not None else () for i in rc]
-        return ls == rs and frozenset(a for d in ls for a in d) == axes
+    op = _producer(b, v)
+    if op is None:      # an argument or block argument: its type said
+        return False
+    if op.regions:
+        return None
     t = op.prim.traits
-    if getattr(op.prim, "type_linear", False) or t & Trait.FUSED or (
-            t & Trait.ALIAS and not t & Trait.SHARDED_RESULTS):
-        # sums and negations; a broadcast, reshape, transpose, convert or copy of partial
-        # sums is partial sums (a constraint may have summed them)
-        return bool(op.inputs) and all(_partial_over(b, x, axes, depth - 1)
-                                       for x in op.inputs)
-    return False
+    if t & Trait.CONSTANT:
+        return False
+    if t & Trait.CONTRACTION and "contracting" in op.params:
+        (lc, rc) = op.params["contracting"]
+        lt, rt = (operand_ts(x) for x in op.inputs[:2])
+        if lt is None or rt is None:    # (an untyped operand: cannot tell)
+            return None
+        ls = [tuple(lt.dims[i]) for i in lc]
+        rs = [tuple(rt.dims[i]) for i in rc]
+        return ls == rs and frozenset(a for d in ls for a in d) == axes
+    if t & Trait.SHARDED_RESULTS:        # a constraint: partial sums if it says so
+        want = op.params.get("sharding")
+        if want is not None and frozenset(want.unreduced) == axes:
+            return True
+        if want is not None and frozenset(want.reduced) & axes:
+            return False
+        inner = _partial_over(b, op.inputs[0], axes, depth - 1)
+        return False if inner is True and want is not None and not want.unreduced \
+            else inner
+    ins = [_partial_over(b, x, axes, depth - 1) for x in op.inputs]
+    if getattr(op.prim, "type_linear", False):     # sums: all partial, or all whole
+        return True if all(i is True for i in ins) else \
+            False if all(i is False for i in ins) or (True in ins and False in ins) \
+            else None
+    if t & Trait.REDUCE:
+        # a sum over dims sharded on the axes is typed whole (XLA reduces it)
+        src = operand_ts(op.inputs[0]) if op.inputs else None
+        summed = {a for d in op.params.get("axes", ()) if src is not None
+                  for a in src.dims[d]}
+        return ins[0] if ins and (ins[0] is True or not summed & axes) else False
+    if t & Trait.FUSED or (t & Trait.ALIAS):
+        return ins[0] if ins else None
+    # elementwise products and others: partial in one operand and whole in the rest is
+    # partial (a scaling); whole in all is whole
+    if ins and all(i is False for i in ins):
+        return False
+    if ins.count(True) == 1 and all(i is not None for i in ins):
+        return True
+    return None
 
 
 def of_region_op(op, mesh, explicit):
