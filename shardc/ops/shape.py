@@ -8,7 +8,7 @@ from ..trace.core import Primitive
 from ..trace.types import restrict
 from ..ir.primitive import PropKind, Trait
 from ..errors import ShardcError, ShardcTypeError
-from ..ir.program import Aval, Op
+from ..ir.program import Aval
 from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
@@ -149,21 +149,6 @@ reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshap
                       lower=_lower_reshape, prop_kind=PropKind.RESHAPE,
                       traits=Trait.KEEPS_CONSTANT | Trait.FUSED | Trait.ALIAS)
 
-
-def _fold_reshape(op, consts, defs):
-    """As XLA's canonicalizer: a reshape of a reshape reshapes the first's operand, and
-    a reshape to its operand's own shape is that operand."""
-    x = op.inputs[0]
-    inner = defs.get(id(x))
-    if inner is not None and inner.prim is reshape_p:
-        x = inner.inputs[0]
-    if x.aval.shape == op.outputs[0].aval.shape:
-        return [x]
-    return Op(reshape_p, [x], op.outputs, op.params, op.loc) if x is not op.inputs[0] \
-        else None
-
-
-reshape_p.fold = _fold_reshape
 
 
 # ---------------------------------------------------------------- transpose

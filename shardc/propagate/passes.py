@@ -130,8 +130,7 @@ def fold_constants(p: Program, known: dict | None = None, defs: dict | None = No
     what folds of them) give literals or simpler ops (each primitive's `fold` rule), as
     XLA's canonicalizer folds them before Shardy: a slice at a constant start may keep
     its sliced dims sharded where a dynamic_slice may not; an op that does nothing (a
-    pad of zero widths, a reshape back to its operand's shape) forwards its operand, so
-    propagation meets what Shardy meets."""
+    pad of zero widths) forwards its operand, so propagation meets what Shardy meets."""
     known = {} if known is None else known      # id(value) -> its scalar value
     defs = {} if defs is None else defs         # id(value) -> the op that makes it
     alias = {} if alias is None else alias      # id(value) -> the value it forwards
