@@ -493,7 +493,7 @@ def internal_jit(fun, name, **kw):
     return Jitted(fun, _internal=name, **kw)
 
 
-_LIFTED: dict = {}     # (StableHLO text, devices, committed) -> the compiled entry
+_LIFTED: dict = {}     # (StableHLO text, devices, committed, donated) -> compiled entry
 
 
 def _lifted_entry(lowered):

@@ -90,8 +90,7 @@ def _made_by_a_dot(b, x):
     from ..ir.primitive import Trait
     v = x.value
     for _ in range(4):
-        op = next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)),
-                  None)
+        op = types.producer(b, v)
         if op is None or op.prim.traits & Trait.CONTRACTION:
             return op is not None
         if not op.prim.traits & Trait.FUSED or not op.inputs or type(op.inputs[0]) is Lit:

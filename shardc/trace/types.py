@@ -316,7 +316,8 @@ def check_partial_sums(b, v, axes, what, loc=None):
             "Shard the contraction on those axes, or name the axes it is sharded on", loc)
 
 
-def _producer(b, v):
+def producer(b, v):
+    """The op of builder `b` that made value `v` (None: an argument or block argument)."""
     return next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
 
 
@@ -331,7 +332,7 @@ def _partial_over(b, v, axes, depth):
         return True
     if ts is not None and frozenset(ts.reduced) & axes:     # (replicated over them)
         return False
-    op = _producer(b, v)
+    op = producer(b, v)
     if op is None:      # an argument or block argument: its type said
         return False
     if op.regions:
