@@ -53,6 +53,8 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     name = getattr(fun, "__name__", "fun")
     leaves, in_tree = _tree.tree_flatten(primals)
     in_avals = [_aval(x) for x in leaves]
+    # a Python scalar primal is weakly typed, as jax's (so is its cotangent)
+    weak = [not hasattr(x, "dtype") and core.aval_of(x).weak for x in leaves]
     out_tree, out_avals = _out_avals(fun, primals)
     kinds = [d for _, d in in_avals + out_avals]
     if not (all(dtypes.is_inexact(d) for d in kinds) or all(dtypes.is_int(d) for d in kinds)):
@@ -63,7 +65,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
 
     def body(cts):
         from ..transforms.ad import _traced_vjp
-        xs = [L.zeros(s, d) for s, d in in_avals]
+        xs = [L.full(s, 0, d, w) for (s, d), w in zip(in_avals, weak)]
 
         def flat(*p):
             return _tree.tree_leaves(fun(*_tree.tree_unflatten(in_tree, list(p))))

@@ -245,10 +245,14 @@ def _check_diff_input(x, what):
 
 
 def _constant(x):
-    """A concrete primal as a constant of the trace (as shardc.numpy.asarray)."""
+    """A concrete primal as a constant of the trace (as shardc.numpy.asarray); a Python
+    scalar's is weakly typed, as jax's, so its gradient promotes as the scalar would."""
     from ..ops.special import constant_p
     arr = np.asarray(x)
-    return constant_p.bind(value=arr.astype(dtypes.canonicalize(arr.dtype), copy=False))
+    params = {"value": arr.astype(dtypes.canonicalize(arr.dtype), copy=False)}
+    if core.aval_of(x).weak:
+        params["weak_type"] = True
+    return constant_p.bind(**params)
 
 
 def _traced_vjp(f, primals, has_aux=False, linear=None, level=None):
