@@ -3,7 +3,7 @@ reduce_precision. Each is pointwise for sharding and batches elementwise."""
 from __future__ import annotations
 
 
-from ..errors import ShardcError
+from ..errors import ShardcError, ShardcNotImplementedError
 from ..ir.primitive import PropKind, Trait
 from ..trace.core import Primitive
 from . import elementwise as ew
@@ -50,11 +50,21 @@ def reduce_precision(x, exponent_bits, mantissa_bits):
                                    mantissa_bits=int(mantissa_bits))
 
 
+def _nextafter_vjp(ctx, cts, x, y):
+    """jax has no rule (its derivative is 1 in x almost everywhere, 0 in y, but a zero
+    would be silently wrong for x): an error when a differentiated value reaches it."""
+    if ctx.active is None or any(ctx.active):
+        raise ShardcNotImplementedError("Differentiation rule for 'nextafter' not "
+                                        "implemented", ctx.op.loc)
+    return [None, None]
+
+
 def _vjps():
     from ..ir.primitive import nondiff
     from . import lax as L
-    for p in (clz_p, population_count_p, nextafter_p):
+    for p in (clz_p, population_count_p):
         p.vjp = nondiff
+    nextafter_p.vjp = _nextafter_vjp
     ew.defvjp(cbrt_p, lambda c, g, x: (L.mul(g, L.mul(1 / 3, L.integer_pow(c.out, -2))),))
     ew.defvjp(reduce_precision_p, lambda c, g, x, **kw: (reduce_precision_p.bind(g, **kw),))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError, ShardcNotImplementedError
 from ..ir.primitive import Trait
 from .batching import elementwise_rule
 from .elementwise import defvjp, elementwise
@@ -31,6 +32,24 @@ def _i1e_vjp(ctx, cts, x):
                       "its derivative")
 
 
+def _polygamma_vjp(ctx, g, m, x):
+    from . import lax as L
+    if ctx.active is None or ctx.active[0]:     # (a zero would be silently wrong)
+        raise ArgumentError("polygamma gradient with respect to m is not supported",
+                            ctx.op.loc)
+    return None, L.mul(g, polygamma_p.bind(L.add(m, 1), x))
+
+
+def _zeta_vjp(ctx, g, x, q):
+    from . import lax as L
+    if ctx.active is None or ctx.active[0]:
+        raise ShardcNotImplementedError(
+            "Differentiation rule for 'zeta' with respect to its first argument not "
+            "implemented (as jax's lax.zeta); shardc.scipy.special.zeta has one",
+            ctx.op.loc)
+    return None, L.mul(g, L.mul(L.neg(x), zeta_p.bind(L.add(x, 1), q)))
+
+
 def _vjps():
     from . import lax as L
     half_sqrt_pi = math.sqrt(math.pi) / 2
@@ -38,10 +57,9 @@ def _vjps():
     defvjp(lgamma_p, lambda c, g, x: (L.mul(g, digamma_p.bind(x)),))
     defvjp(digamma_p, lambda c, g, x: (L.mul(g, polygamma_p.bind(L.full_like(x, 1), x)),))
     # d/dx polygamma(m, x) = polygamma(m + 1, x); m is not differentiable (jax raises)
-    defvjp(polygamma_p, lambda c, g, m, x: (None, L.mul(g, polygamma_p.bind(L.add(m, 1), x))))
-    # d/dq zeta(x, q) = -x * zeta(x + 1, q); x is not differentiable
-    defvjp(zeta_p, lambda c, g, x, q: (None, L.mul(g, L.mul(L.neg(x),
-                                                            zeta_p.bind(L.add(x, 1), q)))))
+    defvjp(polygamma_p, _polygamma_vjp)
+    # d/dq zeta(x, q) = -x * zeta(x + 1, q); x is not differentiable (jax raises)
+    defvjp(zeta_p, _zeta_vjp)
     bessel_i1e_p.vjp = _i1e_vjp
     for p in ALL:
         p.batch = elementwise_rule(p)
