@@ -1,6 +1,9 @@
 """The differentiation API where it differed from jax's: a Python-scalar primal stays
-weakly typed, and gradients jax refuses (zeta in s, polygamma in m, nextafter) raise
-instead of being silently zero."""
+weakly typed; gradients jax refuses (zeta in s, polygamma in m, nextafter) raise
+instead of being silently zero; jax's keyword arguments (jvp has_aux, custom_vjp
+nondiff_argnames, checkpoint static_argnames) and vjp's float0 cotangent of an integer
+primal."""
+from functools import partial
 
 import jax
 import numpy as np
@@ -99,3 +102,134 @@ def test_undifferentiated_operand_keeps_its_gradient():
     _close(shardc.grad(f(shardc))(Q), jax.grad(f(jax))(Q))
     t = shardc.jvp(lambda q: shardc.lax.zeta(S, q), (Q,), (Q,))[1]
     _close(t, jax.jvp(lambda q: jax.scipy.special.zeta(S, q), (Q,), (Q,))[1])
+
+
+# ---------------------------------------------------------------- jax's keyword arguments
+
+def _tree_close(got, want):
+    gl, gt = jax.tree_util.tree_flatten(got)
+    wl, wt = jax.tree_util.tree_flatten(want)
+    assert gt == wt
+    for g, w in zip(gl, wl):
+        if np.asarray(w).dtype == jax.dtypes.float0:
+            assert np.asarray(g).dtype == jax.dtypes.float0 and np.shape(g) == np.shape(w)
+        else:
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            _close(g, w)
+
+
+def _jvp_aux(M, **extra):
+    return lambda x: (M.numpy.sin(x), {"s": x.sum(), "i": M.numpy.arange(2), **extra})
+
+
+def test_jvp_has_aux():
+    got = shardc.jvp(_jvp_aux(shardc, tag="t"), (X,), (X,), has_aux=True)
+    want = jax.jvp(_jvp_aux(jax, tag="t"), (X,), (X,), has_aux=True)
+    assert got[2].pop("tag") == want[2].pop("tag") == "t"     # (a leaf that is no array)
+    _tree_close(got, want)
+    got = shardc.jit(lambda x: shardc.jvp(_jvp_aux(shardc), (x,), (x,), has_aux=True))(X)
+    _tree_close(got, jax.jit(lambda x: jax.jvp(_jvp_aux(jax), (x,), (x,), has_aux=True))(X))
+
+
+def test_jvp_has_aux_stays_differentiable():
+    """aux is not differentiated by the jvp, but an outer grad reaches it (as jax's)."""
+    def loss(M):
+        return lambda x: M.jvp(lambda x: (M.numpy.sin(x), M.numpy.cos(x)), (x,), (x,),
+                               has_aux=True)[2].sum()
+    _close(shardc.grad(loss(shardc))(X), jax.grad(loss(jax))(X))
+    with pytest.raises(shardc.errors.ShardcError, match="has_aux=True"):
+        shardc.jvp(shardc.numpy.sin, (X,), (X,), has_aux=True)
+
+
+def _custom_vjp_fns(M):
+    @partial(M.custom_vjp, nondiff_argnames=("k",))
+    def f(x, k):
+        return x * k
+    f.defvjp(lambda x, k: (x * k, None), lambda k, r, g: (g * k * 2,))
+
+    @partial(M.custom_vjp, nondiff_argnames="k")
+    def f2(k, x, y=2.):
+        return x * k * y
+    f2.defvjp(lambda k, x, y=2.: (x * k * y, (x, y)),
+              lambda k, r, g: (g * r[1] * k * 3, g * r[0]))
+    return f, f2
+
+
+CUSTOM_VJP = {
+    "kw": lambda M, f, f2: M.grad(lambda x: f(x, k=3.).sum())(X),
+    "pos": lambda M, f, f2: M.grad(lambda x: f(x, 3.).sum())(X),
+    "jit": lambda M, f, f2: M.jit(M.grad(lambda x: f(x, k=3.).sum()))(X),
+    "vmap": lambda M, f, f2: M.vmap(M.grad(lambda x: f(x, k=3.)))(X),
+    "default": lambda M, f, f2: M.grad(lambda x, y: f2(4., x, y=y).sum(),
+                                       argnums=(0, 1))(X, X + 1),
+    "eager": lambda M, f, f2: f(X, k=3.),
+}
+
+
+@pytest.mark.parametrize("case", list(CUSTOM_VJP))
+def test_custom_vjp_nondiff_argnames(case):
+    got = CUSTOM_VJP[case](shardc, *_custom_vjp_fns(shardc))
+    _tree_close(got, CUSTOM_VJP[case](jax, *_custom_vjp_fns(jax)))
+
+
+def test_custom_jvp_nondiff_argnames():
+    def make(M):
+        @partial(M.custom_jvp, nondiff_argnames=("k",))
+        def h(x, k):
+            return x * k
+        h.defjvp(lambda k, p, t: (p[0] * k, t[0] * k * 2))
+        return h
+    for M in (jax, shardc):
+        h = make(M)
+        got = M.grad(lambda x: h(x, k=3.).sum())(X), M.jvp(lambda x: h(x, k=3.), (X,), (X,))
+        if M is jax:
+            want = got
+    _tree_close(got, want)
+
+
+def _pow(x, n):
+    return x ** n if n > 1 else x       # Python control flow on n: n must be static
+
+
+CHECKPOINT = {
+    "grad": lambda M: M.grad(lambda x: M.checkpoint(_pow, static_argnames="n")(
+        x, n=3).sum())(X),
+    "jit": lambda M: M.jit(M.grad(lambda x: M.checkpoint(_pow, static_argnames=("n",))(
+        x, n=3).sum()))(X),
+    "eager": lambda M: M.checkpoint(_pow, static_argnames="n")(X, n=3),
+    "policy": lambda M: M.grad(lambda x: M.checkpoint(
+        _pow, static_argnames="n", policy=M.checkpoint_policies.nothing_saveable)(
+        x, n=2).sum())(X),
+}
+
+
+@pytest.mark.parametrize("case", list(CHECKPOINT))
+def test_checkpoint_static_argnames(case):
+    """Keyword arguments named are static, as with jax_remat3 (jax's default checkpoint
+    accepts the names but traces the arguments)."""
+    jax.config.update("jax_remat3", True)
+    try:
+        want = CHECKPOINT[case](jax)
+    finally:
+        jax.config.update("jax_remat3", False)
+    _tree_close(CHECKPOINT[case](shardc), want)
+
+
+I32 = np.arange(3, dtype=np.int32)
+VJP_INT = {
+    "int": lambda M: M.vjp(lambda i: i * 2, I32)[1](I32),
+    "mixed": lambda M: M.vjp(lambda x, i: x * i, X, I32)[1](X),
+    "tree": lambda M: M.vjp(lambda d: d["x"] * d["i"], {"x": X, "i": I32})[1](X),
+    "bool": lambda M: M.vjp(lambda b, x: M.numpy.where(b, x, 0.), I32 > 0, X)[1](X),
+    "aux": lambda M: M.vjp(lambda x, i: (x * i, i), X, I32, has_aux=True)[1](X),
+    "in_jit": lambda M: M.jit(lambda x, i: M.vjp(lambda x, i: x * i, x, i)[1](x))(X, I32),
+    "from_jit": lambda M: M.jit(lambda x, i: M.vjp(lambda x, i: x * i, x, i))(X, I32)[1](X),
+    "scalars": lambda M: M.jit(lambda: M.vjp(lambda x, i: x * i, 2.0, 3)[1](1.0))(),
+    "grad_allow_int": lambda M: M.jit(M.grad(lambda x, i: (x * i).sum(), argnums=(0, 1),
+                                             allow_int=True))(X, I32),
+}
+
+
+@pytest.mark.parametrize("case", list(VJP_INT))
+def test_vjp_integer_primal_float0(case):
+    _tree_close(VJP_INT[case](shardc), VJP_INT[case](jax))

@@ -180,9 +180,21 @@ def vjp(fun, *primals, has_aux=False):
             fwd = _eager_vjps[key] = internal_jit(
                 lambda *p: vjp(fun, *p, has_aux=has_aux), f"vjp({_fname(fun)})")
         return fwd(*primals)
-    from .vjp_fn import make_vjp
-    out, aux, fn = _traced_vjp(fun, primals, has_aux)
-    fn = make_vjp(fn, out)
+    from .vjp_fn import Float0Fill, make_vjp
+    leaves, tree = _tree.tree_flatten(primals)
+    diff = [k for k, x in enumerate(leaves) if dtypes.is_inexact(core.aval_of(x).dtype)]
+    if len(diff) == len(leaves):
+        out, aux, fn = _traced_vjp(fun, primals, has_aux)
+        return (out, make_vjp(fn, out), aux) if has_aux else (out, make_vjp(fn, out))
+
+    def f_of(*ws):      # integer and bool primals are held constant (float0 cotangents)
+        full = list(leaves)
+        for k, w in zip(diff, ws):
+            full[k] = w
+        return fun(*_tree.tree_unflatten(tree, full))
+    out, aux, fn = _traced_vjp(f_of, tuple(leaves[k] for k in diff), has_aux)
+    fill = Float0Fill(tree, tuple(diff), tuple(tuple(core.aval_of(x).shape) for x in leaves))
+    fn = make_vjp(fn, out, fill)
     return (out, fn, aux) if has_aux else (out, fn)
 
 
@@ -217,11 +229,14 @@ def _float0_tangents(out, t_out):
 
 
 @api_boundary
-def jvp(fun, primals, tangents):
-    """(f(*primals), J·tangents): forward mode, as the transpose of the reverse pass."""
+def jvp(fun, primals, tangents, has_aux=False):
+    """(f(*primals), J·tangents): forward mode, as the transpose of the reverse pass.
+    has_aux: fun returns (output, aux), and jvp (output, its tangent, aux)."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise ShardcTypeError("primal and tangent arguments to jvp must be tuples or lists; "
                               f"found {type(primals).__name__} and {type(tangents).__name__}.")
+    if has_aux:
+        return _jvp_aux(fun, primals, tangents)
     primals, tangents = tuple(primals), tuple(tangents)
     p_leaves, p_tree = _tree.tree_flatten(primals)
     t_leaves, t_tree = _tree.tree_flatten(tangents)
@@ -285,6 +300,28 @@ def jvp(fun, primals, tangents):
     t_out = _tree.tree_map(lambda t, o: t if dtypes.is_float0(t) else convert(
         t, aval_of(o).dtype, aval_of(o).weak), t_out, out)
     return out, t_out
+
+
+def _jvp_aux(fun, primals, tangents):
+    """jvp with has_aux: aux's arrays ride along as outputs whose tangents are dropped
+    (still differentiable by an outer transform, as jax's); its other leaves (strings)
+    are kept from the trace."""
+    kept = []
+
+    def with_aux(*p):
+        got = fun(*p)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise ShardcError("has_aux=True needs the function to return (output, aux)")
+        leaves, tree = _tree.tree_flatten(got[1])
+        arrays = [k for k, x in enumerate(leaves) if core.is_tracer(x) or _is_arraylike(x)]
+        kept[:] = [leaves, tree, arrays]
+        return got[0], [leaves[k] for k in arrays]
+    (out, vals), (t_out, _) = jvp(with_aux, primals, tangents)
+    leaves, tree, arrays = kept
+    leaves = list(leaves)
+    for k, v in zip(arrays, vals):
+        leaves[k] = v
+    return out, t_out, _tree.tree_unflatten(tree, leaves)
 
 
 def _zero_tangent(o):

@@ -28,19 +28,25 @@ def _with_static(args, static, dyn):
     return [a if i in static else next(it) for i, a in enumerate(args)]
 
 
-def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=(),
+               static_argnames=()):
     """A function computing fun whose gradient recomputes fun's intermediate values
     instead of saving them (those `policy` says are saveable are saved), as
-    jax.checkpoint. Usable as a decorator, with or without arguments."""
+    jax.checkpoint. Usable as a decorator, with or without arguments. Keyword arguments
+    named in `static_argnames` are static, as jax's (jax_remat3) are."""
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
-                                 static_argnums=static_argnums)
+                                 static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
     policy = _from_jax(policy)
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     static_argnums = tuple(static_argnums)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    static_argnames = frozenset(static_argnames)
 
-    eager = []
+    eager = {}      # the static keyword arguments passed -> the jit running wrapped
 
     @functools.wraps(fun)
     @api_boundary
@@ -49,23 +55,29 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             # as jax's, traced (and compiled) even outside jit: jax types, not NumPy's
             from .jit import internal_jit
             static = {i % len(args) for i in static_argnums if -len(args) <= i < len(args)}
+            skw = {k: v for k, v in kwargs.items() if k in static_argnames}
             try:
-                hash(tuple(args[i] for i in static))
+                hash((tuple(args[i] for i in static), tuple(skw.values())))
             except TypeError:       # (jax takes unhashable static arguments here)
                 return internal_jit(lambda *dyn, **kw: wrapped(*_with_static(
-                    args, static, dyn), **kw), "checkpoint")(
-                    *[a for i, a in enumerate(args) if i not in static], **kwargs)
-            if not eager:
-                eager.append(internal_jit(wrapped, "checkpoint",
-                                          static_argnums=static_argnums))
-            return eager[0](*args, **kwargs)
+                    args, static, dyn), **kw, **skw), "checkpoint")(
+                    *[a for i, a in enumerate(args) if i not in static],
+                    **{k: v for k, v in kwargs.items() if k not in skw})
+            names = tuple(sorted(skw))
+            if names not in eager:
+                eager[names] = internal_jit(wrapped, "checkpoint",
+                                            static_argnums=static_argnums,
+                                            static_argnames=names)
+            return eager[names](*args, **kwargs)
         for i in static_argnums:
             if i >= len(args) or i < -len(args):
                 raise ShardcError(f"checkpoint: static_argnums {i} is out of range for "
                                   f"{len(args)} positional arguments")
         static = {i % len(args) for i in static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, tree = _tree.tree_flatten((dyn, kwargs))
+        skw = {k: v for k, v in kwargs.items() if k in static_argnames}
+        leaves, tree = _tree.tree_flatten(
+            (dyn, {k: v for k, v in kwargs.items() if k not in skw}))
         traced = [i for i, x in enumerate(leaves) if core.is_tracer(x)]
         out_tree = []
 
@@ -76,7 +88,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             d, kw = _tree.tree_unflatten(tree, full)
             it = iter(d)
             call = [a if i in static else next(it) for i, a in enumerate(args)]
-            outs, t = _tree.tree_flatten(fun(*call, **kw))
+            outs, t = _tree.tree_flatten(fun(*call, **kw, **skw))
             out_tree.append(t)
             return outs, len(outs)
 

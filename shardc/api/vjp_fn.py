@@ -10,6 +10,9 @@ re-traces that region on its leaves, compiled per region when called outside a t
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+import jax
 import numpy as np
 
 from ..errors import ArgumentError, ShardcError, api_boundary
@@ -37,19 +40,39 @@ class _Backward:
                                                    for o in outs])
 
 
+class Float0Fill(NamedTuple):
+    """The primals' cotangents from those of the float ones (at `diff`, in order): an
+    integer or bool primal's is float0 zeros of its shape, as jax's."""
+    tree: Any
+    diff: tuple
+    shapes: tuple
+
+    def __call__(self, cts):
+        full = [np.zeros(s, jax.dtypes.float0) for s in self.shapes]
+        for k, c in zip(self.diff, cts):
+            full[k] = c
+        return _tree.tree_unflatten(self.tree, full)
+
+
 @_tree.register_pytree_node_class
 class VJP:
-    """vjp's pullback: `fn(ct)`; a pytree of its residuals."""
+    """vjp's pullback: `fn(ct)`; a pytree of its residuals. `fill`: a Float0Fill when
+    some primals are integers (the backward pass gives the float ones' cotangents)."""
 
     def __init__(self, direct=None, builder=None, out_tree=None, out_avals=None,
-                 backward=None, residuals=()):
+                 backward=None, residuals=(), fill=None):
         self._direct, self._builder = direct, builder
         self._out_tree, self._out_avals = out_tree, out_avals
         self._backward, self._residuals = backward, tuple(residuals)
         self._placement = (None, None)
+        self._fill = fill
 
     @api_boundary
     def __call__(self, ct):
+        got = self._pullback(ct)
+        return got if self._fill is None else self._fill(got)
+
+    def _pullback(self, ct):
         bw = self._backward
         out_tree, avals = (self._out_tree, self._out_avals) if bw is None else \
             (bw.out_tree, bw.ct_avals)
@@ -74,11 +97,12 @@ class VJP:
     def tree_flatten(self):
         if self._backward is None:
             self._trace_backward()
-        return self._residuals, self._backward
+        return self._residuals, (self._backward, self._fill)
 
     @classmethod
-    def tree_unflatten(cls, backward, residuals):
-        return cls(backward=backward, residuals=residuals)
+    def tree_unflatten(cls, aux, residuals):
+        backward, fill = aux
+        return cls(backward=backward, residuals=residuals, fill=fill)
 
     def _trace_backward(self):
         b = core.current_builder()
@@ -156,9 +180,10 @@ def _fit(cts, avals):
     return out
 
 
-def make_vjp(vjp_fn, out):
+def make_vjp(vjp_fn, out, fill=None):
     """The VJP of a traced vjp: `vjp_fn` made in the current trace for outputs `out`."""
     leaves, tree = _tree.tree_flatten(out)
-    fn = VJP(vjp_fn, core.current_builder(), tree, [core.aval_of(o) for o in leaves])
+    fn = VJP(vjp_fn, core.current_builder(), tree, [core.aval_of(o) for o in leaves],
+             fill=fill)
     fn._placement = placement_of(leaves)   # the cotangents vary as the outputs do
     return fn

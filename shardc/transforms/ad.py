@@ -20,7 +20,7 @@ from ..errors import ShardcError, ShardcTypeError, current_scope, in_scope
 from ..ir.program import Lit
 from ..ir.sharding import Sharding
 from ..ops import lax as L
-from .custom_jvp import forward_attr
+from .custom_jvp import forward_attr, nondiff_nums, resolve_kwargs
 from ..trace import pytree as _tree
 
 
@@ -425,10 +425,10 @@ class custom_vjp:
     is fwd: it yields the outputs, then the traced residuals, for the op's gradient
     rule to pass to bwd (unused ones are dead code once the region is inlined)."""
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = nondiff_nums(fun, nondiff_argnums, nondiff_argnames)
         self.fwd = self.bwd = None
         self._in_fwd = 0
 
@@ -439,11 +439,12 @@ class custom_vjp:
         self.fwd, self.bwd = fwd, bwd
         return self
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         from ..ops.custom import _TRACED, CustomVjpRule, custom_vjp_call_p
         from ..ops.region import bind_region
         if self.fwd is None:
             raise ShardcError("custom_vjp function called before defvjp(fwd, bwd)")
+        args = resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
         b = core.current_builder()
         if b is None or self._in_fwd:
             return self.fun(*args)      # eager, or fwd calling the function itself

@@ -22,11 +22,7 @@ class custom_jvp:
     def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        nums = set(nondiff_argnums)
-        if nondiff_argnames:
-            params = list(inspect.signature(fun).parameters)
-            nums |= {params.index(n) for n in nondiff_argnames}
-        self.nondiff_argnums = tuple(sorted(nums))
+        self.nondiff_argnums = nondiff_nums(fun, nondiff_argnums, nondiff_argnames)
         self.jvp = None
         self.symbolic_zeros = False
 
@@ -91,6 +87,17 @@ class custom_jvp:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+
+def nondiff_nums(fun, nums, names):
+    """The positions of a custom_jvp/custom_vjp function's nondiff arguments, given by
+    position and by name (as jax's infer_argnums_and_argnames)."""
+    nums = {nums} if isinstance(nums, int) else set(nums)
+    if names:
+        names = {names} if isinstance(names, str) else set(names)
+        nums |= {i for i, p in enumerate(inspect.signature(fun).parameters.values())
+                 if p.kind == p.POSITIONAL_OR_KEYWORD and p.name in names}
+    return tuple(sorted(nums))
 
 
 def resolve_kwargs(fun, args, kwargs, kind):
