@@ -2,7 +2,7 @@
 weakly typed; gradients jax refuses (zeta in s, polygamma in m, nextafter) raise
 instead of being silently zero; jax's keyword arguments (jvp has_aux, custom_vjp
 nondiff_argnames, checkpoint static_argnames) and vjp's float0 cotangent of an integer
-primal."""
+primal; linearize's jvp function is a pytree (returned from jit, passed into it)."""
 from functools import partial
 
 import jax
@@ -233,3 +233,45 @@ VJP_INT = {
 @pytest.mark.parametrize("case", list(VJP_INT))
 def test_vjp_integer_primal_float0(case):
     _tree_close(VJP_INT[case](shardc), VJP_INT[case](jax))
+
+
+# ---------------------------------------------------------------- linearize
+
+Y = np.float32(2.5)
+LINEARIZE = {     # M -> (what jit returns, how it is used after)
+    "closure": (lambda M: M.jit(lambda x, y: M.linearize(
+        lambda x: M.numpy.sin(x) * y, x))(X, Y), lambda M, r: r[1](X)),
+    "aux": (lambda M: M.jit(lambda x: M.linearize(
+        lambda x: (M.numpy.sin(x), M.numpy.cos(x)), x, has_aux=True))(X),
+        lambda M, r: (r[0], r[1](X), r[2])),
+    "tree": (lambda M: M.jit(lambda d: M.linearize(lambda d: {"a": d["x"] * d["y"]}, d))(
+        {"x": X, "y": X}), lambda M, r: r[1]({"x": X, "y": 2 * X})),
+    "int_out": (lambda M: M.jit(lambda x: M.linearize(
+        lambda x: (x * 2, M.numpy.arange(3)), x))(X), lambda M, r: r[1](X)),
+    "into_jit": (lambda M: M.jit(lambda x: M.linearize(M.numpy.sin, x))(X),
+                 lambda M, r: M.jit(lambda f, t: f(t))(r[1], X)),
+    "vmap": (lambda M: M.jit(lambda x: M.linearize(M.numpy.sin, x))(X),
+             lambda M, r: M.vmap(r[1])(np.stack([X, 2 * X]))),
+    "eager_int": (lambda M: M.linearize(lambda x, i: x * i, X, I32),
+                  lambda M, r: r[1](X, np.zeros(3, jax.dtypes.float0))),
+    "weak": (lambda M: M.linearize(lambda x: x * 2., 3.0), lambda M, r: r[1](1.0)),
+}
+
+
+@pytest.mark.parametrize("case", list(LINEARIZE))
+def test_linearize_jvp_function_is_a_pytree(case):
+    """linearize's f_jvp leaves jit (its leaves are what it reads) and enters it again."""
+    make, use = LINEARIZE[case]
+    got, want = use(shardc, make(shardc)), use(jax, make(jax))
+    _tree_close(got, want)
+    if case == "weak":
+        assert str(jax.typeof(got)) == str(jax.typeof(want)) == "~float32[]"
+
+
+def test_linearize_checks_tangents():
+    _, f_jvp = shardc.linearize(shardc.numpy.sin, X)
+    with pytest.raises(ValueError, match="expected float32"):
+        f_jvp(X.astype(np.int32))
+    _, f_jvp = shardc.linearize(lambda x, i: x * i, X, I32)
+    with pytest.raises(ValueError, match="expected float0"):
+        f_jvp(X, I32)
