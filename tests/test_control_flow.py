@@ -291,6 +291,20 @@ def _sharded_cases(mesh):
     cs.append(Case("cond_wsc_branch", lambda m, i, x: L(m).switch(
         i, [lambda a: m.constrain(a * 2, P("y", None)), lambda a: a + 1], x),
         [np.int32(0), x], [None, P("x", None)]))
+    # where branches or a loop's init and body disagree, each result meets all its
+    # sources at once (Shardy's data-flow edge): conflicting axes leave it unsharded
+    cs.append(Case("cond_branches_disagree", lambda m, p, a, b: L(m).cond(
+        p, lambda: a, lambda: b), [np.bool_(True), x, x], [None, P("x", "y"), P("y", "x")]))
+    cs.append(Case("switch_wsc_one_dim", lambda m, i, a: L(m).switch(
+        i, [lambda: m.constrain(a, P(None, "x")), lambda: a]), [np.int32(0), x],
+        [None, P("x", "y")]))
+    cs.append(Case("fori_body_constraint_wins", lambda m, a: L(m).fori_loop(
+        0, 3, lambda i, v: m.constrain(v * 2, P("y", "x")), a), [x], [P("x", "y")]))
+    cs.append(Case("fori_body_const_disagrees", lambda m, a, b: L(m).fori_loop(
+        0, 3, lambda i, v: v + b, a), [x, x], [P("x", "y"), P("y", "x")]))
+    cs.append(Case("scan_body_constraint_wins", lambda m, a: L(m).scan(
+        lambda v, _: (m.constrain(v * 2, P("y", "x")), None), a, None, length=3)[0],
+        [x], [P("x", "y")]))
     cs.append(Case("fori_sharded", lambda m, x, w: L(m).fori_loop(
         0, 4, lambda i, h: m.tanh(h @ w), x), [x, ws[0]], [P("x", None), P(None, "y")]))
     cs.append(Case("while_sharded", lambda m, x: L(m).while_loop(

@@ -116,6 +116,9 @@ class Primitive:
     data_flow(op) -> [rules.Edge | rules.Group] | None: values that share a sharding
         beyond the factor rule (region boundaries, sharding groups): Shardy's
         ShardableDataFlowOpInterface
+    flows(op) -> [rules.Flow] | None: the same boundaries grouped as Shardy's edge ops
+        (one per carry or result, all its sources at once); propagation takes these in
+        place of the op's Edges that are neither stacked nor manual
     rebind(op, operands, evaluate) -> result tracers: for an op with regions, the op
         again on new operands when a program is re-traced (evaluate(region, args)
         re-traces a region); None: its one region re-traced as is (transforms.ad)
@@ -137,7 +140,7 @@ class Primitive:
     """
     __slots__ = ("name", "multiple_results", "shape_rule", "sharding_rule", "lower",
                  "prop_kind", "traits", "num_regions", "operand_uses", "vjp", "source_of",
-                 "operand_constraints", "after_propagation", "nargs", "vma", "data_flow",
+                 "operand_constraints", "after_propagation", "nargs", "vma", "data_flow", "flows",
                  "rebind", "drop_results", "claim", "reversible", "jvp", "batch", "fold",
                  "constant", "keeps_constant", "effectful", "sharding_group", "sharded_results",
                  "__dict__")
@@ -178,6 +181,7 @@ class Primitive:
         self.operand_constraints = None
         self.after_propagation = None
         self.data_flow = None
+        self.flows = None
         self.rebind = None
         self.drop_results = None
         self.claim = None

@@ -137,6 +137,20 @@ class Edge:
         self.role = role
 
 
+class Flow:
+    """How Shardy sees one value crossing a region op (its data-flow edge op): `owner`
+    and `targets` hold one sharding, which the `sources` meet as the operands of an
+    identity op, so sources that disagree on a dim leave it to neither. Propagation
+    visits it after the op's regions, where Shardy's edge op follows the op. No sources:
+    the targets are the owner itself (a cond's operands, which jax's branches close
+    over; a loop's constants, which XLA's canonicalizer makes so before Shardy)."""
+    __slots__ = ("owner", "sources", "targets", "loc", "role")
+
+    def __init__(self, owner, sources=(), targets=(), loc=None, role=None):
+        self.owner, self.sources, self.targets = owner, tuple(sources), tuple(targets)
+        self.loc, self.role = loc, role
+
+
 class Group:
     """`value` has one sharding with every other value declared in a Group of the same
     `key` anywhere in the program (Shardy's sharding groups)."""

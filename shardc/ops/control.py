@@ -26,7 +26,7 @@ from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
 from ..ir.program import Aval, Lit, Value
-from ..ir.rules import Edge
+from ..ir.rules import Edge, Flow
 from ..trace import core
 from . import lax as L
 from .region import (add_region_op, drop_results, host_of, lookup, region_results, same_type,
@@ -100,6 +100,19 @@ cond_p = core.Primitive("cond", shape_rule=_cond_shape, sharding_rule=NO_FACTOR_
                         lower=_cond_lower, prop_kind=PropKind.NONE, multiple_results=True,
                         num_regions=-1, traits=Trait.BRANCHES)
 cond_p.data_flow = _cond_flow
+
+
+def _cond_flows(op):
+    """As Shardy sees the lowered case: a branch's block argument is the operand it
+    closes over, and each result meets every branch's yield at once."""
+    loc = op.loc
+    return ([Flow(o, (), [r.inputs[k] for r in op.regions], loc, f"operand {k}")
+             for k, o in enumerate(op.inputs[1:])] +
+            [Flow(o, [r.outputs[k] for r in op.regions], (), loc, f"result {k}")
+             for k, o in enumerate(op.outputs)])
+
+
+cond_p.flows = _cond_flows
 
 
 def bind_cond(index, branches, operands, loc=None, names=None):
@@ -328,6 +341,24 @@ while_p = core.Primitive("while", shape_rule=_while_shape, sharding_rule=NO_FACT
                          lower=_while_lower, prop_kind=PropKind.NONE, multiple_results=True,
                          num_regions=2, traits=Trait.LOOP)
 while_p.data_flow = _while_flow
+
+
+def _while_flows(op):
+    """As Shardy's while edges: a carry's result meets its init and its body's yield,
+    and holds both regions' block arguments. A constant is a carry the body passes
+    through once lowered, which the canonicalizer before Shardy turns back into the
+    value itself: its block argument is the operand."""
+    cond, body = op.regions
+    p = op.params
+    n = len(op.inputs) - p["cond_nconsts"] - p["body_nconsts"]
+    ins, loc = op.inputs, op.loc
+    consts = list(zip(ins[n:], [*cond.inputs[n:], *body.inputs[n:]]))
+    return ([Flow(o, (ins[i], body.outputs[i]), (cond.inputs[i], body.inputs[i]), loc,
+                  f"carry {i}") for i, o in enumerate(op.outputs)] +
+            [Flow(o, (), (i,), loc, f"const {k}") for k, (o, i) in enumerate(consts)])
+
+
+while_p.flows = _while_flows
 
 
 def bind_while(cond_fn, body_fn, init, loc=None, masked=False):

@@ -20,7 +20,7 @@ from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
 from ..ir.program import Aval, Lit, Value
-from ..ir.rules import Edge
+from ..ir.rules import Edge, Flow
 from ..ir.sharding import Sharding
 from ..trace import core, types
 from . import lax as L
@@ -182,6 +182,22 @@ scan_p = core.Primitive("scan", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,
                         lower=_lower, prop_kind=PropKind.NONE, multiple_results=True,
                         num_regions=1, traits=Trait.LOOP)
 scan_p.data_flow = _data_flow
+
+
+def _flows(op):
+    """As Shardy's edges of the while a scan lowers to: a carry's result meets its init
+    and the body's yield and holds the block argument; a constant's block argument is
+    the constant itself, as for while (xs and ys keep their stacked Edges)."""
+    (r,) = op.regions
+    c, x, _ = _split(len(op.inputs), op.params["num_carry"], op.params["num_xs"])
+    ins, outs, loc = op.inputs, op.outputs, op.loc
+    return ([Flow(outs[i], (ins[i], r.outputs[i]), (r.inputs[i],), loc, f"carry {i}")
+             for i in range(c)] +
+            [Flow(ins[i], (), (r.inputs[i],), loc, f"const {i - x}")
+             for i in range(x, len(ins))])
+
+
+scan_p.flows = _flows
 
 
 def bind_scan(fn, init, xs, length, reverse=False, unroll=1, name="body", loc=None):

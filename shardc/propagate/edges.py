@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import axes as ax
 from ..ir.program import Lit
 from ..ir.rules import Edge, Group
-from .factors import identity_rule, stacked_rule
+from .factors import flow_rule, identity_rule, stacked_rule
 from .schedule import post_order
 from .state import RETURN, Source, _State, _whys, state_key
 
@@ -38,6 +38,19 @@ class _EdgeOp:
         self.region_op = region_op      # the op that declared it (for explain)
         self.stacked = e.stacked
         self.role = e.role
+
+
+class _FlowOp:
+    """A Flow on the worklist: its sources are its operands, its owner its one result
+    (whose state its targets share)."""
+    __slots__ = ("inputs", "sources", "outputs", "loc", "prim", "region_op", "role",
+                 "params")
+
+    def __init__(self, f, owner, sources, prim, region_op):
+        self.inputs = self.sources = sources
+        self.outputs = [owner]
+        self.loc, self.prim, self.region_op, self.role = f.loc, prim, region_op, f.role
+        self.params = {}
 
 
 _PRIMS: dict = {}
@@ -73,10 +86,13 @@ class DataFlow:
             names = self.mesh.names
             entry, leave = [], []
             block_args = {id(v) for r in op.regions for v in r.inputs}
+            flows = op.prim.flows(op) if op.prim.flows is not None else None
             for e in flow:
                 if type(e) is not Edge or isinstance(e.outer, Lit) or \
                         isinstance(e.inner, Lit) or all(n in e.manual for n in names):
                     continue     # nothing can flow: a literal, or every axis manual
+                if flows is not None and not e.stacked and not e.manual:
+                    continue     # a Flow stands for it
                 rule = stacked_rule(e.outer.aval.shape) if e.stacked else \
                     identity_rule(e.inner.aval.shape)
                 e = _EdgeOp(e, _edge_prim(op.prim), op)
@@ -88,6 +104,37 @@ class DataFlow:
             for r in op.regions:
                 self._order(post_order(r))
             self.order += leave
+            if flows:
+                self.order += self._flow_ops(op, flows)
+
+    def _flow_ops(self, op, flows):
+        """The worklist ops of a region op's Flows, its targets sharing its owner's state
+        (what Shardy keeps on the edge op)."""
+        st, out = self.st, []
+        for f in flows:
+            held = [v for v in (f.owner, *f.targets) if type(v) is not Lit]
+            if not held:
+                continue
+            owner = held[0]
+            lead = next((v for v in held if any(st[v].dims) or any(st[v].closed)), owner)
+            for v in held:
+                st[v] = st[lead]
+            sources = [v for v in dict.fromkeys(f.sources)
+                       if type(v) is not Lit and v not in held]
+            if not sources:     # one value in XLA's view: its uses are its targets' too
+                n = self.uses.get(owner, 0) - sum(1 for v in op.inputs if v is owner)
+                n += sum(self.uses.get(t, 0) for t in held[1:])
+                for v in held:
+                    self.uses[v] = n
+                continue
+            if not owner.aval.shape:
+                continue
+            fo = _FlowOp(f, owner, sources, _edge_prim(op.prim), op)
+            self.rules[fo] = flow_rule(owner.aval.shape, len(sources))
+            for v in (*sources, owner):
+                self.users.setdefault(v, []).append(fo)
+            out.append(fo)
+        return out
 
     def _groups(self):
         """Members of a sharding group share one state: the first member that has a
@@ -118,16 +165,16 @@ class DataFlow:
                                 why[d] = src
                     self.st[v] = state
                 self.group_of[v] = vs
-        # a value's state may be shared: a change must make every node reading it dirty
+        # a value's state may be shared (groups, Flows): a change must make every node
+        # reading it dirty
         self._alias = {}
-        if self.group_of:
-            by_state: dict = {}
-            for v, s in self.st.items():
-                by_state.setdefault(id(s), []).append(v)
-            for vs in by_state.values():
-                if len(vs) > 1:
-                    for v in vs:
-                        self._alias[v] = [u for u in vs if u is not v]
+        by_state: dict = {}
+        for v, s in self.st.items():
+            by_state.setdefault(id(s), []).append(v)
+        for vs in by_state.values():
+            if len(vs) > 1:
+                for v in vs:
+                    self._alias[v] = [u for u in vs if u is not v]
 
     def _apply_edge(self, n, notify):
         """Propagate the free axes across an edge."""

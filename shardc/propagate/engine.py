@@ -19,7 +19,7 @@ from . import axes as ax
 from ..errors import ShardcError
 from ..ir.program import Lit, Program
 from .assignment import Assignment
-from .edges import DataFlow, _EdgeOp
+from .edges import DataFlow, _EdgeOp, _FlowOp
 from .factors import _RuleInfo, cached_rule, default_rule, identity_rule
 from .merge import decide
 from .schedule import BOTH, ROUNDS, directions, post_order
@@ -177,6 +177,12 @@ class Engine(DataFlow):
                 dirs = (both,) * len(ROUNDS)
                 node = _Node(op, ri, [op.outer], [op.inner], [st[op.outer], st[op.inner]],
                              dirs, self._active(dirs), edge=True)
+            elif type(op) is _FlowOp:     # (passed through in every round, as Shardy's)
+                ins, outs = op.inputs, op.outputs
+                ri = self._rule_info(rule, len(ins))
+                dirs = (self._intern((BOTH,) * len(rule.sizes)),) * len(ROUNDS)
+                node = _Node(op, ri, ins, outs, [st[v] for v in (*ins, *outs)],
+                             dirs, self._active(dirs))
             else:
                 ins, outs = op.inputs, op.outputs
                 ri = rinfo.get(id(rule))
@@ -312,7 +318,10 @@ class Engine(DataFlow):
             if st.key != old_key:   # another tensor of this op shares its state
                 diffs = [(d, *whys[d]) for d, (a, b) in enumerate(zip(st.dims, new_dims))
                          if a != b]
+            flow = type(op) is _FlowOp
             for d, s, sd in diffs:
+                if flow and t < n_in and 0 <= s < n_in:
+                    s, sd = n_in, d     # a source takes a Flow's sharding from its owner
                 why[d] = _new_why(Why, (op, (ins[s] if s < n_in else outs[s - n_in])
                                         if s >= 0 else None, sd))
             st.dims = new_dims      # shared with the memo: never edited in place
@@ -367,10 +376,13 @@ class Engine(DataFlow):
                 if n is not current and not n.queued:
                     n.queued = True
                     stack.append(n)
-            if alias:
+            if alias:   # (values sharing v's state: their readers are revisited too)
                 for u in alias.get(v, ()):
                     for n in touch.get(u) or touching(u):
                         n.dirty = True
+                        if n is not current and not n.queued:
+                            n.queued = True
+                            stack.append(n)
 
         pop = stack.pop
         memo = self._memo

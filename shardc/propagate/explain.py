@@ -54,6 +54,13 @@ def hop_crossing(why):
     if rop is None or role is None:     # (ops that name no roles: shard_map, custom_vjp)
         return None
     name = op_text(rop)
+    if hasattr(op, "sources"):      # a Flow: its owner and targets hold one sharding
+        yields = {id(v) for r in rop.regions for v in r.outputs}
+        if why.src is op.outputs[0]:
+            if all(id(v) in yields for v in op.sources):
+                return f"{role} of {name}, back to what its body yields"
+            return f"{role} of {name}, from its body's argument"
+        return f"{role} {'leaving' if id(why.src) in yields else 'entering'} the {name} body"
     arg = any(v is op.inner for r in rop.regions for v in r.inputs)
     if why.src is op.outer:       # the inside took it from outside
         if arg:

@@ -170,6 +170,13 @@ def identity_rule(shape):
 
 
 @functools.lru_cache(maxsize=256)
+def flow_rule(shape, n):
+    """The rule of a Flow: `n` sources and the owner share every dim."""
+    a = Aval(shape, None)
+    return pointwise([a] * n, [a])
+
+
+@functools.lru_cache(maxsize=256)
 def stacked_rule(shape):
     """The rule of a stacked edge: the outer value's leading dim is a factor of its
     own, each other dim one factor with the inner value's."""
