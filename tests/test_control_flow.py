@@ -2,6 +2,7 @@
 jax.lax under jax.jit and NumPy: values, dtypes, weak types and output shardings on
 8 CPU devices. Many programs share one compile (compare_cases)."""
 import jax
+from jax.experimental.shard_alike import shard_alike as jax_shard_alike
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -305,6 +306,20 @@ def _sharded_cases(mesh):
     cs.append(Case("scan_body_constraint_wins", lambda m, a: L(m).scan(
         lambda v, _: (m.constrain(v * 2, P("y", "x")), None), a, None, length=3)[0],
         [x], [P("x", "y")]))
+    # nested region ops and sharding groups: one value held by several edges
+    v = np.zeros(8, F)
+    cs.append(Case("cond_in_cond_operand", lambda m, b, c: L(m).cond(
+        c[0] < 1, lambda b: L(m).cond(c[1] < 1, lambda b: b.sum(1), lambda b: (2 * b).sum(1),
+                                      b), lambda b: c, b), [x[:, :8], v], [P("x", "y"), P()]))
+    cs.append(Case("fori_const_in_cond", lambda m, b, c: L(m).fori_loop(
+        0, 2, lambda i, c: c + L(m).cond(i < 1, lambda: b.sum(1), lambda: b.sum(0)), c),
+        [x[:, :8], v], [P("x", "y"), P()]))
+
+    def alike_cond_operand(m, a, b):
+        a, b = (shardc.shard_alike if m._base is snp else jax_shard_alike)(a * 1, b)
+        return L(m).cond(a[0, 0] > 0, lambda a: a.sum(1), lambda a: (a * 2).sum(1), a)
+    cs.append(Case("shard_alike_cond_operand", alike_cond_operand, [x[:, :8], x[:, :8]],
+                   [P(), P("x", "y")]))
     cs.append(Case("fori_sharded", lambda m, x, w: L(m).fori_loop(
         0, 4, lambda i, h: m.tanh(h @ w), x), [x, ws[0]], [P("x", None), P(None, "y")]))
     cs.append(Case("while_sharded", lambda m, x: L(m).while_loop(

@@ -53,6 +53,37 @@ class _FlowOp:
         self.params = {}
 
 
+class _Classes:
+    """Union-find over values: the classes of values joined."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, v):
+        p = self.parent
+        root = v
+        while p.get(root, root) is not root:
+            root = p[root]
+        while v is not root:
+            p[v], v = root, p[v]
+        return root
+
+    def join(self, vs):
+        if vs:
+            r = self.find(vs[0])
+            self.parent.setdefault(r, r)
+            for v in vs[1:]:
+                q = self.find(v)
+                if q is not r:
+                    self.parent[q] = r
+
+    def classes(self):
+        out: dict = {}
+        for v in self.parent:   # (insertion order: a class's first value first)
+            out.setdefault(self.find(v), []).append(v)
+        return list(out.values())
+
+
 _PRIMS: dict = {}
 
 
@@ -108,24 +139,19 @@ class DataFlow:
                 self.order += self._flow_ops(op, flows)
 
     def _flow_ops(self, op, flows):
-        """The worklist ops of a region op's Flows, its targets sharing its owner's state
-        (what Shardy keeps on the edge op)."""
-        st, out = self.st, []
+        """The worklist ops of a region op's Flows; the values each holds are noted for
+        _share (what Shardy keeps on the edge op is one sharding)."""
+        out = []
         for f in flows:
             held = [v for v in (f.owner, *f.targets) if type(v) is not Lit]
             if not held:
                 continue
             owner = held[0]
-            lead = next((v for v in held if any(st[v].dims) or any(st[v].closed)), owner)
-            for v in held:
-                st[v] = st[lead]
+            self._held.append(held)
             sources = [v for v in dict.fromkeys(f.sources)
                        if type(v) is not Lit and v not in held]
             if not sources:     # one value in XLA's view: its uses are its targets' too
-                n = self.uses.get(owner, 0) - sum(1 for v in op.inputs if v is owner)
-                n += sum(self.uses.get(t, 0) for t in held[1:])
-                for v in held:
-                    self.uses[v] = n
+                self._one.append((held, sum(1 for v in op.inputs if v is owner)))
                 continue
             if not owner.aval.shape:
                 continue
@@ -135,6 +161,48 @@ class DataFlow:
                 self.users.setdefault(v, []).append(fo)
             out.append(fo)
         return out
+
+    def _share(self):
+        """Values a Flow holds share one state, through nested region ops and sharding
+        groups alike (one class each: an inner op's block argument may be an outer one's
+        target); a class a group is in keeps the group's state. A value that is one in
+        XLA's view has its aliases' uses."""
+        st = self.st
+        cls = _Classes()
+        for held in self._held:
+            cls.join(held)
+        for vs in {id(vs): vs for vs in self.group_of.values()}.values():
+            same: dict = {}
+            for v in vs:    # (a member that disagrees keeps its own state)
+                same.setdefault(id(st[v]), []).append(v)
+            for b in same.values():
+                cls.join(b)
+        for members in cls.classes():
+            lead = next((v for v in members if v in self.group_of), None) or next(
+                (v for v in members if any(st[v].dims) or any(st[v].closed)), members[0])
+            for v in members:
+                st[v] = st[lead]
+        one = _Classes()
+        dropped: dict = {}
+        for held, n in self._one:
+            one.join(held)
+            dropped[held[0]] = dropped.get(held[0], 0) + n
+        uses = self.uses
+        for members in one.classes():
+            n = sum(uses.get(v, 0) - dropped.get(v, 0) for v in members)
+            for v in members:
+                uses[v] = n
+        # a value's state may be shared (groups, Flows): a change must make every node
+        # reading it dirty
+        self._alias = {}
+        if self._held or self.group_of:
+            by_state: dict = {}
+            for v, s in st.items():
+                by_state.setdefault(id(s), []).append(v)
+            for vs in by_state.values():
+                if len(vs) > 1:
+                    for v in vs:
+                        self._alias[v] = [u for u in vs if u is not v]
 
     def _groups(self):
         """Members of a sharding group share one state: the first member that has a
@@ -165,16 +233,6 @@ class DataFlow:
                                 why[d] = src
                     self.st[v] = state
                 self.group_of[v] = vs
-        # a value's state may be shared (groups, Flows): a change must make every node
-        # reading it dirty
-        self._alias = {}
-        by_state: dict = {}
-        for v, s in self.st.items():
-            by_state.setdefault(id(s), []).append(v)
-        for vs in by_state.values():
-            if len(vs) > 1:
-                for v in vs:
-                    self._alias[v] = [u for u in vs if u is not v]
 
     def _apply_edge(self, n, notify):
         """Propagate the free axes across an edge."""

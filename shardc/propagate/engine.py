@@ -163,8 +163,10 @@ class Engine(DataFlow):
             if type(v) is not Lit:
                 uses[v] = uses.get(v, 0) + 1
         self.order = []
+        self._held, self._one = [], []      # (see DataFlow._flow_ops)
         self._order(post_order(p, producer))
         self._groups()
+        self._share()
         nodes, node_of = self.nodes, self.node_of
         dirs_of = self._dirs_of
         rinfo = self._rinfo
