@@ -275,3 +275,41 @@ def test_linearize_checks_tangents():
     _, f_jvp = shardc.linearize(lambda x, i: x * i, X, I32)
     with pytest.raises(ValueError, match="expected float0"):
         f_jvp(X, I32)
+
+
+S2, Q2 = np.array([2., 3.5], np.float32), np.array([1.5, 0.7], np.float32)
+
+
+def _scan_carry_next(M):     # nextafter on a carry no tangent reaches
+    return M.grad(lambda x: M.lax.scan(lambda c, _: (M.lax.nextafter(c, c + 1), x * c), S2,
+                                       None, length=2)[1].sum())(Q2)
+
+
+def _fori_carry_next(M):
+    def body(i, c):
+        return M.lax.nextafter(c[0], c[0] + 1), c[1] + c[2] * c[0], c[2]
+    return M.grad(lambda x: M.lax.fori_loop(0, 2, body, (S2, 0 * S2, x))[1].sum())(Q2)
+
+
+def _scan_polygamma_m_carry(M):
+    return M.grad(lambda x: M.lax.scan(lambda m, _: (m + 1, M.lax.polygamma(m, x)),
+                                       np.array([1., 2.], np.float32), None,
+                                       length=2)[1].sum())(Q2)
+
+
+def _while_jvp_carry_next(M):
+    def body(c):
+        return c[0] + 1, M.lax.nextafter(c[1], c[1] + 1), c[2] * 1.1
+    return M.jvp(lambda x: M.lax.while_loop(lambda c: c[0] < 2, body, (0, S2, x))[1:],
+                 (Q2,), (Q2,))
+
+
+LOOP_CARRIES = {"scan": _scan_carry_next, "fori": _fori_carry_next,
+                "scan_polygamma": _scan_polygamma_m_carry, "while_jvp": _while_jvp_carry_next}
+
+
+@pytest.mark.parametrize("case", list(LOOP_CARRIES))
+def test_loop_carry_no_tangent_reaches_is_not_differentiated(case):
+    """A loop carry that no tangent reaches (in any trip) is not differentiated, so an
+    op with no gradient on it does not raise (jax's symbolic zeros)."""
+    _tree_close(LOOP_CARRIES[case](shardc), LOOP_CARRIES[case](jax))

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from ..errors import ShardcError
 from ..ir import dtypes
-from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait, nondiff
+from ..ir.primitive import NO_FACTOR_RULE, PropKind, Trait
 from ..ir.program import Aval, Lit, Value
 from ..ir.rules import Edge, Flow
 from ..trace import core
 from . import lax as L
-from .region import (add_region_op, drop_results, host_of, lookup, region_results, same_type,
-                     trace_region, vma_of, widened)
+from .region import (add_region_op, carried, drop_results, host_of, lookup, reach,
+                     region_results, same_type, trace_region, vma_of, widened)
 
 _BOOL = Aval((), dtypes.bool_)
 
@@ -416,17 +416,6 @@ def _while_rebind(op, ins, evaluate):
 while_p.rebind = _while_rebind
 
 
-def _reach(region, seeds):
-    """Ids of the values of `region` that depend differentiably on the values in `seeds`
-    (ids): through ops with a gradient, to inexact results."""
-    live = set(seeds)
-    for op in region.ops:
-        if op.prim.vjp is not nondiff and any(
-                type(v) is not Lit and id(v) in live for v in op.inputs):
-            live.update(id(v) for v in op.outputs if dtypes.is_inexact(v.aval.dtype))
-    return live
-
-
 def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts, masked=False):
     """A while loop has no reverse mode, but as jax's (symbolic zeros, forwarded
     loop-invariant carries, dead tangent carries) it needs none when no tangent has to
@@ -437,15 +426,10 @@ def _while_vjp(ctx, cts, *ins, cond_nconsts, body_nconsts, masked=False):
     args, outs = body.inputs, body.outputs
     active = ctx.active or [True] * len(ins)
     consts = {id(args[n + j]) for j in range(body_nconsts) if active[n + cond_nconsts + j]}
-    act = {i for i in range(n) if active[i] and dtypes.is_inexact(args[i].aval.dtype)}
-    while True:     # carries a tangent reaches, in some trip
-        live = _reach(body, consts | {id(args[i]) for i in act})
-        more = act | {i for i in range(n) if type(outs[i]) is not Lit and id(outs[i]) in live}
-        if more == act:
-            break
-        act = more
+    act = carried(body, n, [i for i in range(n) if active[i] and
+                            dtypes.is_inexact(args[i].aval.dtype)], consts)
     feeds = [{i for i in range(n) if type(outs[i]) is not Lit and id(outs[i]) in
-              _reach(body, {id(args[j])})} for j in range(n)]
+              reach(body, {id(args[j])})} for j in range(n)]
     need = {i for i in range(n) if cts[i] is not None}
     while True:     # carries whose tangent a result with a cotangent reads
         more = need | {j for j in range(n) if feeds[j] & need}
@@ -471,7 +455,10 @@ def _while_jvp(ctx, primals, tangents, *, cond_nconsts, body_nconsts, masked=Fal
     n = len(primals) - cond_nconsts - body_nconsts
     init, ck, bk = primals[:n], primals[n:n + cond_nconsts], primals[n + cond_nconsts:]
     tbk = tangents[n + cond_nconsts:]
-    ft = [i for i in range(n) if dtypes.is_inexact(core.aval_of(init[i]).dtype)]
+    # carries a tangent reaches in some trip (the others stay symbolic zeros, as jax's)
+    ft = sorted(carried(body, n, [i for i in range(n) if tangents[i] is not None and
+                                  dtypes.is_inexact(core.aval_of(init[i]).dtype)],
+                        {id(body.inputs[n + j]) for j, t in enumerate(tbk) if t is not None}))
     t_init = [_fit(tangents[i], init[i]) for i in ft]
 
     def c_fn(*args):

@@ -8,6 +8,8 @@ it are checked as outside.
 from __future__ import annotations
 
 from ..errors import user_loc
+from ..ir import dtypes
+from ..ir.primitive import nondiff
 from ..ir.program import Lit
 from ..ir.rules import Edge
 from ..trace import core
@@ -165,3 +167,27 @@ def drop_results(keep_first):
             op.outputs = [op.outputs[i] for i in keep]
             op.sig = None
     return drop
+
+
+def reach(region, seeds):
+    """Ids of the values of `region` that depend differentiably on the values in `seeds`
+    (ids): through ops with a gradient, to inexact results."""
+    live = set(seeds)
+    for op in region.ops:
+        if op.prim.vjp is not nondiff and any(
+                type(v) is not Lit and id(v) in live for v in op.inputs):
+            live.update(id(v) for v in op.outputs if dtypes.is_inexact(v.aval.dtype))
+    return live
+
+
+def carried(body, n, active, seeds):
+    """The first `n` carries of a loop `body` a tangent reaches in some trip: those in
+    `active`, and those the body yields from one of them or from `seeds` (ids)."""
+    args, outs = body.inputs, body.outputs
+    act = set(active)
+    while True:
+        live = reach(body, seeds | {id(args[i]) for i in act})
+        more = act | {i for i in range(n) if type(outs[i]) is not Lit and id(outs[i]) in live}
+        if more == act:
+            return act
+        act = more

@@ -25,8 +25,8 @@ from ..ir.sharding import Sharding
 from ..trace import core, types
 from . import lax as L
 from .callback import has_ordered_call
-from .region import (add_region_op, drop_results, host_of, lookup, same_type, trace_region,
-                     vma_of, widened)
+from .region import (add_region_op, carried, drop_results, host_of, lookup, same_type,
+                     trace_region, vma_of, widened)
 
 _I32 = Aval((), dtypes.int32)
 
@@ -293,9 +293,13 @@ def _vjp(ctx, cts, *ins, num_carry, num_xs, length, reverse, unroll):
     c, x, n = _split(len(ins), num_carry, num_xs)
     n_out = len(op.outputs)
     mask = [True] * c + [cts[i] is not None for i in range(c, n_out)]
-    # carries count as active (one may become so in a later step); xs and consts as
-    # their operands are
-    active = None if ctx.active is None else [True] * c + list(ctx.active[c:])
+    # a carry is active if a tangent reaches it in some step; xs and consts as their
+    # operands are
+    active = None
+    if ctx.active is not None:
+        seeds = {id(body.inputs[i]) for i in range(c, n) if ctx.active[i]}
+        act = carried(body, c, [i for i in range(c) if ctx.active[i]], seeds)
+        active = [i in act for i in range(c)] + list(ctx.active[c:])
     sp = ctx.split_region(body, mask, active=active)
     kind = {id(v): ("c" if i < c else "x" if i < x else "k", i)
             for i, v in enumerate(sp.inputs)}
