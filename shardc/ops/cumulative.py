@@ -186,15 +186,19 @@ def _cumext_vjp(fn):
 
 
 def _cumlse_grad(g, x, y, axis):
-    """sum_{j>=i} g_j exp(x_i - y_j), as exp(x_i + log of the positive part's sum) minus
-    the same of the negative part: each a reverse cumlogsumexp, never overflowing."""
+    """sum_{j>=i} g_j exp(x_i - y_j) = exp(x_i - y_i) S_i, S_i = g_i + exp(y_i - y_{i+1})
+    S_{i+1}: linear in g (its transpose is forward mode), and no exponent is positive (y
+    never decreases), so nothing overflows. y_0 is x_0 (-inf too): its factor is 1."""
     L = _L()
-    out = None
-    for part in (L.max(g, 0), L.neg(L.min(g, 0))):
-        t = cumlogsumexp_p.bind(L.sub(L.log(part), y), axis=axis, reverse=True)
-        e = L.exp(L.add(x, t))
-        out = e if out is None else L.sub(out, e)
-    return out
+    n = L.aval(x).shape[axis]
+    if n == 0:
+        return g
+    part = partial(_slice_every, stride=1, axis=axis)
+    decay = L.concatenate([L.exp(L.sub(part(y, 0, n - 1), part(y, 1, None))),
+                           L.zeros_like(part(y, 0, 1))], axis)
+    ratio = L.concatenate([L.ones_like(part(x, 0, 1)),
+                           L.exp(L.sub(part(x, 1, None), part(y, 1, None)))], axis)
+    return L.mul(ratio, linear_scan(decay, g, axis, reverse=True))
 
 
 def _rules():
