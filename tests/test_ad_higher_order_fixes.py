@@ -1,6 +1,7 @@
 """Forward mode and second derivatives that differed from jax's, each checked against
 jax.jit at the exact points where they went wrong: cumlogsumexp (NaN: its gradient
-rule took the log of the cotangent's positive part, not linear in it)."""
+rule took the log of the cotangent's positive part, not linear in it), prod at zeros
+(its gradient's zero-count branches had the wrong derivatives)."""
 import jax
 import numpy as np
 import pytest
@@ -49,3 +50,25 @@ def test_cumlogsumexp_forward_and_second_order(name, reverse):
     # (a loss finite at -inf: the square's is infinite, so is its gradient there)
     outer = (lambda M, y: M.numpy.tanh(y)) if name == "neg_inf" else (lambda M, y: y ** 2)
     _check(lambda M: lambda x: M.lax.cumlogsumexp(x, axis=1, reverse=reverse), x, t, outer)
+
+
+PROD_X = {
+    "one_zero": [[0., 2., 3.], [1.5, 0., -2.]],
+    "two_zeros": [[0., 0., 5.], [2., 1., -3.]],
+    "all_zeros": [[0., 0., 0.], [0., 0., 0.]],
+}
+
+
+@pytest.mark.parametrize("axis", [None, 1, (0, 1)])
+@pytest.mark.parametrize("name", list(PROD_X))
+def test_prod_second_order_at_zeros(name, axis):
+    x = np.array(PROD_X[name], np.float32)
+    t = np.array([[1., -2., 0.5], [3., 1., -1.]], np.float32)
+    # (y + y^2: the square alone hides the product's hessian where the product is 0)
+    _check(lambda M: lambda x: M.numpy.prod(x, axis=axis), x, t, lambda M, y: y + y ** 2)
+
+
+def test_prod_hessian_at_zeros_over_split_axes():
+    # reduced dims not adjacent, the kept one between them
+    x = np.array([[[0., 2.], [1., 3.]], [[4., 0.], [0., -1.]]], np.float32)
+    _check(lambda M: lambda x: M.numpy.prod(x, axis=(0, 2)), x, x + 1, lambda M, y: y + y ** 2)

@@ -5,6 +5,7 @@ partial result that XLA all-reduces.
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -292,18 +293,24 @@ def _vjps():
     defvjp(reduce_min_p, chooser)
 
     def prod_vjp(c, g, x, *, axes):
-        """d prod / d x_i = product of the others, exact when some x are zero."""
+        """d prod / d x_i = the product of the others: of those before i times those
+        after it (exclusive cumprods over the reduced elements, flattened), a polynomial
+        in x, so exact where x has zeros at every order (jax: the jvp of a product tree)."""
+        from .cumulative import cumprod_p, shift
         xa = c.in_avals[0]
-        is_zero = L.eq(x, 0)
-        nonzero_prod = reduce_prod_p.bind(L.select(is_zero, L.ones_like(x), x), axes=axes)
-        zeros = reduce_sum_p.bind(L.convert_element_type(is_zero, g.dtype), axes=axes)
-        safe_x = L.select(is_zero, L.ones_like(x), x)
-        no_zero = L.div(back(c.out, xa, axes), safe_x)
-        one_zero = L.select(is_zero, back(nonzero_prod, xa, axes), L.zeros_like(x))
-        z = back(zeros, xa, axes)
-        d = L.select(L.eq(z, 0), no_zero,
-                     L.select(L.eq(z, 1), one_zero, L.zeros_like(x)))
-        return (L.mul(back(g, xa, axes), d),)
+        axes = tuple(sorted(axes))
+        kept = tuple(d for d in range(xa.ndim) if d not in axes)
+        perm, n = axes + kept, math.prod(xa.shape[d] for d in axes)
+        flat = x
+        if len(axes) != 1:      # the reduced dims in front, as one
+            flat = L.reshape(L.transpose(x, perm), (n, *(xa.shape[d] for d in kept)))
+        ax = axes[0] if len(axes) == 1 else 0
+        others = L.mul(shift(cumprod_p.bind(flat, axis=ax), ax, 1, 1),
+                       shift(cumprod_p.bind(flat, axis=ax, reverse=True), ax, -1, 1))
+        if len(axes) != 1:
+            others = L.transpose(L.reshape(others, tuple(xa.shape[d] for d in perm)),
+                                 tuple(int(i) for i in np.argsort(perm)))
+        return (L.mul(back(g, xa, axes), others),)
     defvjp(reduce_prod_p, prod_vjp)
     for p in (reduce_and_p, reduce_or_p, argmax_p, argmin_p):
         p.vjp = nondiff
