@@ -1,7 +1,9 @@
 """Forward mode and second derivatives that differed from jax's, each checked against
 jax.jit at the exact points where they went wrong: cumlogsumexp (NaN: its gradient
 rule took the log of the cotangent's positive part, not linear in it), prod at zeros
-(its gradient's zero-count branches had the wrong derivatives)."""
+(its gradient's zero-count branches had the wrong derivatives), a clamped out-of-bounds
+gather's forward mode (0: the transpose of its gradient's scatter, which drops the
+window; jax's tangent is the clamped element's)."""
 import jax
 import numpy as np
 import pytest
@@ -72,3 +74,33 @@ def test_prod_hessian_at_zeros_over_split_axes():
     # reduced dims not adjacent, the kept one between them
     x = np.array([[[0., 2.], [1., 3.]], [[4., 0.], [0., -1.]]], np.float32)
     _check(lambda M: lambda x: M.numpy.prod(x, axis=(0, 2)), x, x + 1, lambda M, y: y + y ** 2)
+
+
+IDX = np.array([0, 6, -9, 2], np.int32)        # 6 and -9 clamp to 3 and 0
+DN = jax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+                                    start_index_map=(0,))
+GATHERS = {
+    "getitem": lambda M: lambda x: x[IDX] * x[IDX[::-1]],
+    "promise": lambda M: lambda x: M.numpy.sin(M.lax.gather(x, IDX[:, None], DN, (1, 3))),
+    "clip": lambda M: lambda x: M.lax.gather(x, IDX[:, None], DN, (1, 3), mode="clip") ** 3,
+    "fill": lambda M: lambda x: M.lax.gather(x, IDX[:, None], DN, (1, 3), mode="fill",
+                                             fill_value=0.) * 2,
+    "window": lambda M: lambda x: M.lax.gather(x, np.array([[1], [3]], np.int32), DN._replace(
+        collapsed_slice_dims=(), offset_dims=(1, 2)), (2, 3)),     # the second one ends past x
+}
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_out_of_bounds_gather_forward_mode(name):
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 4
+    _check(GATHERS[name], x, x + 1, lambda M, y: y * M.numpy.cos(y))
+
+
+def test_out_of_bounds_gather_forward_mode_batched():
+    def run(M):
+        f = GATHERS["getitem"](M)
+        def one(x, t):
+            return M.jvp(f, (x,), (t,))[1], M.jacrev(M.jacfwd(lambda x: f(x).sum()))(x)
+        return M.jit(M.vmap(one))(xs, xs[::-1] + 1)
+    xs = np.arange(24, dtype=np.float32).reshape(2, 4, 3) / 4
+    _close(run(shardc), run(jax))

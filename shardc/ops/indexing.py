@@ -125,11 +125,14 @@ gather_p = Primitive("gather", shape_rule=_gather_shape, sharding_rule=_gather_r
 
 
 # ---------------------------------------------------------------- scatter_add
-# The transpose of gather: add `updates` into `operand` at the gathered positions.
+# The transpose of gather: add `updates` into `operand` at the gathered positions; a
+# window out of bounds is dropped (XLA's scatter). The one a gather's gradient binds has
+# `clamped_transpose`: its own transpose is that gather, clamping, as jax's
+# promise_in_bounds scatter-add (so forward mode reads the clamped element's tangent).
 
 def scatter_shape(name, operand, idx, updates, *, update_window_dims, inserted_window_dims,
                   scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
-                  scatter_indices_batching_dims=()):
+                  scatter_indices_batching_dims=(), clamped_transpose=False):
     """The shape rule of every scatter (`name`: the op, for its errors)."""
     check_scatter(name, operand, idx, updates, update_window_dims=update_window_dims,
                   inserted_window_dims=inserted_window_dims,
@@ -149,7 +152,8 @@ _scatter_shape = partial(scatter_shape, "scatter_add")
 
 def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
                   scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
-                  scatter_indices_batching_dims=(), batch_kind=REDUCTION):
+                  scatter_indices_batching_dims=(), clamped_transpose=False,
+                  batch_kind=REDUCTION):
     """Shardy's scatter rule (addGatherScatterFactors) for one input and an add region
     (`batch_kind`: what a sharded update batch dim is; a partial result to combine,
     unless it is a batching dim, which passes through to the operand's)."""
@@ -187,7 +191,7 @@ def _scatter_rule(ins, outs, *, update_window_dims, inserted_window_dims,
 
 def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims,
                    scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
-                   scatter_indices_batching_dims=(), kind="add"):
+                   scatter_indices_batching_dims=(), clamped_transpose=False, kind="add"):
     """stablehlo.scatter whose region combines with `kind` (add, mul, min, max, or
     replace)."""
     from .reduce import monoid_region
@@ -316,13 +320,19 @@ def _vjps():
                                    scatter_dims_to_operand_dims=start_index_map,
                                    index_vector_dim=index_vector_dim,
                                    **batching(operand_batching_dims,
-                                              start_indices_batching_dims, scatter=True)),
+                                              start_indices_batching_dims, scatter=True),
+                                   clamped_transpose=True),
                 None]
     gather_p.vjp = gather_vjp
 
-    def scatter_vjp(ctx, cts, x, idx, upd, **dn):
+    def scatter_vjp(ctx, cts, x, idx, upd, clamped_transpose=False, **dn):
+        # a gather's transpose transposes back to that gather, clamping (forward mode
+        # of a clamped read: the clamped element's tangent, as jax's promise_in_bounds
+        # scatter-add, whose transpose is its gather)
         g = cts[0]
         gu = window_gather(g, idx, ctx.in_avals[2].shape, **dn)
+        if clamped_transpose:
+            return [g, None, gu]
         return [g, None, dropped_to_zero(gu, idx, ctx.in_avals[0].shape, **dn)]
     scatter_add_p.vjp = scatter_vjp
 
@@ -338,7 +348,7 @@ def scatter_batch(prim):
 
     def run(ctx, args, batched, *, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, operand_batching_dims=(),
-            scatter_indices_batching_dims=()):
+            scatter_indices_batching_dims=(), **flags):
         x, idx, upd = args
         x, upd = bcast(ctx, x, batched[0]), bcast(ctx, upd, batched[2])
         obd, ibd = shift_axes(operand_batching_dims), scatter_indices_batching_dims
@@ -347,13 +357,14 @@ def scatter_batch(prim):
                 x, idx, upd, update_window_dims=(0, *shift_axes(update_window_dims)),
                 inserted_window_dims=shift_axes(inserted_window_dims),
                 scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
-                index_vector_dim=index_vector_dim, **batching(obd, ibd, scatter=True)), True
+                index_vector_dim=index_vector_dim, **batching(obd, ibd, scatter=True),
+                **flags), True
         return prim.bind(
             x, idx, upd, update_window_dims=shift_axes(update_window_dims),
             inserted_window_dims=shift_axes(inserted_window_dims),
             scatter_dims_to_operand_dims=shift_axes(scatter_dims_to_operand_dims),
             index_vector_dim=index_vector_dim + 1,
-            **batching((0, *obd), (0, *shift_axes(ibd)), scatter=True)), True
+            **batching((0, *obd), (0, *shift_axes(ibd)), scatter=True), **flags), True
     return run
 
 
