@@ -3,7 +3,8 @@ jax.jit at the exact points where they went wrong: cumlogsumexp (NaN: its gradie
 rule took the log of the cotangent's positive part, not linear in it), prod at zeros
 (its gradient's zero-count branches had the wrong derivatives), a clamped out-of-bounds
 gather's forward mode (0: the transpose of its gradient's scatter, which drops the
-window; jax's tangent is the clamped element's)."""
+window; jax's tangent is the clamped element's), and max/min pools at ties (their
+second derivatives split a tie between the tied elements; jax's picks the first)."""
 import jax
 import numpy as np
 import pytest
@@ -104,3 +105,21 @@ def test_out_of_bounds_gather_forward_mode_batched():
         return M.jit(M.vmap(one))(xs, xs[::-1] + 1)
     xs = np.arange(24, dtype=np.float32).reshape(2, 4, 3) / 4
     _close(run(shardc), run(jax))
+
+
+POOL_X = np.array([[1., 1., 5., 2.], [3., 0., 3., 3.], [2., 2., 2., 2.]], np.float32)
+POOLS = {   # (init, computation, window, strides, padding, base dilation, window dilation)
+    "max": (-np.inf, "max", (1, 2), (1, 1), "VALID", None, None),
+    "min_2d": (np.inf, "min", (2, 2), (1, 1), "SAME", None, None),
+    "max_strided_padded": (-np.inf, "max", (2, 3), (1, 2), ((1, 0), (1, 1)), None, None),
+    "max_dilated": (-np.inf, "max", (1, 3), (1, 1), "VALID", (1, 2), None),  # (jax: not window)
+}
+
+
+@pytest.mark.parametrize("name", list(POOLS))
+def test_pool_second_order_at_ties(name):
+    init, op, *cfg = POOLS[name]
+
+    def make(M):
+        return lambda x: M.lax.reduce_window(x, init, getattr(M.lax, op), *cfg)
+    _check(make, POOL_X, np.arange(12, dtype=np.float32).reshape(3, 4) - 5)

@@ -21,7 +21,8 @@ from ..errors import ShardcError, ShardingTypeError
 from ..ir import dtypes
 from ..ops import lax as L
 from ..trace import core, types
-from ..transforms.ad import _retype, custom_vjp
+from ..transforms.ad import _retype
+from ..transforms.custom_jvp import custom_jvp
 from .numpy._util import aval, convert
 from ..trace import pytree as _tree
 
@@ -164,8 +165,10 @@ def select_and_scatter_add(source, operand, select_prim, window_dimensions, wind
 
 def _extreme_window(x, sign, window_dimensions, window_strides, padding, base_dilation,
                     window_dilation):
-    """max (sign -1) / min (+1) over windows, whose gradient goes to the element the
-    selection picks (jax's select_and_scatter_add)."""
+    """max (sign -1) / min (+1) over windows, whose derivative is the tangent of the
+    element the selection picks (jax's select_and_gather_add; its transpose, the
+    gradient, is select_and_scatter_add). A custom_jvp, so a derivative of the gradient
+    differentiates the rule again and ties go to the first extreme at every order."""
     dt = aval(x).dtype
     pick = L.max if sign < 0 else L.min
     cfg = (tuple(window_dimensions), tuple(window_strides),
@@ -178,19 +181,12 @@ def _extreme_window(x, sign, window_dimensions, window_strides, padding, base_di
                             lambda a, b: [pick(a[0], b[0])], *cfg)[0]
     if not dtypes.is_float(dt):
         return values(x)
+    f = custom_jvp(values)
 
-    def fwd(x):
-        return values(x), x
-
-    def bwd(x, ct):
-        if any(d is not None and any(b != 1 for b in d) for d in cfg[3:]):
-            from .grad import vjp      # dilated: through the selection's transpose
-            _, back = vjp(lambda t: select_and_gather_add(
-                t, x, "ge" if sign < 0 else "le", *cfg), L.zeros_like(x))
-            return back(ct)
-        return (select_and_scatter_add(ct, x, "ge" if sign < 0 else "le", *cfg[:3]),)
-    f = custom_vjp(values)
-    f.defvjp(fwd, bwd)
+    @f.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), select_and_gather_add(t, x, "ge" if sign < 0 else "le", *cfg)
     return f(x)
 
 
