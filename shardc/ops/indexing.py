@@ -114,7 +114,8 @@ def _lower_gather(ctx, x, idx, *, offset_dims, collapsed_slice_dims, start_index
              if operand_batching_dims else "") +
           f"start_index_map = [{', '.join(map(str, start_index_map))}], "
           f"index_vector_dim = {index_vector_dim}>")
-    return ctx.op("stablehlo.gather", [x, idx], [tensor_type(a) for a in ctx.in_avals],
+    idx, it = _wide_index(ctx, idx, ctx.in_avals[1])
+    return ctx.op("stablehlo.gather", [x, idx], [tensor_type(ctx.in_avals[0]), it],
                   [tensor_type(ctx.out_avals[0])],
                   {"dimension_numbers": dn, "indices_are_sorted": "false",
                    "slice_sizes": i64_array(slice_sizes)})
@@ -210,10 +211,23 @@ def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims
     ib = [d for d in range(ctx.in_avals[1].ndim) if d != index_vector_dim]
     ub = [d for d in range(ctx.in_avals[2].ndim) if d not in update_window_dims]
     idx, upd = _even(ctx, idx, 1, ib), _even(ctx, upd, 2, ub)
-    return ctx.op("stablehlo.scatter", [x, idx, upd], [tensor_type(a) for a in ctx.in_avals],
+    idx, it = _wide_index(ctx, idx, ctx.in_avals[1])
+    types = [tensor_type(ctx.in_avals[0]), it, tensor_type(ctx.in_avals[2])]
+    return ctx.op("stablehlo.scatter", [x, idx, upd], types,
                   [tensor_type(ctx.out_avals[0])],
                   {"indices_are_sorted": "false", "scatter_dimension_numbers": dn,
                    "unique_indices": "false"}, regions=[region])
+
+
+def _wide_index(ctx, idx, a):
+    """The index operand, 8- and 16-bit ones widened to int32, as jax widens them before
+    its gathers and scatters (XLA's SPMD partitioner aborts the process on them); and
+    its type."""
+    if a.dtype.itemsize >= 4:
+        return idx, tensor_type(a)
+    t = tensor_type(a.update(dtype=dtypes.int32))
+    (r,) = ctx.op("stablehlo.convert", [idx], [tensor_type(a)], [t], sharding=False)
+    return r, t
 
 
 def _even(ctx, name, i, batch_dims):

@@ -132,8 +132,11 @@ def _oob_mask(shape, entries):
             continue
         if core.is_tracer(e):
             m = shape[dim]
-            bad = logical_or(less(e, -m), greater_equal(e, m))
-            mapped[k] = where(bad, m, where(less(e, 0), add(e, m), e))
+            if core.aval_of(e).dtype in dtypes._UINTS:   # (-m would wrap around)
+                mapped[k] = where(greater_equal(e, m), m, e)
+            else:
+                bad = logical_or(less(e, -m), greater_equal(e, m))
+                mapped[k] = where(bad, m, where(less(e, 0), add(e, m), e))
             ext[dim] = m + 1
             dims.append(dim)
         dim += 1
