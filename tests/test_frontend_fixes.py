@@ -172,3 +172,22 @@ def test_unsigned_constant_start_as_eager_jax():
     for start in (jnp.uint8(250), jnp.uint8(100) + jnp.uint8(150)):
         got = shardc.jit(lambda a: jax.lax.dynamic_slice(a, (start,), (4,)))(x)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+EMPTY_BROADCASTS = {
+    # jax's lax ops broadcast a size-1 dim against size 0; shardc broadcast to the
+    # larger size, 1, and refused
+    "var": lambda a: jnp.var(a, axis=0),
+    "outer": lambda a: jnp.outer(a, a),
+    "logsumexp": lambda a: jax.nn.logsumexp(a, axis=0),
+    "sub_size_one": lambda a: jax.lax.sub(a, jnp.ones((1, 4), jnp.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_BROADCASTS))
+def test_size_one_broadcasts_against_size_zero(name):
+    f, e = EMPTY_BROADCASTS[name], np.zeros((0, 4), np.float32)
+    want = jax.jit(f)(e)
+    got = shardc.jit(f)(e)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

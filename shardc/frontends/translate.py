@@ -177,7 +177,8 @@ def _broadcast_ones(args):
     full = [s for s in shapes if len(s) == nd]
     if all(s == full[0] for s in full):
         return args
-    target = tuple(max(ds) for ds in zip(*full))
+    # a size-1 dim takes the other operands' size, which may be 0
+    target = tuple(next((d for d in ds if d != 1), 1) for ds in zip(*full))
     return [_bind("broadcast_in_dim", a, shape=target, broadcast_dimensions=tuple(range(nd)))
             if len(s) == nd and s != target else a for a, s in zip(args, shapes)]
 
