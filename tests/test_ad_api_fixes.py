@@ -313,3 +313,28 @@ def test_loop_carry_no_tangent_reaches_is_not_differentiated(case):
     """A loop carry that no tangent reaches (in any trip) is not differentiated, so an
     op with no gradient on it does not raise (jax's symbolic zeros)."""
     _tree_close(LOOP_CARRIES[case](shardc), LOOP_CARRIES[case](jax))
+
+
+def _aux_of(M):
+    return lambda x: ((x * 2).sum(), {"n": 3, "c": np.ones(2), "t": x + 1, "s": "tag"})
+
+
+AUX_TRANSFORMS = {
+    "jvp": lambda M: M.jvp(_aux_of(M), (X,), (X,), has_aux=True)[2],
+    "vjp": lambda M: M.vjp(_aux_of(M), X, has_aux=True)[2],
+    "value_and_grad": lambda M: M.value_and_grad(_aux_of(M), has_aux=True)(X)[0][1],
+    "grad": lambda M: M.grad(_aux_of(M), has_aux=True)(X)[1],
+    "jacrev": lambda M: M.jacrev(_aux_of(M), has_aux=True)(X)[1],
+}
+
+
+@pytest.mark.parametrize("name", list(AUX_TRANSFORMS))
+def test_eager_aux_leaves_stay_as_given(name):
+    """Outside a trace, an aux leaf that is no traced value (a string, a NumPy array, a
+    Python int) comes back as itself, as jax's: shardc's eager transforms run jitted and
+    made them Arrays, or refused a string."""
+    got, want = AUX_TRANSFORMS[name](shardc), AUX_TRANSFORMS[name](jax)
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
+    assert got["n"] == 3 and got["s"] == "tag"
+    _close(got["t"], want["t"])
+    _close(got["c"], want["c"])

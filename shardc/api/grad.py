@@ -26,6 +26,28 @@ def _is_arraylike(x):
     return isinstance(x, (bool, int, float, np.generic, np.ndarray, jax.Array))
 
 
+class _Held:
+    """An aux leaf that is no traced value (a string, a NumPy constant): it leaves an
+    eager transform's jit in the output's tree structure, as itself, as jax's eager
+    transforms return it."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+_tree.register_pytree_node(_Held, lambda h: ((), h), lambda h, _: h)
+
+
+def _hold(tree):
+    return _tree.tree_map(lambda x: x if core.is_tracer(x) else _Held(x), tree)
+
+
+def _release(tree):
+    return _tree.tree_map(lambda x: x.value if isinstance(x, _Held) else x, tree,
+                          is_leaf=lambda x: isinstance(x, _Held))
+
+
 def _eager(name):
     """A decorator: run `fn` under shardc.jit when called outside a trace, compiled once
     per signature (`name` in NaN errors); arguments with no array leaves (flags,
@@ -44,14 +66,14 @@ def _eager_fn(fn, name):
     @api_boundary
     def wrapper(*args, **kwargs):
         if core.current_builder() is not None:
-            return fn(*args, **kwargs)
+            return _release(fn(*args, **kwargs))
         static = tuple(i for i, a in enumerate(args)
                        if not all(map(_is_arraylike, _tree.tree_leaves(a))))
         j = jitted.get(static)
         if j is None:
             from .jit import internal_jit
             j = jitted[static] = internal_jit(fn, name, static_argnums=static)
-        return j(*args, **kwargs)
+        return _release(j(*args, **kwargs))
     return wrapper
 
 
@@ -107,7 +129,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             gl[k] = g
         g = _tree.tree_unflatten(tree, gl)
         g = g[0] if single else g
-        return ((out, aux), g) if has_aux else (out, g)
+        return ((out, _hold(aux)), g) if has_aux else (out, g)
     return vg
 
 
@@ -178,8 +200,8 @@ def vjp(fun, *primals, has_aux=False):
         if fwd is None:
             from .jit import internal_jit
             fwd = _eager_vjps[key] = internal_jit(
-                lambda *p: vjp(fun, *p, has_aux=has_aux), f"vjp({_fname(fun)})")
-        return fwd(*primals)
+                lambda *p: _hold(vjp(fun, *p, has_aux=has_aux)), f"vjp({_fname(fun)})")
+        return _release(fwd(*primals))
     from .vjp_fn import Float0Fill, make_vjp
     leaves, tree = _tree.tree_flatten(primals)
     diff = [k for k, x in enumerate(leaves) if dtypes.is_inexact(core.aval_of(x).dtype)]
@@ -304,8 +326,8 @@ def jvp(fun, primals, tangents, has_aux=False):
 
 def _jvp_aux(fun, primals, tangents):
     """jvp with has_aux: aux's arrays ride along as outputs whose tangents are dropped
-    (still differentiable by an outer transform, as jax's); its other leaves (strings)
-    are kept from the trace."""
+    (still differentiable by an outer transform, as jax's); its other leaves (strings,
+    NumPy constants) are kept from the trace, as themselves."""
     kept = []
 
     def with_aux(*p):
@@ -313,7 +335,7 @@ def _jvp_aux(fun, primals, tangents):
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             raise ShardcError("has_aux=True needs the function to return (output, aux)")
         leaves, tree = _tree.tree_flatten(got[1])
-        arrays = [k for k, x in enumerate(leaves) if core.is_tracer(x) or _is_arraylike(x)]
+        arrays = [k for k, x in enumerate(leaves) if core.is_tracer(x)]
         kept[:] = [leaves, tree, arrays]
         return got[0], [leaves[k] for k in arrays]
     (out, vals), (t_out, _) = jvp(with_aux, primals, tangents)

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..trace import core
-from .grad import _argnums, _check_input, _check_output, _eager, _fname, jvp, vjp
+from .grad import _argnums, _check_input, _check_output, _eager, _fname, _hold, jvp, vjp
 from ..trace import pytree as _tree
 
 _USE_VMAP = True
@@ -142,7 +142,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                 off += k
             blocks.append(_tree.tree_unflatten(ex_tree, parts))
         jac = _tree.tree_unflatten(y_tree, blocks)
-        return (jac, aux) if has_aux else jac
+        return (jac, _hold(aux)) if has_aux else jac
     return jacfun
 
 
@@ -204,7 +204,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             blocks.append(_tree.tree_unflatten(ex_tree, parts))
             off += k
         jac = _tree.tree_unflatten(y_tree, blocks)
-        return (jac, aux) if has_aux else jac
+        return (jac, _hold(aux)) if has_aux else jac
     return jacfun
 
 
