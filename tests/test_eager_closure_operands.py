@@ -81,3 +81,43 @@ def test_an_eager_transform_over_a_closure_compiles_once():
     want = jax.grad(lambda a: jax.numpy.tanh(a * XS + 0.5).sum())(a)
     for o in outs:
         np.testing.assert_allclose(np.asarray(o), np.asarray(want), rtol=1e-6)
+
+
+def _global_reads(M):
+    """Each eager transform of a function reading the global SCALE, called before and
+    after SCALE changes (one transformed function object, called twice)."""
+    f = lambda x: x * SCALE[0]                                        # noqa: E731
+    fs = lambda x: (f(x) ** 2).sum()                                  # noqa: E731
+    mesh = jax.make_mesh((8,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+    return {
+        "grad": M.grad(fs),
+        "value_and_grad": lambda x: M.value_and_grad(fs)(x)[1],
+        "vjp": lambda x: M.vjp(f, x)[1](x)[0],
+        "jvp": lambda x: M.jvp(f, (x,), (x,))[1],
+        "linearize": lambda x: M.linearize(f, x)[1](x),
+        "jacfwd": M.jacfwd(fs),
+        "jacrev": M.jacrev(fs),
+        "hessian": lambda x: M.hessian(fs)(x[:2]),
+        "vmap": M.vmap(f),
+        "shard_map": M.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i")),
+        "while": lambda x: M.lax.fori_loop(0, 2, lambda i, c: f(c), x),
+        "scan": lambda x: M.lax.scan(lambda c, _: (f(c), None), x, None, length=2)[0],
+    }
+
+
+SCALE = [1.0]
+
+
+@pytest.mark.parametrize("name", sorted(_global_reads(jax)))
+def test_an_eager_transform_reads_a_changed_global(name):
+    """jax's eager transforms run the function on each call; shardc's cached the first
+    call's trace, so a transformed function kept using a global's old value."""
+    x = np.arange(1, 9, dtype=np.float32)
+    got_fn, want_fn = _global_reads(shardc)[name], _global_reads(jax)[name]
+    try:
+        for s in (1.0, 3.0):
+            SCALE[0] = s
+            np.testing.assert_allclose(np.asarray(got_fn(x)), np.asarray(want_fn(x)),
+                                       rtol=1e-6, err_msg=f"SCALE={s}")
+    finally:
+        SCALE[0] = 1.0

@@ -25,7 +25,7 @@ from ..trace import pytree as _tree
 def _in_jit(name, fn, *args):
     """fn(*args) under shardc.jit when no trace is active (as jax runs control flow)."""
     from .jit import internal_jit
-    return internal_jit(fn, name)(*args)
+    return internal_jit(fn, name, retrace=True)(*args)
 
 
 def _paths(tree_like):

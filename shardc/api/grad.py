@@ -72,7 +72,8 @@ def _eager_fn(fn, name):
         j = jitted.get(static)
         if j is None:
             from .jit import internal_jit
-            j = jitted[static] = internal_jit(fn, name, static_argnums=static)
+            j = jitted[static] = internal_jit(fn, name, retrace=True,
+                                                   static_argnums=static)
         return _release(j(*args, **kwargs))
     return wrapper
 
@@ -200,7 +201,8 @@ def vjp(fun, *primals, has_aux=False):
         if fwd is None:
             from .jit import internal_jit
             fwd = _eager_vjps[key] = internal_jit(
-                lambda *p: _hold(vjp(fun, *p, has_aux=has_aux)), f"vjp({_fname(fun)})")
+                lambda *p: _hold(vjp(fun, *p, has_aux=has_aux)), f"vjp({_fname(fun)})",
+                retrace=True)
         return _release(fwd(*primals))
     from .vjp_fn import Float0Fill, make_vjp
     leaves, tree = _tree.tree_flatten(primals)
@@ -281,12 +283,13 @@ def jvp(fun, primals, tangents, has_aux=False):
         ft = tuple(t for t, k in zip(t_leaves, fixed) if not k)
         if core.current_builder() is None:
             from .jit import internal_jit
-            return _float0_tangents(*internal_jit(inner, f"jvp({_fname(fun)})")(ints, fl, ft))
+            run = internal_jit(inner, f"jvp({_fname(fun)})", retrace=True)
+            return _float0_tangents(*run(ints, fl, ft))
         return inner(ints, fl, ft)
     if core.current_builder() is None:
         from .jit import internal_jit
-        return _float0_tangents(*internal_jit(lambda p, t: jvp(fun, p, t),
-                                              f"jvp({_fname(fun)})")(primals, tangents))
+        run = internal_jit(lambda p, t: jvp(fun, p, t), f"jvp({_fname(fun)})", retrace=True)
+        return _float0_tangents(*run(primals, tangents))
     leaves, tree = _tree.tree_flatten(primals)
     region, caps, out_tree = _scratch(fun, leaves, tree)
     if any(needs_forward(op) for op in region.ops):

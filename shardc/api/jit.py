@@ -37,7 +37,7 @@ class Jitted:
 
     def __init__(self, fun, in_shardings=None, out_shardings=None, static_argnums=(),
                  static_argnames=(), donate_argnums=(), donate_argnames=(), keep_unused=False,
-                 inline=False, memory_budget=None, _internal=None):
+                 inline=False, memory_budget=None, _internal=None, _retrace=False):
         if not callable(fun):
             raise TypeError(f"shardc.jit needs a function, got {fun!r}")
         functools.update_wrapper(self, fun)
@@ -86,6 +86,7 @@ class Jitted:
                              f"names {set(dnames & names) or dnums & nums} appear in both "
                              "static_argnames and donate_argnames")
         self._internal = _internal is not None     # (shardc's own: see internal_jit)
+        self._retrace = _retrace
         self._cache: dict = {}     # full signature -> entry (after mesh resolution)
         self._fast: dict = {}      # call key -> entry (see _fast_key)
         # with jit disabled the dispatcher runs `fun` itself, as jax.jit's does; shardc's
@@ -152,7 +153,7 @@ class Jitted:
         fast = None
         # (jax key arguments are unwrapped in Python; a program that takes closed-over
         # arrays too is run with them by _call only)
-        if entry is not None and not keys and entry.n == len(leaves):
+        if entry is not None and not keys and entry.n == len(leaves) and not self._retrace:
             outs, tree = runtime.flatten(out)
             fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
         return out, fast, False
@@ -175,20 +176,20 @@ class Jitted:
                 return self._inline(args, kwargs), None, leaves
             with core.outside_traces():
                 return self._call(args, kwargs)
-        entry = self._fast.get(key)
+        entry = None if self._retrace else self._fast.get(key)
         if entry is not None:
             return entry.run(leaves), entry, leaves
         leaves, slow_key, ctx = self._prepare(args, kwargs)
-        entry = self._cache.get(slow_key)
+        entry = None if self._retrace else self._cache.get(slow_key)
         if entry is None:
             traced = self._stage(ctx)
             lowered = traced.lower()
             lifted = traced.program.meta.get("lifted")
-            if lifted:
+            if lifted or self._retrace:
                 # this call's closed-over arrays are arguments too: the next call traces
                 # again (its closure may hold others) but reuses the executable
                 entry = _lifted_entry(lowered)
-                return entry.run(leaves + lifted), entry, leaves
+                return entry.run(leaves + (lifted or []), traced.out_tree), entry, leaves
             entry = lowered.compile()._entry
             self._cache[slow_key] = entry
         entry.adopt(leaves)
@@ -485,12 +486,14 @@ class Jitted:
 _UNSET = object()
 
 
-def internal_jit(fun, name, **kw):
+def internal_jit(fun, name, retrace=False, **kw):
     """A jit shardc makes itself, to run a transform, sampler or control-flow op outside
     a trace: under jax.disable_jit it compiles all the same (what it runs needs a
     trace), and under jax_debug_nans a NaN it returns is reported as from `name`, as
-    one op's (its ops are not run one by one)."""
-    return Jitted(fun, _internal=name, **kw)
+    one op's (its ops are not run one by one). `retrace`: every call traces the user's
+    function again, as jax's eager transforms run it (a global it reads may have
+    changed), and reuses the executable of an equal program."""
+    return Jitted(fun, _internal=name, _retrace=retrace, **kw)
 
 
 _LIFTED: dict = {}     # (StableHLO text, devices, committed, donated) -> compiled entry

@@ -118,7 +118,8 @@ def shard_map(f=None, /, *args, out_specs=_NO_SPECS, in_specs=Infer, mesh=None,
                 from .jit import internal_jit
                 fn = compiled[key] = internal_jit(wrapped if key is None else shard_map(
                     f, out_specs=out_specs, in_specs=_tree.tree_unflatten(key[0], specs),
-                    mesh=mesh, axis_names=axis_names, check_vma=check_vma), _name(f))
+                    mesh=mesh, axis_names=axis_names, check_vma=check_vma), _name(f),
+                    retrace=True)
             return fn(*args)
         m = _resolve_mesh(mesh)
         manual = _manual_axes(m, axis_names)
@@ -151,10 +152,10 @@ def _call_with_static(wrapped, in_specs, args, compiled):
         key = ("static", tree, static)
         hash(key)
     except TypeError:
-        return internal_jit(run, _name(wrapped))(*dyn)
+        return internal_jit(run, _name(wrapped), retrace=True)(*dyn)
     fn = compiled.get(key)
     if fn is None:
-        fn = compiled[key] = internal_jit(run, _name(wrapped))
+        fn = compiled[key] = internal_jit(run, _name(wrapped), retrace=True)
     return fn(*dyn)
 
 

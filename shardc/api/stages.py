@@ -194,12 +194,16 @@ class _Entry:
                 if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
                     self.in_shardings[i] = x.sharding
 
-    def run(self, leaves):
+    def run(self, leaves, out_tree=None):
+        """The outputs, in `out_tree` if given (the structure of the trace that called,
+        when an executable is shared by traces of one text: their trees may hold
+        different static parts)."""
         if len(leaves) != self.n:
             raise ShardcError(f"expected {self.n} array arguments, got {len(leaves)}")
         arrays = [x if type(x) is _ARRAY and x.sharding == s and not x.is_deleted()
                   else self._arg(i, x) for i, (x, s) in enumerate(zip(leaves, self.in_shardings))]
-        return _tree.tree_unflatten(self.out_tree, self.exe(arrays))
+        return _tree.tree_unflatten(self.out_tree if out_tree is None else out_tree,
+                                    self.exe(arrays))
 
     def _arg(self, i, x):
         """Leaf `i` placed for the program: an array whose sharding is equivalent to

@@ -120,7 +120,8 @@ def linearize(fun, *primals, has_aux=False):
     if core.current_builder() is None:      # f_jvp leaves the jit as a pytree
         from .jit import internal_jit
         return internal_jit(lambda *p: linearize(fun, *p, has_aux=has_aux),
-                            f"linearize({getattr(fun, '__name__', 'fun')})")(*primals)
+                            f"linearize({getattr(fun, '__name__', 'fun')})",
+                            retrace=True)(*primals)
     if has_aux:
         out, aux = _call_aux(fun, primals)
 

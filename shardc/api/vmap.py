@@ -113,7 +113,8 @@ def _under_jit(vmapped, args, kwargs):
     j = cache.get(static)
     if j is None:
         name = f"vmap({getattr(vmapped.__wrapped_vmap__, '__name__', 'fun')})"
-        j = cache[static] = internal_jit(vmapped, name, static_argnums=static)
+        j = cache[static] = internal_jit(vmapped, name, retrace=True,
+                                          static_argnums=static)
     return j(*args, **kwargs)
 
 

@@ -92,7 +92,8 @@ def xmap(fun, in_axes, out_axes, *, axis_names=(), axis_sizes=None, axis_resourc
     def xmapped(*args):
         if core.current_builder() is None:
             from .jit import internal_jit
-            return internal_jit(xmapped, f"xmap({getattr(fun, '__name__', 'fun')})")(*args)
+            return internal_jit(xmapped, f"xmap({getattr(fun, '__name__', 'fun')})",
+                                retrace=True)(*args)
         return _xmap_traced(fun, in_axes, out_axes, sizes, resources, args)
     return xmapped
 
