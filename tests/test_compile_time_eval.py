@@ -104,3 +104,39 @@ def test_control_flow_on_constants_runs_now():
     assert concrete == [True] * 7 + [False]
     # jax code inside shardc.jit folds its loops too
     np.testing.assert_allclose(shardc.jit(control_flow(jnp, jax.lax, jax, []))(X), want, rtol=1e-6)
+
+
+def _jit_closing_over(M, N):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            y = M.jit(lambda: x * 2)() + M.jit(lambda c: c * x)(N.ones(4))
+        return y + 1
+    return f
+
+
+def _grad_at_a_constant(M, N):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            return M.grad(lambda a: (a * x).sum())(N.ones(4))
+    return f
+
+
+def _jvp_at_a_constant(M, N):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            return M.jvp(lambda a: a * x, (N.ones(4),), (N.ones(4),))[1]
+    return f
+
+
+CLOSURES = {"jit": _jit_closing_over, "grad": _grad_at_a_constant,
+            "jvp": _jvp_at_a_constant}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSURES))
+def test_a_function_of_constants_closing_over_a_traced_value(name):
+    """Its arguments are constants, but it reads a traced value: it is traced (a jit
+    called with constants ran at trace time and raised 'leaked tracer'; grad at a
+    constant primal crashed)."""
+    x = np.arange(4, dtype=np.float32)
+    got = shardc.jit(CLOSURES[name](shardc, snp))(x)
+    np.testing.assert_allclose(got, jax.jit(CLOSURES[name](jax, jnp))(x), rtol=1e-6)

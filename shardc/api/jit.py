@@ -172,10 +172,13 @@ class Jitted:
             # inside another trace: as jax, the call is traced into it (its function may
             # close over that trace's values); under ensure_compile_time_eval, with no
             # traced argument, it runs now
-            if not core.folds(leaves):
-                return self._inline(args, kwargs), None, leaves
-            with core.outside_traces():
-                return self._call(args, kwargs)
+            if core.folds(leaves):
+                try:
+                    with core.outside_traces():
+                        return self._call(args, kwargs)
+                except core.ClosesOverTrace:    # (the function closes over a traced value)
+                    pass
+            return self._inline(args, kwargs), None, leaves
         entry = None if self._retrace else self._fast.get(key)
         if entry is not None:
             return entry.run(leaves), entry, leaves

@@ -134,6 +134,8 @@ class Builder:
 
     def _capture(self, t):
         if not t.builder.alive or t.builder not in _tls.builders:
+            if t.builder.alive and any(t.builder in s for s in _tls.suspended):
+                raise ClosesOverTrace()
             raise ShardcError(
                 f"a traced value {t.value.aval} escaped the function that traced it (a "
                 "'leaked tracer'): it was stored in a global or closure during tracing "
@@ -188,6 +190,12 @@ class _ThreadState(threading.local):
 
     def __init__(self):
         self.builders: list[Builder] = []
+        self.suspended: list[list[Builder]] = []    # set aside by outside_traces
+
+
+class ClosesOverTrace(Exception):
+    """Internal: a computation run at trace time (outside_traces) reached a value of the
+    trace it left; the caller traces it into that trace instead."""
 
 
 _tls = _ThreadState()
@@ -269,12 +277,14 @@ class outside_traces:
 
     def __enter__(self):
         self.saved = list(_tls.builders)
+        _tls.suspended.append(self.saved)
         _tls.builders.clear()
         self.jax = JAX_BRIDGE["leave"]()
         self.jax.__enter__()
 
     def __exit__(self, *exc):
         self.jax.__exit__(*exc)
+        _tls.suspended.pop()
         _tls.builders[:] = self.saved
 
 

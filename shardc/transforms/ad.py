@@ -252,7 +252,11 @@ def _constant(x):
     params = {"value": arr.astype(dtypes.canonicalize(arr.dtype), copy=False)}
     if core.aval_of(x).weak:
         params["weak_type"] = True
-    return constant_p.bind(**params)
+    c = constant_p.bind(**params)
+    if not core.is_tracer(c):     # (folded under jax.ensure_compile_time_eval)
+        b = core.current_builder()
+        c = core.Tracer(b, b.to_value(c))
+    return c
 
 
 def _traced_vjp(f, primals, has_aux=False, linear=None, level=None):
