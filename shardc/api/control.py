@@ -15,7 +15,8 @@ import numpy as np
 from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary
 from ..ir import dtypes
 from ..ops import lax as L
-from ..ops.control import bind_cond, bind_while
+from ..ops.control import bind_cond
+from ..ops.while_loop import bind_while
 from ..ops.region import same_type
 from ..ops.scan import bind_scan
 from ..trace import core

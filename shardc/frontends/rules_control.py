@@ -10,7 +10,7 @@ from jax._src import core as jcore
 from jax._src.custom_derivatives import SymbolicZero
 
 from ..ir.dtypes import is_inexact
-from ..ops.control import bind_while
+from ..ops.while_loop import bind_while
 from ..trace import core
 from ..trace import pytree as _tree
 from .translate import eval_closed, eval_jaxpr, rule

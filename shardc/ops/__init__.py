@@ -4,7 +4,7 @@ from . import bits, special_math  # noqa: F401
 from . import collectives, manual, pvary, ragged_collective  # noqa: E402,F401
 from . import memory  # noqa: E402,F401
 from . import custom, manual_region  # noqa: E402,F401
-from . import control, remat, scan  # noqa: E402,F401
+from . import control, remat, scan, while_loop  # noqa: E402,F401
 from . import control_batch  # noqa: E402,F401
 from . import custom_jvp  # noqa: E402,F401
 from . import complex, fft, numeric  # noqa: E402,F401

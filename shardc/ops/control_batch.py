@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..trace import core
 from . import lax as L
 from .batching import bcast, move_dim
-from .control import bind_cond, bind_while, cond_p, while_p
+from .control import bind_cond, cond_p
+from .while_loop import bind_while, while_p
 from .reduce import reduce_or_p
 from .scan import bind_scan, scan_p
 
