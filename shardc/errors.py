@@ -270,6 +270,10 @@ class ArgumentError(ShardcError, ValueError):
     """A bad argument to a shardc API (where jax raises ValueError)."""
 
 
+class AxisError(ShardcError, ValueError, IndexError):
+    """An axis out of bounds (as NumPy's AxisError, both; jax raises either)."""
+
+
 class ShardcTypeError(ShardcError, TypeError):
     """An operand of the wrong type (where jax raises TypeError)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import operator
 
 from ..ir import dtypes
-from ..errors import ShardcError, ShardcTypeError
+from ..errors import AxisError, ShardcError, ShardcTypeError
 from ..ir.program import Aval
 from ..lower.emit import tensor_type
 from ..ir.sharding import Sharding
@@ -50,7 +50,7 @@ def check_axis(name, axis, ndim):
     except TypeError:
         raise ShardcTypeError(f"{name}: axis must be an int, got {axis!r}") from None
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShardcError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
+        raise AxisError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
     return axis % ndim if ndim else 0
 
 

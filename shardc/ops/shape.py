@@ -7,7 +7,7 @@ from ..ir import dtypes
 from ..trace.core import Primitive
 from ..trace.types import restrict
 from ..ir.primitive import PropKind, Trait
-from ..errors import ShardcError, ShardcTypeError
+from ..errors import ArgumentError, ShardcError, ShardcTypeError
 from ..ir.program import Aval
 from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
@@ -27,7 +27,7 @@ def _bcast_shape(x, *, shape, broadcast_dimensions):
                           f"{tuple(shape)}")
     for i, d in enumerate(dims):
         if x.shape[i] not in (1, shape[d]):
-            raise ShardcError(f"cannot broadcast shape {x.shape} to {tuple(shape)}")
+            raise ShardcTypeError(f"cannot broadcast shape {x.shape} to {tuple(shape)}")
     return Aval(shape, x.dtype, x.weak)
 
 
@@ -82,9 +82,11 @@ broadcast_in_dim_p.kind_of = lambda op: "reshape" if op.inputs[0].aval.size == \
 # ---------------------------------------------------------------- reshape
 
 def _reshape_shape(x, *, shape):
-    if prod(shape) != x.size or any(d < 0 for d in shape):
-        raise ShardcError(f"cannot reshape an array of shape {x.shape} ({x.size} elements) "
-                          f"into shape {tuple(shape)}")
+    if any(d < 0 for d in shape):
+        raise ShardcTypeError(f"reshape new_sizes must all be positive, got {tuple(shape)}")
+    if prod(shape) != x.size:      # (jax: ValueError, from StableHLO's verifier)
+        raise ArgumentError(f"cannot reshape an array of shape {x.shape} ({x.size} "
+                            f"elements) into shape {tuple(shape)}")
     return Aval(shape, x.dtype, x.weak)
 
 
@@ -155,8 +157,8 @@ reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshap
 
 def _transpose_shape(x, *, permutation):
     if sorted(permutation) != list(range(x.ndim)):
-        raise ShardcError(f"transpose: {permutation} is not a permutation of the "
-                          f"{x.ndim} axes of {x}")
+        raise ShardcTypeError(f"transpose: {permutation} is not a permutation of the "
+                              f"{x.ndim} axes of {x}")
     return Aval(tuple(x.shape[p] for p in permutation), x.dtype, x.weak)
 
 
@@ -185,9 +187,9 @@ def _concat_shape(*xs, dimension):
     for x in xs:
         if x.ndim != first.ndim or x.dtype != first.dtype or any(
                 a != b for k, (a, b) in enumerate(zip(x.shape, first.shape)) if k != dimension):
-            raise ShardcError("concatenate: arrays must have the same dtype and the same "
-                              f"shape except along axis {dimension}; got "
-                              f"{[str(x) for x in xs]}")
+            raise ShardcTypeError("concatenate: arrays must have the same dtype and the "
+                                  f"same shape except along axis {dimension}; got "
+                                  f"{[str(x) for x in xs]}")
     shape = list(first.shape)
     shape[dimension] = sum(x.shape[dimension] for x in xs)
     return Aval(shape, first.dtype, all(x.weak for x in xs))

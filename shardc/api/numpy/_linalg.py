@@ -5,7 +5,7 @@ import numpy as np
 
 from ...trace import core
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...ir.program import Aval, Lit
 from ...ops import linalg
 from ..explicit import takes_out_sharding
@@ -61,7 +61,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
 def _check_contract(name, a, b, contract):
     for x, y in zip(*contract):
         if aval(a).shape[x] != aval(b).shape[y]:
-            raise ShardcError(f"{name}: shapes {aval(a).shape} and {aval(b).shape} are not "
+            raise ShardcTypeError(f"{name}: shapes {aval(a).shape} and {aval(b).shape} are not "
                               f"aligned: dim {x} ({aval(a).shape[x]}) != dim {y} "
                               f"({aval(b).shape[y]})")
 
@@ -88,8 +88,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     ka = sa[-1]
     kb = sb[-2] if b_mat else sb[0]
     if ka != kb:
-        raise ShardcError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim of "
-                          f"the first) != {kb} (second-to-last dim of the second)")
+        raise ShardcTypeError(f"matmul: shapes {sa} and {sb} are not aligned: {ka} (last dim "
+                              f"of the first) != {kb} (second-to-last dim of the second)")
     if a_mat and b_mat and len(sa) == 2 and len(sb) == 2:     # no batch dims
         return _dot_general(a, b, ((1,), (0,)), ((), ()), "matmul", pref, precision)
     ab = sa[:-2] if a_mat else ()
@@ -325,7 +325,7 @@ def einsum(subscripts, *operands, optimize=None, precision=None,
     for t, x in zip(terms, operands):
         for c, n in zip(t, aval(x).shape):
             if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
-                raise ShardcError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+                raise ArgumentError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
     if preferred_element_type is None:
         pref, weak = result_type(*operands)
     else:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ...ir import dtypes
-from ...errors import ShardcError
+from ...errors import ArgumentError, ShardcError, ShardcTypeError
 from ...ops import shape as shp
 from ..explicit import takes_out_sharding
 from ...ops.common import check_axis, norm_axes
@@ -49,10 +49,13 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
         if known == 0 or x.size % known:
-            raise ShardcError(f"cannot reshape an array of shape {x.shape} into shape "
-                              f"{tuple(shape)}")
+            raise ArgumentError(f"cannot reshape an array of shape {x.shape} into shape "
+                                f"{tuple(shape)}")
         shape[shape.index(-1)] = x.size // known
     shape = tuple(shape)
+    if math.prod(shape) != x.size or min(shape, default=0) < 0:
+        raise ArgumentError(f"cannot reshape an array of shape {x.shape} ({x.size} "
+                            f"elements) into shape {shape}")
     if shape == x.shape:
         return a
     return shp.reshape_p.bind(a, shape=shape)
@@ -71,8 +74,8 @@ def transpose(a, axes=None):
     else:
         perm = tuple(check_axis("transpose", ax, n) for ax in axes)
         if sorted(perm) != list(range(n)):
-            raise ShardcError(f"transpose: axes {tuple(axes)} are not a permutation of "
-                              f"the {n} axes")
+            raise ShardcTypeError(f"transpose: axes {tuple(axes)} are not a permutation of "
+                                  f"the {n} axes")
     if perm == tuple(range(n)):
         return a
     return shp.transpose_p.bind(a, permutation=perm)
@@ -127,8 +130,8 @@ def squeeze(a, axis=None):
         axes = norm_axes("squeeze", axis, x.ndim)
         for d in axes:
             if x.shape[d] != 1:
-                raise ShardcError(f"cannot select an axis to squeeze out which has size not "
-                                  f"equal to one (axis {d} of shape {x.shape})")
+                raise ArgumentError(f"cannot select an axis to squeeze out which has size "
+                                    f"not equal to one (axis {d} of shape {x.shape})")
     if not axes:
         return a
     return shp.reshape_p.bind(a, shape=tuple(n for d, n in enumerate(x.shape) if d not in axes))
@@ -176,7 +179,8 @@ def stack(arrays, axis=0, out=None, dtype=None):
         raise ShardcError("need at least one array to stack")
     shapes = {aval(a).shape for a in arrays}
     if len(shapes) > 1:
-        raise ShardcError(f"all input arrays must have the same shape, got {sorted(shapes)}")
+        raise ArgumentError(f"all input arrays must have the same shape, got "
+                            f"{sorted(shapes)}")
     n = aval(arrays[0]).ndim + 1
     ax = check_axis("stack", axis, n)
     return concatenate([expand_dims(a, ax) for a in arrays], ax, dtype)
@@ -200,8 +204,8 @@ def split(ary, indices_or_sections, axis=0):
     n = x.shape[ax]
     if isinstance(indices_or_sections, int):
         if indices_or_sections <= 0 or n % indices_or_sections:
-            raise ShardcError(f"array split does not result in an equal division: axis of "
-                              f"size {n} into {indices_or_sections} sections")
+            raise ArgumentError(f"array split does not result in an equal division: axis "
+                                f"of size {n} into {indices_or_sections} sections")
         step = n // indices_or_sections
         cuts = [step * i for i in range(1, indices_or_sections)]
     else:

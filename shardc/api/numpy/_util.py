@@ -127,7 +127,7 @@ def broadcast_shapes(name, *shapes):
         sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
         sizes.discard(1)
         if len(sizes) > 1:
-            raise ShardcError(f"{name}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+            raise ArgumentError(f"{name}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
                               "cannot be broadcast together")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
@@ -140,11 +140,11 @@ def broadcast_to(x, target):
     if s == target:
         return x
     if len(s) > len(target):
-        raise ShardcError(f"cannot broadcast shape {s} to {target}")
+        raise ArgumentError(f"cannot broadcast shape {s} to {target}")
     lead = len(target) - len(s)
     for i, n in enumerate(s):
         if n not in (1, target[lead + i]):
-            raise ShardcError(f"cannot broadcast shape {s} to {target}")
+            raise ArgumentError(f"cannot broadcast shape {s} to {target}")
     if isinstance(x, Lit) or is_py_scalar(x):
         x = as_lit(x)
     return shp.broadcast_in_dim_p.bind(x, shape=target,
