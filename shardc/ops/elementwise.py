@@ -19,6 +19,7 @@ from ..ir.rules import no_rule
 from ..ir.rules import pointwise as _pointwise
 from ..ir.sharding import Sharding
 from .common import check_dtype, expand_scalars, same_shapes
+from .complex_math import complex_sin_cos, lex_pick
 
 
 def pointwise(in_avals, out_avals, **params):
@@ -89,8 +90,18 @@ log1p_p = elementwise("log1p", "stablehlo.log_plus_one", "inexact", 1)
 expm1_p = elementwise("expm1", "stablehlo.exponential_minus_one", "inexact", 1)
 sqrt_p = elementwise("sqrt", "stablehlo.sqrt", "inexact", 1)
 rsqrt_p = elementwise("rsqrt", "stablehlo.rsqrt", "inexact", 1)
-sin_p = elementwise("sin", "stablehlo.sine", "inexact", 1)
-cos_p = elementwise("cos", "stablehlo.cosine", "inexact", 1)
+
+
+def _lower_sin_cos(is_sin, ctx, x):
+    if dtypes.is_complex(ctx.out_avals[0].dtype):
+        return complex_sin_cos(is_sin, ctx, x)
+    return _lower("stablehlo.sine" if is_sin else "stablehlo.cosine", ctx, x)
+
+
+sin_p = elementwise("sin", "stablehlo.sine", "inexact", 1,
+                    lower=partial(_lower_sin_cos, True))
+cos_p = elementwise("cos", "stablehlo.cosine", "inexact", 1,
+                    lower=partial(_lower_sin_cos, False))
 tan_p = elementwise("tan", "stablehlo.tan", "inexact", 1)
 tanh_p = elementwise("tanh", "stablehlo.tanh", "inexact", 1)
 logistic_p = elementwise("logistic", "stablehlo.logistic", "inexact", 1)
@@ -142,20 +153,6 @@ def _lower_pow(ctx, x, y):
 
 pow_p = Primitive("pow", shape_rule=_pow_shape, sharding_rule=pointwise, lower=_lower_pow,
                   prop_kind=PropKind.ELEMENTWISE)
-def lex_pick(op, direction, x, y, t, rt, bt):
-    """`x` or `y`, whichever is greater (direction GT) or less (LT) in the lexicographic
-    order of complex numbers, real part first, as jax's lax.max / min (stablehlo.maximum
-    on complex does not order so); NaN as the comparisons make it. `op(name, operands,
-    operand types, result types, props)` emits one op (a lowering's or a region's)."""
-    def cmp(d, a, b):
-        return op("stablehlo.compare", [a, b], [rt, rt], [bt],
-                  {"comparison_direction": f"#stablehlo<comparison_direction {d}>",
-                   "compare_type": "#stablehlo<comparison_type FLOAT>"})[0]
-    (rx,), (ry,) = (op("stablehlo.real", [v], [t], [rt]) for v in (x, y))
-    (ix,), (iy,) = (op("stablehlo.imag", [v], [t], [rt]) for v in (x, y))
-    (pick_x,) = op("stablehlo.select", [cmp("EQ", rx, ry), cmp(direction, ix, iy),
-                                        cmp(direction, rx, ry)], [bt, bt, bt], [bt])
-    return op("stablehlo.select", [pick_x, x, y], [bt, t, t], [t])
 
 
 def _lower_minmax(hlo, direction, ctx, x, y):

@@ -19,7 +19,7 @@ from ..lower.emit import sharding_attr, tensor_type
 from ..ir.sharding import Sharding
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, REDUCTION, RuleBuilder
 from .common import check_dtype, i64_array, norm_axes
-from .elementwise import lex_pick
+from .complex_math import lex_pick
 
 
 def _reduce_shape(name, kind, x, *, axes):
