@@ -1,7 +1,8 @@
 """Silent wrong values vs jax, each checked against jax.jit (and NumPy where it is the
 reference) at the points where they went wrong: complex sin and cos near the real axis
 and at infinite imaginary parts (XLA's expansion of stablehlo.sine / cosine cancels and
-makes inf - inf; jax lowers them from expm1)."""
+makes inf - inf; jax lowers them from expm1), and derivatives of prod where a partial
+product overflows (jax differentiates a product tree)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,3 +56,23 @@ def test_complex_sin_cos_derivatives_match_jax():
                          jax.jit(lambda z, t: derivs(jax, jnp, z, t))(z, t)):
         _parts_close(got, want, 2e-6)
 
+
+def test_prod_derivatives_do_not_overflow():
+    """jax differentiates a product tree: each partial product stays within the range
+    of the result (the product of all elements before 1e-30 was 1e60: inf in float32)."""
+    big = np.float32(1e30)
+    x = np.array([[big, big, 1 / big, 1 / big, 1, 1, 1],
+                  [big, big, big, 1 / big, 1 / big, 1 / big, 7]], np.float32)
+    t = np.full_like(x, 0.5)
+
+    def derivs(M, m, x, t):
+        def f(x):
+            return m.prod(x, axis=1)
+        return (M.grad(lambda x: f(x).sum())(x), M.jvp(f, (x,), (t,))[1],
+                M.grad(lambda x: m.prod(x))(x[:, 2:5]),
+                M.hessian(lambda x: m.prod(x))(x[0, 1:4]))
+    got = shardc.jit(lambda x, t: derivs(shardc, snp, x, t))(x, t)
+    want = jax.jit(lambda x, t: derivs(jax, jnp, x, t))(x, t)
+    assert np.isfinite(np.asarray(want[0])).all()
+    for g, w in zip(got, want):     # (jax's jvp too overflows in the second row)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

@@ -293,10 +293,12 @@ def _vjps():
     defvjp(reduce_min_p, chooser)
 
     def prod_vjp(c, g, x, *, axes):
-        """d prod / d x_i = the product of the others: of those before i times those
-        after it (exclusive cumprods over the reduced elements, flattened), a polynomial
-        in x, so exact where x has zeros at every order (jax: the jvp of a product tree)."""
-        from .cumulative import cumprod_p, shift
+        """jax's: the transpose of the jvp of a product tree (the reduced elements,
+        flattened, halves multiplied pairwise, an odd half padded with 1), so the
+        cotangent of x_i is g times the sibling products on its path to the root. Each
+        partial product stays within the range of the result (a product of the elements
+        before x_i may overflow where the total does not), and the rule is a polynomial
+        in x, exact where x has zeros at every order."""
         xa = c.in_avals[0]
         axes = tuple(sorted(axes))
         kept = tuple(d for d in range(xa.ndim) if d not in axes)
@@ -305,12 +307,34 @@ def _vjps():
         if len(axes) != 1:      # the reduced dims in front, as one
             flat = L.reshape(L.transpose(x, perm), (n, *(xa.shape[d] for d in kept)))
         ax = axes[0] if len(axes) == 1 else 0
-        others = L.mul(shift(cumprod_p.bind(flat, axis=ax), ax, 1, 1),
-                       shift(cumprod_p.bind(flat, axis=ax, reverse=True), ax, -1, 1))
+        shape = list(L.aval(flat).shape)
+        if n == 0:
+            return (L.zeros_like(x),)
+
+        def part(v, lo, hi):
+            return L.slice(v, [lo if d == ax else 0 for d in range(len(shape))],
+                           [hi if d == ax else s for d, s in enumerate(L.aval(v).shape)])
+        levels, v = [], flat
+        while L.aval(v).shape[ax] > 1:
+            m = L.aval(v).shape[ax]
+            h = (m + 1) // 2
+            lo, hi = part(v, 0, h), part(v, h, m)
+            if m - h != h:
+                hi = L.pad(hi, L.lit(1, L.aval(v)),
+                           [(0, 1, 0) if d == ax else (0, 0, 0) for d in range(len(shape))])
+            levels.append((lo, hi, m - h))
+            v = L.mul(lo, hi)
+        top = [1 if d == ax else s for d, s in enumerate(shape)]
+        ct = L.broadcast_in_dim(g, top, [d for d in range(len(shape)) if d != ax])
+        for lo, hi, m2 in reversed(levels):
+            ct_hi = L.mul(ct, lo)
+            if m2 != L.aval(lo).shape[ax]:
+                ct_hi = part(ct_hi, 0, m2)
+            ct = L.concatenate([L.mul(ct, hi), ct_hi], ax)
         if len(axes) != 1:
-            others = L.transpose(L.reshape(others, tuple(xa.shape[d] for d in perm)),
-                                 tuple(int(i) for i in np.argsort(perm)))
-        return (L.mul(back(g, xa, axes), others),)
+            ct = L.transpose(L.reshape(ct, tuple(xa.shape[d] for d in perm)),
+                             tuple(int(i) for i in np.argsort(perm)))
+        return (ct,)
     defvjp(reduce_prod_p, prod_vjp)
     for p in (reduce_and_p, reduce_or_p, argmax_p, argmin_p):
         p.vjp = nondiff
