@@ -1,8 +1,9 @@
 """Silent wrong values vs jax, each checked against jax.jit (and NumPy where it is the
 reference) at the points where they went wrong: complex sin and cos near the real axis
 and at infinite imaginary parts (XLA's expansion of stablehlo.sine / cosine cancels and
-makes inf - inf; jax lowers them from expm1), and derivatives of prod where a partial
-product overflows (jax differentiates a product tree)."""
+makes inf - inf; jax lowers them from expm1); derivatives of prod where a partial
+product overflows (jax differentiates a product tree) and of cumlogsumexp at infinities
+(jax differentiates its associative scan of logaddexp)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,3 +77,31 @@ def test_prod_derivatives_do_not_overflow():
     assert np.isfinite(np.asarray(want[0])).all()
     for g, w in zip(got, want):     # (jax's jvp too overflows in the second row)
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def test_cumlogsumexp_derivatives_at_infinities_match_jax():
+    """jax differentiates cumlogsumexp as its associative scan of logaddexp, whose rule
+    reads +inf as 0 (finite values where shardc's closed form met inf - inf) and gives
+    NaN for two -inf (where the closed form was finite)."""
+    x = np.array([[0.5, np.inf, 1.0, 2.0, -1.0], [-np.inf, -np.inf, 1.0, 2.0, -np.inf],
+                  [1.0, -np.inf, 2.0, np.inf, np.inf], [1.0, np.nan, 2.0, 0.0, 3.0]],
+                 np.float32)
+    t = np.linspace(0.5, 2, x.size, dtype=np.float32).reshape(x.shape)
+    w = 1 + np.arange(x.size, dtype=np.float32).reshape(x.shape)
+
+    def derivs(M, x, t):
+        out = []
+        for reverse in (False, True):
+            def f(x):
+                return M.lax.cumlogsumexp(x, axis=1, reverse=reverse)
+
+            def loss(x):
+                return (f(x) * w).sum()
+            out += [M.jvp(f, (x,), (t,))[1], M.grad(loss)(x),
+                    M.grad(lambda x: M.grad(loss)(x).sum())(x)]
+        return out
+    got = shardc.jit(lambda x, t: derivs(shardc, x, t))(x, t)
+    want = jax.jit(lambda x, t: derivs(jax, x, t))(x, t)
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w_), rtol=1e-5, atol=1e-5,
+                                   equal_nan=True)

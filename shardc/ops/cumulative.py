@@ -11,10 +11,12 @@ from functools import partial
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
-from .common import check_dtype, i64_array, norm_axes
+from .batching import elementwise_rule
+from .common import check_dtype, expand_scalars, i64_array, norm_axes
+from .elementwise import defvjp, elementwise
 from .reduce import _cum_rule, cumulative, whole_axis
 
 cumprod_p = cumulative("cumprod", "mul")
@@ -28,6 +30,22 @@ def _lse_shape(x, *, axis, reverse=False):
     return x
 
 
+def logaddexp_ops(op, a, b, t, bt):
+    """jax's logaddexp of two real floats: max + log1p(exp(-|a - b|)), or a + b where a - b
+    is NaN (a NaN, or two infinities of one sign). `op(name, operands, operand types,
+    result types, props)` emits one op (a lowering's or a region's)."""
+    def un(name, *xs):
+        return op(name, list(xs), [t] * len(xs), [t])[0]
+    mx, d = un("stablehlo.maximum", a, b), un("stablehlo.subtract", a, b)
+    nan = op("stablehlo.compare", [d, d], [t, t], [bt],
+             {"comparison_direction": "#stablehlo<comparison_direction NE>",
+              "compare_type": "#stablehlo<comparison_type FLOAT>"})[0]
+    e = un("stablehlo.log_plus_one", un("stablehlo.exponential", un(
+        "stablehlo.negate", un("stablehlo.abs", d))))
+    return op("stablehlo.select", [nan, un("stablehlo.add", a, b), un("stablehlo.add", mx, e)],
+              [bt, t, t], [t])[0]
+
+
 def _lower_lse(ctx, x, *, axis, reverse=False):
     """reduce_window with jax's logaddexp region (NaN-safe for two infinities)."""
     xa = ctx.in_avals[0]
@@ -39,20 +57,7 @@ def _lower_lse(ctx, x, *, axis, reverse=False):
     init = ctx.constant(-np.inf, s)
 
     def body(c, a, b):
-        def op(name, *xs, out=st):
-            return c.op(name, list(xs), [st] * len(xs), [out], sharding=False)[0]
-        mx = op("stablehlo.maximum", a, b)
-        d = op("stablehlo.subtract", a, b)
-        props = {"comparison_direction": "#stablehlo<comparison_direction NE>",
-                 "compare_type": "#stablehlo<comparison_type FLOAT>"}
-        nan = c.op("stablehlo.compare", [d, d], [st, st], ["tensor<i1>"], props,
-                   sharding=False)[0]
-        both = op("stablehlo.add", a, b)
-        e = op("stablehlo.log_plus_one",
-               op("stablehlo.exponential", op("stablehlo.negate", op("stablehlo.abs", d))))
-        r = op("stablehlo.add", mx, e)
-        return [c.op("stablehlo.select", [nan, both, r], ["tensor<i1>", st, st], [st],
-                     sharding=False)[0]]
+        return [logaddexp_ops(partial(c.op, sharding=False), a, b, st, "tensor<i1>")]
     region = ctx.region([s, s], body)
     window = [n if d == axis else 1 for d in range(xa.ndim)]
     pads = ", ".join(f"[{(0 if reverse else n - 1) if d == axis else 0}, "
@@ -69,6 +74,19 @@ def _lower_lse(ctx, x, *, axis, reverse=False):
 
 cumlogsumexp_p = Primitive("cumlogsumexp", shape_rule=_lse_shape, sharding_rule=_cum_rule,
                            lower=_lower_lse, prop_kind=PropKind.NONE)
+
+
+def _lower_logaddexp(ctx, a, b):
+    out = ctx.out_avals[0]
+    a, b = expand_scalars(ctx, (a, b), out.shape)
+    return [logaddexp_ops(ctx.op, a, b, tensor_type(out),
+                          tensor_type(out.update(dtype=dtypes.bool_)))]
+
+
+# the combine of cumlogsumexp's derivatives: jax's lax logaddexp, a custom_jvp whose rule
+# this op's gradient is (what it does at infinities, NaNs included)
+logaddexp_p = elementwise("logaddexp", None, "float", 2, lower=_lower_logaddexp)
+logaddexp_p.traits |= Trait.EXPENSIVE
 
 
 # ---------------------------------------------------------------- helpers for the rules
@@ -169,8 +187,9 @@ def assoc_scan(fn, x, axis):
 
 
 def _cumext_vjp(fn):
-    """jax differentiates cummax/cummin as its associative scan of max/min (a tie at
-    a combine splits the cotangent in halves): the same scan, differentiated here."""
+    """jax differentiates cummax/cummin/cumlogsumexp as its associative scan of
+    max/min/logaddexp (a tie at a max splits the cotangent in halves): the same scan,
+    differentiated here."""
     def rule(ctx, cts, x, *, axis, reverse=False):
         L = _L()
         if not dtypes.is_inexact(ctx.in_avals[0].dtype):
@@ -185,22 +204,6 @@ def _cumext_vjp(fn):
     return rule
 
 
-def _cumlse_grad(g, x, y, axis):
-    """sum_{j>=i} g_j exp(x_i - y_j) = exp(x_i - y_i) S_i, S_i = g_i + exp(y_i - y_{i+1})
-    S_{i+1}: linear in g (its transpose is forward mode), and no exponent is positive (y
-    never decreases), so nothing overflows. y_0 is x_0 (-inf too): its factor is 1."""
-    L = _L()
-    n = L.aval(x).shape[axis]
-    if n == 0:
-        return g
-    part = partial(_slice_every, stride=1, axis=axis)
-    decay = L.concatenate([L.exp(L.sub(part(y, 0, n - 1), part(y, 1, None))),
-                           L.zeros_like(part(y, 0, 1))], axis)
-    ratio = L.concatenate([L.ones_like(part(x, 0, 1)),
-                           L.exp(L.sub(part(x, 1, None), part(y, 1, None)))], axis)
-    return L.mul(ratio, linear_scan(decay, g, axis, reverse=True))
-
-
 def _rules():
     def vjp(fn):
         def rule(ctx, cts, x, *, axis, reverse=False):
@@ -211,7 +214,20 @@ def _rules():
     cumprod_p.vjp = vjp(_cumprod_grad)
     cummax_p.vjp = _cumext_vjp(lambda a, b: _L().max(a, b))
     cummin_p.vjp = _cumext_vjp(lambda a, b: _L().min(a, b))
-    cumlogsumexp_p.vjp = vjp(_cumlse_grad)
+    # jax differentiates cumlogsumexp as its associative scan of logaddexp
+    cumlogsumexp_p.vjp = _cumext_vjp(logaddexp_p.bind)
+
+    def logaddexp_vjp(c, g, a, b):
+        """jax's rule: each argument's weight is exp(x - out), with +inf read as 0 in x
+        and out (finite, if arbitrary, where an argument is +inf)."""
+        L = _L()
+
+        def finite(v):
+            return L.select(L.eq(v, np.inf), L.zeros_like(v), v)
+        out = finite(c.out)
+        return tuple(L.mul(g, L.exp(L.sub(finite(v), out))) for v in (a, b))
+    defvjp(logaddexp_p, logaddexp_vjp)
+    logaddexp_p.batch = elementwise_rule(logaddexp_p)
 
     def batch(prim):
         def rule(ctx, args, batched, *, axis, reverse=False):

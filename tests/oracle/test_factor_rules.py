@@ -25,7 +25,7 @@ F, I, B = "f32[8,16]", "i32[8,16]", "bool[8,16]"
 FLOAT_UNARY = ("abs acos asin atan ceil cos cosh erfc exp expm1 floor log log1p logistic "
                "neg round round_afz rsqrt sign sin sinh sqrt square tan tanh copy "
                "stop_gradient custom_vjp_out").split()
-FLOAT_BINARY = "add sub mul div rem pow max min atan2".split()
+FLOAT_BINARY = "add sub mul div rem pow max min atan2 logaddexp".split()
 INT_BINARY = "and or xor shift_left shift_right_arithmetic shift_right_logical mulhi".split()
 COMPARE = "eq ne lt le gt ge eq_to lt_to le_to".split()
 
