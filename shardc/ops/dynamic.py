@@ -6,6 +6,8 @@ as Shardy's rules, only dims the slice takes whole get a factor.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ShardcError
 from ..ir import dtypes
 from ..ir.primitive import PropKind
@@ -172,12 +174,22 @@ def _rules():
     dynamic_update_slice_p.batch = dus_batch
 
 
-def _index_vectors(ctx, idx, batched, dtype):
+def _signed_start(i, dtype, n):
+    """Start `i` in the signed index dtype; an unsigned one too wide for it is cut to
+    the dim `n` first (the op clamps it there anyway) so it cannot wrap negative."""
+    from . import lax as L
+    it = L.aval(i).dtype
+    if not dtypes.is_signed(it) and np.iinfo(it).max > np.iinfo(dtype).max:
+        i = L.min(i, L.full((), n, it))
+    return L.convert_element_type(i, dtype)
+
+
+def _index_vectors(ctx, idx, batched, dtype, shape):
     """(size, 1 + rank) start indices: the example's number, then its start per dim."""
     from . import lax as L
     cols = [L.reshape(L.iota(dtype, (ctx.size,)), (ctx.size, 1))]
-    for i, b in zip(idx, batched):
-        i = L.convert_element_type(i, dtype)
+    for i, b, n in zip(idx, batched, shape):
+        i = _signed_start(i, dtype, n)
         i = i if b else L.broadcast_in_dim(i, (ctx.size,), ())
         cols.append(L.reshape(i, (ctx.size, 1)))
     return L.concatenate(cols, 1)
@@ -190,7 +202,7 @@ def _gather_slices(ctx, x, idx, batched, slice_sizes):
     from .indexing import clamped_starts, gather_p
     nd = len(slice_sizes)
     dtype = _index_dtype(idx)
-    starts = _index_vectors(ctx, idx, batched, dtype)
+    starts = _index_vectors(ctx, idx, batched, dtype, L.aval(x).shape[1:])
     # clamped here, not by the gather: its transpose would drop a window past the end
     starts = clamped_starts(starts, L.aval(x).shape, tuple(range(nd + 1)),
                             (1, *slice_sizes), 1)
@@ -221,7 +233,7 @@ def _select_update(ctx, x, upd, idx, batched):
     inside = None
     coords = [L.iota(dtype, xa.shape, 0)]
     for d, (i, b) in enumerate(zip(idx, batched)):
-        i = L.convert_element_type(i, dtype)
+        i = _signed_start(i, dtype, shape[d])
         i = i if b else L.broadcast_in_dim(i, (ctx.size,), ())
         s = L.max(L.min(i, shape[d] - ushape[d]), 0)     # the clamped start
         s = L.broadcast_in_dim(s, xa.shape, (0,))

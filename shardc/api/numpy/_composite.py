@@ -320,8 +320,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         raise ShardcError(f"take: indices must be integers, got {ia.dtype}")
     if n == 0 and int(np.prod(ia.shape)) > 0:
         raise ShardcError(f"take: axis {axis} is empty, there is nothing to take")
-    if core.is_tracer(idx) and not dtypes.is_signed(ia.dtype):
-        idx = convert(idx, dtypes.default_int())      # compared with negative bounds
+    unsigned = not dtypes.is_signed(ia.dtype)   # kept, as jax's: no wrap to negative
     if mode == "wrap":
         idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else remainder(idx, n)
     elif mode == "clip":
@@ -341,6 +340,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         valid = (idx >= -n) & (idx < n)
         if valid.all():
             return out
+    elif unsigned:      # (-n would wrap around)
+        valid = less(idx, n)
     else:
         valid = logical_and(greater_equal(idx, -n), less(idx, n))
     dt = aval(a).dtype
