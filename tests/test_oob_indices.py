@@ -2,8 +2,10 @@
 scalar indices (with unit-step slices) by a dynamic_slice, which clamps both ways,
 so the gradient lands on the clamped element; a gather of an index array clamps
 forward and drops backward (promise_in_bounds), clamps both ways with mode="clip",
-and reads fill_value with mode="fill". Each side is one program of all the cases and
-one gradient of their weighted sum, so a single wrong case shows."""
+and reads fill_value with mode="fill"; a promise_in_bounds scatter-add drops a window
+out of bounds and its gradient reads the clamped one (its transpose is a gather). Each
+side is one program of all the cases and one gradient of their weighted sum, so a
+single wrong case shows."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,3 +76,21 @@ def test_vmapped_scalar_indices():
                          for f in VMAPPED],
            lambda r, k: [jax.vmap(lambda a, b: f(jnp, jax.lax, a, b))(r, k)
                          for f in VMAPPED], (r, k))
+
+
+def test_promise_in_bounds_scatter_add_gradient_and_tangent(mesh2x4):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    x = np.concatenate([X.reshape(8, 6)] * 2, 1)[:, :8]
+    x = jax.device_put(x, NamedSharding(mesh2x4, P("x", "y")))
+    u = np.arange(1, 25, dtype=np.float32).reshape(6, 2, 2)
+    i = np.array([[1, 3], [7, 7], [-1, 2], [3, 3], [6, 9], [2, 6]], np.int32)
+    dn = jax.lax.ScatterDimensionNumbers(update_window_dims=(1, 2), inserted_window_dims=(),
+                                         scatter_dims_to_operand_dims=(0, 1))
+
+    def f(lax, M):
+        def add(x, u):
+            return lax.scatter_add(x, i, u, dn, mode="promise_in_bounds") - \
+                lax.scatter_sub(x, i[::-1], u, dn, mode="promise_in_bounds")
+        return lambda x, u: (add(x, u), M.jvp(add, (x, u), (x, u))[1],
+                             M.grad(lambda u: (add(x, u) * x).sum())(u))
+    _check(f(shardc.lax, shardc), f(jax.lax, jax), (x, u))

@@ -155,6 +155,10 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
                   **batching)
     # promise_in_bounds drops a window out of bounds too, as XLA's scatter (jax's
     # gradient of an indexing, whose clamped out-of-range index gets no cotangent)
+    if _mode(mode) == "promise" and prim is ix.scatter_add_p:
+        # XLA drops the window; its transpose reads it clamped, as jax's gather
+        return prim.bind(x, idx, upd, index_vector_dim=aval(idx).ndim - 1,
+                         clamped_transpose=True, **params)
     if _mode(mode) != "clip" and prim is sc.scatter_p:
         return _scatter_dropping(x, idx, upd, smap, sizes, params)
     if _mode(mode) != "clip":
