@@ -94,3 +94,18 @@ def test_promise_in_bounds_scatter_add_gradient_and_tangent(mesh2x4):
         return lambda x, u: (add(x, u), M.jvp(add, (x, u), (x, u))[1],
                              M.grad(lambda u: (add(x, u) * x).sum())(u))
     _check(f(shardc.lax, shardc), f(jax.lax, jax), (x, u))
+
+
+STATIC = [   # static (NumPy) indices out of bounds: clamped forward, dropped backward
+    lambda a: a.at[np.array([1, 9, -3, 7, -12])].get(),
+    lambda a: a.at[:, np.array([0, 6, -9])].get(mode="promise_in_bounds"),
+    lambda a: a.at[7, np.array([0, 5, -5])].get(),
+    lambda a: a[-8, np.array([1, 3])],
+]
+
+
+def test_static_index_arrays_out_of_bounds():
+    def f(M):
+        return lambda a: [g(a) for g in STATIC] + M.jvp(lambda a: [g(a) for g in STATIC],
+                                                        (a,), (a * a,))[1]
+    _check(f(shardc), f(jax), (X,))

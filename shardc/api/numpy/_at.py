@@ -129,12 +129,15 @@ class _IndexUpdateRef:
     @_foreign_aware
     @_with_out_sharding
     def get(self, *, mode=None, fill_value=None, **_):
-        """x[idx] with jax's out-of-bound rules: static indices past either end are
-        clamped (mode None, "clip" or "promise_in_bounds") or read `fill_value`
-        (mode "fill"; by default NaN, the lowest signed or highest unsigned int, True)."""
+        """x[idx] with jax's out-of-bound rules: indices past either end are clamped
+        (mode None or "promise_in_bounds": read as x[idx], whose gradient drops them;
+        "clip": both ways) or read `fill_value` (mode "fill"; by default NaN, the lowest
+        signed or highest unsigned int, True)."""
         x = self.array
         xa = aval(x)
         entries = _classify_shape(xa.shape, self.index)
+        if mode not in ("clip", "fill"):
+            return getitem(x, self.index)
         # clip clamps traced indices here too, so the gradient lands where they read
         out = getitem(x, tuple(_clamp(xa.shape, entries, traced=mode == "clip")))
         if mode != "fill" or not (any(core.is_tracer(e) for e in entries) or

@@ -147,7 +147,7 @@ def _concrete_mask(e):
 def getitem(x, idx):
     if any(_is_scalar_bool(e) for e in (idx if isinstance(idx, tuple) else (idx,))):
         return getitem(*_scalar_bools(x, idx if isinstance(idx, tuple) else (idx,)))
-    entries = _classify(x, idx)
+    entries = _gathered_ints(_classify(x, idx), aval(x).shape)
     shape = aval(x).shape
     # 1. basic slicing of every consumed dim (array-indexed dims kept whole)
     start, limit, stride, rev, squeeze = [], [], [], [], []
@@ -235,6 +235,21 @@ def getitem(x, idx):
     if nones:
         y = expand_dims(y, tuple(nones))
     return y
+
+
+def _gathered_ints(entries, shape):
+    """Beside an index array, an int out of bounds is read by the gather as jax's (which
+    clamps it, and its gradient drops it), not by a clamped slice."""
+    if not any(e is not None and not isinstance(e, slice) and not _is_int(e) and
+               aval(e).ndim for e in entries):
+        return entries
+    out, dim = [], 0
+    for e in entries:
+        if _is_int(e) and not -shape[dim] <= e < shape[dim]:
+            e = np.asarray(min(max(e, -shape[dim] - 1), shape[dim]), dtypes.default_int())
+        out.append(e)
+        dim += e is not None
+    return out
 
 
 def _take(y, idx, axis, clip=False):
