@@ -1,7 +1,7 @@
 """Indexing with concrete boolean masks and nested sequences under jit, as jax's: a mask
 that is a NumPy array (not a traced value) has a static number of Trues, so it becomes
 its np.nonzero; a scalar bool adds a dim of size 1 (True) or 0 (False); a tuple or
-list inside the index tuple is an integer array."""
+list inside the index tuple is an integer array; .at[] takes them all as x[] does."""
 import jax
 import numpy as np
 import pytest
@@ -37,6 +37,12 @@ SAME_AS_JAX = {
     "tuple_slice": lambda a: a[(7, 2), :2],
     "nested_lists": lambda a: a[[[1], [2]], [0, 1]],
     "set_nested_tuple": lambda a: a.at[((1, 2),)].set(0.0),
+    "at_true_set": lambda a: a.at[True].set(1.0),
+    "at_false_add": lambda a: a.at[False].add(1.0),
+    "at_true_get": lambda a: a.at[True].get(),
+    "at_int_true_mul": lambda a: a.at[1, True].multiply(2.0),
+    "at_true_cols_add": lambda a: a.at[True, :, np.array([0, 2])].add(1.0),
+    "at_false_int_set": lambda a: a.at[False, 1].set(-1.0),
 }
 
 

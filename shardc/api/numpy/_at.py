@@ -28,7 +28,8 @@ from ...ir import dtypes
 from ...errors import ShardcTypeError
 from ._creation import full_like, zeros
 from ._indexing import _classify_shape
-from ._indexing import getitem
+from ._indexing import _is_scalar_bool, _scalar_bools, getitem
+from ._shapes import reshape
 from ._ufuncs import (add, divide, greater, power, subtract, where)
 from ._util import aval, default_fill, convert, result_type
 from ._methods import _has_foreign
@@ -93,6 +94,12 @@ def _foreign_aware(method):
             return getattr(self.jax_at(self.array)[self.index], name)(*args, **kwargs)
         if "mode" in kwargs:
             kwargs["mode"] = _mode(kwargs["mode"])
+        idx = self.index if isinstance(self.index, tuple) else (self.index,)
+        if any(_is_scalar_bool(e) for e in idx):
+            # as x[True]: a new dim of size 1 (0 for False), indexed whole, then dropped
+            x, idx = _scalar_bools(self.array, idx)
+            out = getattr(_IndexUpdateRef(x, idx), name)(*args, **kwargs)
+            return out if name == "get" else reshape(out, aval(self.array).shape)
         return method(self, *args, **kwargs)
     return run
 
