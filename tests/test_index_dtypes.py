@@ -82,3 +82,24 @@ def test_batched_dynamic_slices_with_huge_unsigned_starts():
     want = jax.jit(f(jax.lax, jax.vmap))(x, s)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_narrow_unsigned_indices_into_a_longer_dim():
+    """A uint8 index or start beside a dim longer than 255, or a Python-int start past
+    255: bounds and static starts must not be cut to the index's dtype (review)."""
+    y = np.arange(1200, dtype=np.float32).reshape(4, 300)
+    i = np.array([200, 3, 255, 100], np.uint8)
+    s = np.uint8(1)
+
+    def f(m, lax):
+        return lambda a, i, s: (
+            m.take(a, i, axis=1), m.take(a, i, axis=1, mode="clip"),
+            m.asarray(a).at[1:3, i].add(1.0),
+            m.asarray(a).at[s, 260].add(1.0), m.asarray(a).at[s, 260:263].set(0.0),
+            m.asarray(a).at[s, i].get())
+    got = shardc.jit(f(snp, shardc.lax))(y, i, s)
+    want = jax.jit(f(jnp, jax.lax))(y, i, s)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    got = shardc.jit(lambda a, s: shardc.lax.dynamic_slice(a, (s, 260), (1, 3)))(y, s)
+    np.testing.assert_array_equal(np.asarray(got), y[1:2, 260:263])

@@ -109,3 +109,19 @@ def test_static_index_arrays_out_of_bounds():
         return lambda a: [g(a) for g in STATIC] + M.jvp(lambda a: [g(a) for g in STATIC],
                                                         (a,), (a * a,))[1]
     _check(f(shardc), f(jax), (X,))
+
+
+@pytest.mark.parametrize("index", ["0d", "0d_beside_int", "0d_negative"])
+def test_a_static_zero_d_index_out_of_bounds_reads_as_an_int(index):
+    """jax reads a concrete 0-d index array as an int, a dynamic_slice clamping both
+    ways: the gradient lands on the clamped row (it was dropped, as a gather's)."""
+    ix = {"0d": (np.array(9),), "0d_beside_int": (np.array(9), 1),
+          "0d_negative": (np.array(-9),)}[index]
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+    def f(m):
+        return lambda a: (m.asarray(a)[ix].sum(), m.asarray(a).at[ix].get().sum())
+    for k in range(2):
+        got = shardc.jit(shardc.grad(lambda a: f(snp)(a)[k]))(x)
+        want = jax.jit(jax.grad(lambda a: f(jnp)(a)[k]))(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

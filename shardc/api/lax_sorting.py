@@ -132,19 +132,24 @@ def _start_indices(name, x_aval, start_indices, allow_negative_indices):
             raise ShardcError(f"{name}: start indices must be integer scalars, got {a}")
     # unsigned starts are never negative, as jax's: kept when they all share one dtype,
     # else cut to the dim (the op clamps there anyway) so the common dtype holds them
-    kinds = {aval(i).dtype for i in arrays}
-    dt = kinds.pop() if len(kinds) == 1 and not dtypes.is_signed(aval(arrays[0]).dtype) \
-        else dtypes.int64 if any(aval(i).dtype == dtypes.int64 for i in arrays) \
-        else dtypes.int32
-    out = []
-    for i, n, allow in zip(idx, x_aval.shape, neg):
+    # (and the static starts fit it)
+    static = {}
+    for k, (i, n) in enumerate(zip(idx, x_aval.shape)):
         if L.is_py_scalar(i) or isinstance(i, np.integer):
             if isinstance(i, bool) or isinstance(i, float):
                 raise ShardcError(f"{name}: start indices must be integers, got {i!r}")
             unsigned = isinstance(i, np.unsignedinteger)
             i = int(i)
-            i = min(i, n) if unsigned else i + n if i < 0 else i
-            out.append(Lit(core._scalar(i, dt), Aval((), dt, True)))     # weak, as jax's
+            static[k] = min(i, n) if unsigned else i + n if i < 0 else i
+    kinds = {aval(i).dtype for i in arrays}
+    dt = kinds.pop() if len(kinds) == 1 and not dtypes.is_signed(aval(arrays[0]).dtype) \
+        and all(0 <= i <= np.iinfo(aval(arrays[0]).dtype).max for i in static.values()) \
+        else dtypes.int64 if any(aval(i).dtype == dtypes.int64 for i in arrays) \
+        else dtypes.int32
+    out = []
+    for k, (i, n, allow) in enumerate(zip(idx, x_aval.shape, neg)):
+        if k in static:
+            out.append(Lit(core._scalar(static[k], dt), Aval((), dt, True)))  # weak, as jax's
             continue
         it = aval(i).dtype
         if not dtypes.is_signed(it):

@@ -238,8 +238,9 @@ def _positions(shape, n, it, entries, static):
                 e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m)
                 pos = np.concatenate([pos, np.full(extra_shape, n)], dim)
             else:
-                if not dtypes.is_signed(aval(e).dtype):    # (a huge one must not wrap
-                    e = minimum(e, m)                      # to a negative int)
+                et = aval(e).dtype
+                if not dtypes.is_signed(et) and np.iinfo(et).max > np.iinfo(it).max:
+                    e = minimum(e, m)      # (a huge one must not wrap to a negative int)
                 e = convert(e, it)
                 e = where(logical_and(greater_equal(e, -m), less(e, m)),
                           where(less(e, 0), add(e, m), e), m)

@@ -321,6 +321,9 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     if n == 0 and int(np.prod(ia.shape)) > 0:
         raise ShardcError(f"take: axis {axis} is empty, there is nothing to take")
     unsigned = not dtypes.is_signed(ia.dtype)   # kept, as jax's: no wrap to negative
+    if unsigned and core.is_tracer(idx) and np.iinfo(ia.dtype).max < n:
+        # (n does not fit the index's dtype; every index fits the default int)
+        idx, unsigned = convert(idx, dtypes.default_int()), False
     if mode == "wrap":
         idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else remainder(idx, n)
     elif mode == "clip":

@@ -258,6 +258,7 @@ def _take(y, idx, axis, clip=False):
     n = aval(y).shape[axis]
     if isinstance(idx, np.ndarray):
         idx = np.where(idx < 0, idx + n, idx).astype(dtypes.canonicalize(idx.dtype))
+        idx = np.clip(idx, 0, n - 1) if clip and n else idx
     else:
         idx = _clamped(where(less(idx, 0), add(idx, n), idx), n, clip)
     ia = aval(idx)
@@ -286,7 +287,9 @@ def _take_many(y, idxs, axes, clip=False):
     for idx, axis in zip(idxs, axes):
         n = ys[axis]
         if isinstance(idx, np.ndarray):
-            norm.append(np.where(idx < 0, idx + n, idx).astype(dtypes.default_int()))
+            idx = np.where(idx < 0, idx + n, idx)
+            idx = np.clip(idx, 0, n - 1) if clip and n else idx
+            norm.append(idx.astype(dtypes.default_int()))
         else:
             idx = _clamped(where(less(idx, 0), add(idx, n), idx), n, clip)
             norm.append(idx if aval(idx).dtype == dtypes.default_int()
