@@ -140,3 +140,23 @@ def test_a_function_of_constants_closing_over_a_traced_value(name):
     x = np.arange(4, dtype=np.float32)
     got = shardc.jit(CLOSURES[name](shardc, snp))(x)
     np.testing.assert_allclose(got, jax.jit(CLOSURES[name](jax, jnp))(x), rtol=1e-6)
+
+
+def _scalar_primals(M, N):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            return (M.grad(lambda a: a * a)(3.0) + x,
+                    M.grad(lambda a: (a * x).sum())(np.float32(1.0)),
+                    M.jvp(lambda a: a * x, (2.0,), (1.0,))[1],
+                    M.hessian(lambda a: (a * a * x).sum() * a)(2.0))
+    return f
+
+
+def test_derivatives_at_a_scalar_constant_primal():
+    """A scalar primal folded to a literal was no value AD could differentiate: every
+    derivative was silently 0 (review)."""
+    x = np.arange(4, dtype=np.float32)
+    got = shardc.jit(_scalar_primals(shardc, snp))(x)
+    want = jax.jit(_scalar_primals(jax, jnp))(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

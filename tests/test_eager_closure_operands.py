@@ -121,3 +121,15 @@ def test_an_eager_transform_reads_a_changed_global(name):
                                        rtol=1e-6, err_msg=f"SCALE={s}")
     finally:
         SCALE[0] = 1.0
+
+
+def test_programs_of_equal_text_keep_their_own_weak_types():
+    """Executables are shared by StableHLO text, where weak types do not show: each
+    call's results must keep their own (review: the first call's leaked into later)."""
+    g = shardc.grad(jax.numpy.sin)
+    h = shardc.vmap(lambda x: x * 2)
+    for arg in (np.float32(1.0), 1.0):
+        assert g(arg).weak_type == jax.grad(jax.numpy.sin)(arg).weak_type
+    w = jax.lax.broadcast(1.0, (3,))
+    for arg in (w, np.ones(3, np.float32)):
+        assert h(arg).weak_type == jax.vmap(lambda x: x * 2)(arg).weak_type

@@ -264,6 +264,11 @@ def bind(prim: Primitive, args, params):
 set_binder(bind)
 
 
+def bind_in_trace(prim: Primitive, args, params):
+    """`prim` applied in the current trace, never folded to a value now."""
+    return _bind_traced(_tls.builders[-1], prim, args, params)
+
+
 def folds(args) -> bool:
     """Whether a computation on `args` runs now although a trace is open: under
     jax.ensure_compile_time_eval, when none of them is traced (its result is then a

@@ -252,11 +252,9 @@ def _constant(x):
     params = {"value": arr.astype(dtypes.canonicalize(arr.dtype), copy=False)}
     if core.aval_of(x).weak:
         params["weak_type"] = True
-    c = constant_p.bind(**params)
-    if not core.is_tracer(c):     # (folded under jax.ensure_compile_time_eval)
-        b = core.current_builder()
-        c = core.Tracer(b, b.to_value(c))
-    return c
+    # an op of the trace even under jax.ensure_compile_time_eval (which would fold it to
+    # an array, or a scalar to a literal: no value for AD to differentiate)
+    return core.bind_in_trace(constant_p, [], params)
 
 
 def _traced_vjp(f, primals, has_aux=False, linear=None, level=None):
