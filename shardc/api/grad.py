@@ -49,9 +49,10 @@ def _release(tree):
 
 
 def _eager(name):
-    """A decorator: run `fn` under shardc.jit when called outside a trace, compiled once
-    per signature (`name` in NaN errors); arguments with no array leaves (flags,
-    functions) are static, as jax.grad allows."""
+    """A decorator: run `fn` under shardc.jit when called outside a trace, traced again
+    on every call as jax's eager transforms run it, an equal program's executable reused
+    (`name` in NaN errors); arguments with no array leaves (flags, functions) are
+    static, as jax.grad allows."""
     return functools.partial(_eager_fn, name=name)
 
 

@@ -189,8 +189,9 @@ class Jitted:
             lowered = traced.lower()
             lifted = traced.program.meta.get("lifted")
             if lifted or self._retrace:
-                # this call's closed-over arrays are arguments too: the next call traces
-                # again (its closure may hold others) but reuses the executable
+                # the next call traces again (a retracing jit's function may read changed
+                # globals; closed-over arrays, arguments here too, may be others) but
+                # reuses the executable of an equal program
                 entry = _lifted_entry(lowered)
                 return entry.run(leaves + (lifted or []), traced.out_tree), entry, leaves
             entry = lowered.compile()._entry
