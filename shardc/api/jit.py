@@ -193,7 +193,8 @@ class Jitted:
                 # globals; closed-over arrays, arguments here too, may be others) but
                 # reuses the executable of an equal program
                 entry = _lifted_entry(lowered)
-                return entry.run(leaves + (lifted or []), traced.out_tree), entry, leaves
+                return entry.run(leaves + (lifted or []), traced.out_tree,
+                                 lowered.host_calls), entry, leaves
             entry = lowered.compile()._entry
             self._cache[slow_key] = entry
         entry.adopt(leaves)

@@ -159,8 +159,9 @@ class Lowered:
 
     def __init__(self, propagated: Propagated):
         self.traced = propagated     # (named as before the propagation stage was split off)
+        self.host_calls = []         # the host functions the text names by index
         with gc_paused():
-            self.text = lower_program(propagated.program)
+            self.text = lower_program(propagated.program, host_calls=self.host_calls)
 
     def as_text(self, debug_info=False) -> str:
         return runtime.pretty(self.text, debug_info)
@@ -194,16 +195,17 @@ class _Entry:
                 if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
                     self.in_shardings[i] = x.sharding
 
-    def run(self, leaves, out_tree=None):
+    def run(self, leaves, out_tree=None, host_calls=None):
         """The outputs, in `out_tree` if given (the structure of the trace that called,
         when an executable is shared by traces of one text: their trees may hold
-        different static parts)."""
+        different static parts), calling `host_calls` if given (that trace's host
+        functions: a closure's new values)."""
         if len(leaves) != self.n:
             raise ShardcError(f"expected {self.n} array arguments, got {len(leaves)}")
         arrays = [x if type(x) is _ARRAY and x.sharding == s and not x.is_deleted()
                   else self._arg(i, x) for i, (x, s) in enumerate(zip(leaves, self.in_shardings))]
-        return _tree.tree_unflatten(self.out_tree if out_tree is None else out_tree,
-                                    self.exe(arrays))
+        outs = self.exe(arrays) if not host_calls else self.exe(arrays, host_calls)
+        return _tree.tree_unflatten(self.out_tree if out_tree is None else out_tree, outs)
 
     def _arg(self, i, x):
         """Leaf `i` placed for the program: an array whose sharding is equivalent to
@@ -242,7 +244,7 @@ class Compiled:
             _tree.tree_unflatten(t.in_tree, ins[:t.in_tree.num_leaves])   # (not lifted ones)
         self.output_shardings = _tree.tree_unflatten(t.out_tree, outs)
         self._in_avals = [v.aval for v in p.inputs]
-        exe = runtime.compile(lowered.text, mesh.devices)
+        exe = runtime.compile(lowered.text, mesh.devices, lowered.host_calls)
         passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
         self._exe = runtime.Executable(exe, ins, [v.aval for v in p.outputs], outs,
                                        mesh.devices, p.meta.get("committed", True),

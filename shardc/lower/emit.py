@@ -252,10 +252,21 @@ class Lowering:
         self.sources_only = sources_only
         self.channels = 0
         self.templates: dict = {}    # see body()
+        self.host_calls: list = []   # see host_call()
 
     def next_channel(self) -> int:
         self.channels += 1
         return self.channels
+
+    def host_call(self, fn) -> int:
+        """The index naming host function `fn` in this program's list of them (what the
+        runtime hands XLA): numbered in program order, so equal traces lower to equal
+        text and share an executable, each run calling its own trace's functions."""
+        for i, f in enumerate(self.host_calls):
+            if f is fn:
+                return i
+        self.host_calls.append(fn)
+        return len(self.host_calls) - 1
 
     def fresh(self) -> str:
         self.n += 1
@@ -387,6 +398,11 @@ def _sym(name: str) -> str:
     return ("jit_" + s) if s else "jit"
 
 
-def lower(program: Program, sources_only=False) -> str:
-    """StableHLO text for a propagated program."""
-    return Lowering(program, sources_only).module()
+def lower(program: Program, sources_only=False, host_calls=None) -> str:
+    """StableHLO text for a propagated program. `host_calls`: a list to receive the
+    host functions (debug.print, callbacks) the text names by index, which the runtime
+    needs to compile it."""
+    low = Lowering(program, sources_only)
+    if host_calls is not None:
+        low.host_calls = host_calls
+    return low.module()

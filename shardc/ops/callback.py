@@ -6,17 +6,15 @@ token (and the results of the region ops with ordered calls since) as extra oper
 after the user's values: the data dependencies keep them in program order, in and
 across regions, as the token jax threads through its program does. It lowers to
 the custom call jaxlib's CPU client runs host callbacks with
-(`xla_ffi[_partitioned]_python_cpu_callback`); its `index` names an entry of CALLBACKS,
-which the runtime turns into the executable's host-callback list when it compiles.
+(`xla_ffi[_partitioned]_python_cpu_callback`); its `index` is the callback's position
+in the lowering's list of them (Lowering.host_call), which the runtime turns into the
+executable's host-callback table when it compiles.
 
 Where it runs, as jax's: outside shard_map on device 0 only (a maximal sharding: the
 operands are gathered, so the callback sees whole values once), or on every device's
 shard with `partitioned=True`; inside a shard_map body on every device (its block).
 """
 from __future__ import annotations
-
-import itertools
-import weakref
 
 import jax
 
@@ -28,26 +26,18 @@ from ..lower.emit import tensor_type
 from ..trace import core
 from ..trace.core import Primitive
 
-# id -> HostCallback: the runtime looks up the callbacks a lowered program names here
-# when it compiles it. Weak: the traced program's op holds its callback until then, the
-# compiled program after.
-CALLBACKS = weakref.WeakValueDictionary()
-_ids = itertools.count()
-
 
 class HostCallback:
-    """The `callback` param: the user's flat function, with the id its lowering names
-    (ops compare it by identity; the IR prints it as `<callback>`, which parses as None:
-    text cannot hold a function)."""
-    __slots__ = ("fn", "id", "name", "ordered", "nargs", "results", "loc", "__weakref__")
+    """The `callback` param: the user's flat function (ops compare it by identity; the
+    IR prints it as `<callback>`, which parses as None: text cannot hold a function)."""
+    __slots__ = ("fn", "name", "ordered", "nargs", "results", "loc")
 
     def __init__(self, fn, name, nargs, ordered=False, results=None):
-        self.fn, self.id, self.name = fn, next(_ids), name
+        self.fn, self.name = fn, name
         self.nargs = nargs          # the user's values; operands past them are ordering deps
         self.ordered = ordered      # returns the token (first)
         self.results = results      # the Avals fn returns (pure/io_callback; None: debug)
         self.loc = user_loc()       # where the user made it (its errors are reported there)
-        CALLBACKS[self.id] = self
 
     def __call__(self, *args):
         return self.fn(*args)
@@ -81,7 +71,8 @@ def lower_call(ctx, xs, callback, ordered, partitioned, manual, device=0, side_e
                           f"supported for more than 1 device (the program runs on "
                           f"{ctx.mesh.size}), as in jax; drop ordered=True", op.loc)
     low = ctx.lowering
-    low.next_channel()      # each op its own text (no template): its index differs
+    low.next_channel()      # lowered by this rule each time, not from a template
+    index = low.host_call(callback)
     where = "_partitioned" if partitioned and not manual else ""
     in_types = [low.types.get(x) or tensor_type(a) for x, a in zip(xs, ctx.in_avals)]
     out_types = [tensor_type(a) for a in ctx.out_avals]
@@ -93,7 +84,7 @@ def lower_call(ctx, xs, callback, ordered, partitioned, manual, device=0, side_e
     else:
         per = [f"<mesh<[], device_ids=[{device}]>, []>"] * max(1, len(ctx.out_avals))
     sharding = "#sdy.sharding_per_value<[" + ", ".join(per) + "]>"
-    props = {"api_version": "4 : i32", "backend_config": f"{{index = {callback.id} : ui64}}",
+    props = {"api_version": "4 : i32", "backend_config": f"{{index = {index} : ui64}}",
              "call_target_name": f'"xla_ffi{where}_python_cpu_callback"',
              "has_side_effect": "true" if side_effect else "false",
              # XLA's partitioner of these calls requires layouts (row-major, as jax's)

@@ -169,15 +169,16 @@ def compile_options(devices) -> xc.CompileOptions:
     return opts
 
 
-def compile(text: str, devices) -> object:
-    """Compile StableHLO text for `devices` (mesh order) into a loaded executable.
+def compile(text: str, devices, host_calls=()) -> object:
+    """Compile StableHLO text for `devices` (mesh order) into a loaded executable;
+    `host_calls`: the host functions its lowering listed (shardc.lower.emit.lower).
 
     A program over the devices of several processes is first checked to be the same
     on all of them (shardc.distributed.check_same_program)."""
     from .callback import host_callbacks
     devices = tuple(devices)
     client = devices[0].client
-    text, callbacks = host_callbacks(text)     # debug.print/callback's
+    table, callbacks = host_callbacks(text, host_calls)     # debug.print/callback's
     if spans_processes(devices):
         from .distributed import check_same_program
         check_same_program(text, devices)
@@ -188,7 +189,7 @@ def compile(text: str, devices) -> object:
                 exe = client.compile_and_load(mlir.ir.Module.parse(text),
                                               xc.DeviceList(devices), compile_options(devices),
                                               host_callbacks=callbacks)
-            return WithCallbacks(exe, callbacks)
+            return WithCallbacks(exe, callbacks, table)
         return client.compile_and_load(text, xc.DeviceList(devices),
                                        compile_options(devices))
     except Exception as e:  # XLA errors carry MLIR dumps; keep the first line
@@ -200,11 +201,11 @@ def compile(text: str, devices) -> object:
 
 class WithCallbacks:
     """A loaded executable with host callbacks (debug.print/callback), which it keeps
-    alive; runs through _CallbackExecutable."""
-    __slots__ = ("exe", "callbacks")
+    alive, and the table they call through; runs through _CallbackExecutable."""
+    __slots__ = ("exe", "callbacks", "table")
 
-    def __init__(self, exe, callbacks):
-        self.exe, self.callbacks = exe, callbacks
+    def __init__(self, exe, callbacks, table):
+        self.exe, self.callbacks, self.table = exe, callbacks, table
 
     def __getattr__(self, name):
         return getattr(self.exe, name)
@@ -292,8 +293,13 @@ class _CallbackExecutable(Executable):
     order of the calls; jax waits at its effects barrier instead)."""
     __slots__ = ()
 
-    def __call__(self, arrays):
+    def __call__(self, arrays, host_calls=None):
+        """`host_calls`: the functions of the trace running this program, if not the
+        one it was compiled from (a program shared by traces of equal text); theirs
+        until the run ends (a callback may run the program again)."""
         from .callback import raised
+        table = self.exe.table
+        old = None if host_calls is None else table.swap(host_calls)
         try:
             results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
             token = results.consume_token()
@@ -303,6 +309,9 @@ class _CallbackExecutable(Executable):
             token.block_until_ready()
         except Exception as e:      # a callback's own error, at the user's line
             raise raised(e) from None
+        finally:
+            if old is not None:
+                table.swap(old)
         return outs
 
 

@@ -1,8 +1,11 @@
-"""Host callbacks of a lowered program (debug.print/callback): the list jaxlib's
-compile takes, and the program text with its callbacks numbered into that list.
+"""Host callbacks of a lowered program (debug.print/callback, pure/io_callback): the
+list jaxlib's compile takes, and the table it calls through.
 
-The lowering names each callback by its global id (shardc.ops.callback.CALLBACKS);
-jaxlib's CPU callback custom call names it by its position in the executable's list."""
+The lowering names each callback by its position in the list of them it returns
+(shardc.lower.emit.Lowering.host_call), so equal traces lower to equal text. XLA gets
+one trampoline per position, calling the table's current entry: a program shared by
+several traces of equal text (an eager transform traces on every call) runs each time
+with the functions of the trace that called it (see HostTable.swap)."""
 from __future__ import annotations
 
 import re
@@ -11,45 +14,49 @@ import jax
 import numpy as np
 
 from ..errors import ShardcError
-from ..ops.callback import CALLBACKS
 
-_INDEX = re.compile(r'(backend_config = \{index = )(\d+)( : ui64\}, '
-                    r'call_target_name = "xla_ffi(?:_partitioned)?_python_cpu_callback")')
-
-
-def host_callbacks(text: str):
-    """(text with local indices, [host callables]) for a lowered program."""
-    if "_python_cpu_callback" not in text:
-        return text, []
-    order: dict = {}
-
-    def renumber(m):
-        k = order.setdefault(int(m.group(2)), len(order))
-        return f"{m.group(1)}{k}{m.group(3)}"
-    text = _INDEX.sub(renumber, text)
-    hosts = []
-    for i in order:
-        cb = CALLBACKS.get(i)
-        if cb is None:
-            raise ShardcError("this lowered program calls a Python function (debug.print or "
-                              "debug.callback) that no longer exists: compile it from its "
-                              "trace (`.lower().compile()`), not from saved text")
-        hosts.append(_host(cb))
-    return text, hosts
+_INDEX = re.compile(r'backend_config = \{index = (\d+) : ui64\}, '
+                    r'call_target_name = "xla_ffi(?:_partitioned)?_python_cpu_callback"')
 
 
-def _host(cb):
-    """What XLA calls: NumPy arrays in, the user's function on jax arrays on the host
-    CPU (as jax's callbacks pass them); the operands past the user's values only
-    order the call. An ordered call returns its token first, then what the function
-    returned, checked against the types it declared (jax's errors)."""
-    n = cb.nargs
-    done = (np.array(False),) if cb.ordered else ()
+class HostTable:
+    """The host functions an executable calls, by the index its text names them by."""
+    __slots__ = ("calls",)
 
+    def __init__(self, calls):
+        self.calls = list(calls)
+
+    def swap(self, calls) -> list:
+        """Call `calls` from now on (another trace of the same text); the old ones back."""
+        old, self.calls = self.calls, list(calls)
+        return old
+
+
+def host_callbacks(text: str, calls=()):
+    """(HostTable, [what XLA calls]) for a lowered program and the host functions its
+    lowering listed (`calls`), or (None, []) if it calls none."""
+    used = [int(i) for i in _INDEX.findall(text)] if "_python_cpu_callback" in text else []
+    if not used:
+        return None, []
+    if max(used) >= len(calls):
+        raise ShardcError("this lowered program calls a Python function (debug.print or a "
+                          "callback) that no longer exists here: compile it from its "
+                          "trace (`.lower().compile()`), not from saved text")
+    table = HostTable(calls)
+    return table, [_host(table, i) for i in range(len(calls))]
+
+
+def _host(table, i):
+    """What XLA calls for index `i`: NumPy arrays in, the table's function on jax arrays
+    on the host CPU (as jax's callbacks pass them); the operands past the user's values
+    only order the call. An ordered call returns its token first, then what the
+    function returned, checked against the types it declared (jax's errors)."""
     def call(*arrays):
+        cb = table.calls[i]
         try:
             cpu = jax.local_devices(backend="cpu")[0]
-            outs = cb(*jax.device_put(arrays[:n], cpu))
+            outs = cb(*jax.device_put(arrays[:cb.nargs], cpu))
+            done = (np.array(False),) if cb.ordered else ()
             return done + (() if cb.results is None else check_results(cb.results, outs))
         except BaseException as e:
             _FAILED.append((cb, e))

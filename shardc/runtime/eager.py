@@ -207,7 +207,8 @@ def _compiled(p, outs, mesh, committed):
              for v, m in zip(p.inputs, p.meta["in_memory"])]
     out_sh = [with_memory(mesh.result(s, v.aval), out_memory)
               for s, v in zip(p.out_shardings, outs)]
-    exe = runtime.compile(lower(p), mesh.devices)
+    calls = []      # (a region run now may hold a debug.print)
+    exe = runtime.compile(lower(p, host_calls=calls), mesh.devices, calls)
     return runtime.Executable(exe, in_sh, [v.aval for v in outs], out_sh, mesh.devices,
                               committed), in_sh
 
