@@ -160,3 +160,29 @@ def test_derivatives_at_a_scalar_constant_primal():
     want = jax.jit(_scalar_primals(jax, jnp))(x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def _side_effects(M, N, log):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            def inner(c):
+                log.append("inner")
+                return c * x
+            def outer(c):     # constants in, but it reads x: traced into f's trace
+                log.append("outer")
+                return M.jit(inner)(N.sin(c)) + M.jit(lambda: (log.append("none"), x)[1])()
+            y = M.jit(outer)(N.ones(4))
+            k = M.jit(lambda c: (log.append("now"), c * 2)[1])(N.ones(4))   # runs now
+        return y + k
+    return f
+
+
+def test_a_jit_of_constants_closing_over_a_traced_value_runs_its_python_once():
+    """Such a jit was first run at trace time, then, on reaching the traced value,
+    traced again: what the function did before then happened twice (jax: once)."""
+    x = np.arange(4, dtype=np.float32)
+    ours, theirs = [], []
+    got = shardc.jit(_side_effects(shardc, snp, ours))(x)
+    want = jax.jit(_side_effects(jax, jnp, theirs))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert ours == theirs == ["outer", "inner", "none", "now"]

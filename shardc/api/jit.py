@@ -11,7 +11,6 @@ import inspect
 import operator
 
 import jax
-import numpy as np
 from jax.sharding import NamedSharding
 
 from ..trace import core, types
@@ -21,7 +20,7 @@ from ..runtime import special
 from . import autojit
 from .argcheck import check_static
 from .jit_args import (ArgSpec, _as_value, _broadcast_prefix, _float0_node, _has_keys,
-    _leaf_key, _norm_argnums, _path_name, _Static, _wrap_keys)
+    _leaf_key, _norm_argnums, _path_name, _replay, _Static, _traced, _wrap_keys)
 from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
@@ -171,14 +170,16 @@ class Jitted:
         if core.current_builder() is not None:
             # inside another trace: as jax, the call is traced into it (its function may
             # close over that trace's values); under ensure_compile_time_eval, with no
-            # traced argument, it runs now
+            # traced argument, it runs now, unless its function reads a value of that
+            # trace: then what it traced is traced into it (its Python runs once)
+            staged = None
             if core.folds(leaves):
                 try:
                     with core.outside_traces():
                         return self._call(args, kwargs)
-                except core.ClosesOverTrace:    # (the function closes over a traced value)
-                    pass
-            return self._inline(args, kwargs), None, leaves
+                except core.ClosesOverTrace as e:
+                    staged = e if e.owner is self else None   # (else: called again)
+            return self._inline(args, kwargs, staged), None, leaves
         entry = None if self._retrace else self._fast.get(key)
         if entry is not None:
             return entry.run(leaves), entry, leaves
@@ -201,9 +202,10 @@ class Jitted:
         self._fast[key] = entry
         return entry.run(leaves), entry, leaves
 
-    def _inline(self, args, kwargs):
+    def _inline(self, args, kwargs, staged=None):
         """Called inside another trace: trace the function in place, its in/out
-        shardings becoming sharding constraints."""
+        shardings becoming sharding constraints. `staged`: a ClosesOverTrace whose
+        trace of the function is replayed instead of calling it again."""
         from .lax import with_sharding_constraint as wsc
         dyn, _, _, dkw, nums = self._split_static(args, kwargs)
         # concrete arguments are values of the trace, as jax's: the function sees tracers
@@ -218,7 +220,7 @@ class Jitted:
                                               for x, s in zip(leaves, flat)])
             it = iter(dyn)
             args = tuple(a if i in nums else next(it) for i, a in enumerate(args))
-        out = self.fun(*args, **kwargs)
+        out = self.fun(*args, **kwargs) if staged is None else _replay(staged, dyn, dkw)
         if self.out_shardings is not None:    # (an AUTO output is the outer search's)
             leaves, tree = _tree.tree_flatten(out)
             flat = _broadcast_prefix(self.out_shardings, out, "out_shardings")
@@ -391,11 +393,13 @@ class Jitted:
             program.meta["lifted"] = lifted
         for v, s in zip(program.inputs, specs):
             v.sharding = s.sharding     # (None where AUTO: the search chooses)
+        program.outputs = [_as_value(b, x) for x in outs]
         if b.captured:
+            if core.suspended_capture(b):     # (see _call: replayed in that trace)
+                raise core.ClosesOverTrace(b, out_tree["tree"], owner=self)
             raise ShardcError("the function closes over a value traced by an outer "
                               "transformation (grad, vmap, jit...), so it cannot be traced, "
                               "lowered or compiled by itself: call it instead")
-        program.outputs = [_as_value(b, x) for x in outs]
         program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
         # memory kinds: an argument's, and a result's from out_shardings or its value's
         program.meta["in_memory"] = [s.memory for s in specs]
@@ -518,16 +522,6 @@ def _lifted_entry(lowered):
             _LIFTED.clear()
         entry = _LIFTED[key] = lowered.compile()._entry
     return entry
-
-
-def _traced(x):
-    """An array or number argument of a jit traced inline, as a value of the trace."""
-    if core.is_tracer(x) or not isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int,
-                                               float, complex)):
-        return x
-    b = core.current_builder()
-    v = b.to_value(x)
-    return core.literal_tracer(v) if isinstance(v, core.Lit) else core.Tracer(b, v)
 
 
 @api_boundary

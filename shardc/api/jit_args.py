@@ -1,5 +1,5 @@
 """shardc.jit's arguments and results: cache keys, static arguments, sharding prefixes,
-argument names, float0 results and returned constants."""
+argument names, float0 results and returned constants; a jit traced inline."""
 from __future__ import annotations
 
 import jax
@@ -161,3 +161,29 @@ def _as_value(b, x):
         (v2,) = b.add(constant_p, [], params, [Aval((), v.aval.dtype, v.aval.weak)], user_loc())
         return v2
     return v
+
+
+def _replay(staged, dyn, dkw):
+    """The outputs of a function traced on its own (outside the current trace, see
+    Jitted._call) that read values of the current trace: its ops traced again here on
+    the arguments `dyn`, `dkw` (values of this trace) and the values it read."""
+    from ..transforms.partial import eval_list, lookup
+    b = staged.builder
+    p = b.program
+    env = {id(v): x for v, x in zip(p.inputs, _tree.tree_leaves((dyn, dkw)))}
+    env.update((id(v), x) for x, v in (b.lifted or {}).values())
+    env.update((id(v), t) for t, v in b.captured.values())
+    eval_list(p.ops, env)
+    outs = [lookup(env, v) for v in p.outputs]
+    return _tree.tree_unflatten(staged.out_tree, [core.literal_tracer(v) if type(v) is Lit
+                                                  else v for v in outs])
+
+
+def _traced(x):
+    """An array or number argument of a jit traced inline, as a value of the trace."""
+    if core.is_tracer(x) or not isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int,
+                                               float, complex)):
+        return x
+    b = core.current_builder()
+    v = b.to_value(x)
+    return core.literal_tracer(v) if isinstance(v, Lit) else core.Tracer(b, v)

@@ -133,13 +133,11 @@ class Builder:
         return constant_value(self, x)
 
     def _capture(self, t):
-        if not t.builder.alive or t.builder not in _tls.builders:
-            if t.builder.alive and any(t.builder in s for s in _tls.suspended):
-                raise ClosesOverTrace()
-            raise ShardcError(
-                f"a traced value {t.value.aval} escaped the function that traced it (a "
-                "'leaked tracer'): it was stored in a global or closure during tracing "
-                "and used after. Return it from the function instead.")
+        # (a value of a trace set aside by outside_traces is captured as an outer one:
+        # the function traced there is then traced into that trace, see ClosesOverTrace)
+        if (not t.builder.alive or t.builder not in _tls.builders) and \
+                not _suspended(t.builder):
+            raise _leaked(t)
         entry = self.captured.get(id(t.value))
         if entry is None:
             v = Value(t.value.aval)
@@ -195,7 +193,33 @@ class _ThreadState(threading.local):
 
 class ClosesOverTrace(Exception):
     """Internal: a computation run at trace time (outside_traces) reached a value of the
-    trace it left; the caller traces it into that trace instead."""
+    trace it left; the caller traces it into that trace instead. `builder`: the trace of
+    the function that did (by `owner`, a jit), its captured values from that trace
+    (Builder.captured) and outputs set, to be replayed there (so the user's Python runs
+    once), or None."""
+
+    def __init__(self, builder=None, out_tree=None, owner=None):
+        super().__init__()
+        self.builder, self.out_tree, self.owner = builder, out_tree, owner
+
+
+def _suspended(b) -> bool:
+    """Whether `b` is a live trace set aside by outside_traces."""
+    return b.alive and any(b in s for s in _tls.suspended)
+
+
+def suspended_capture(b) -> bool:
+    """Whether trace `b` read values of a trace set aside by outside_traces."""
+    return any(_suspended(t.builder) for t, _ in b.captured.values())
+
+
+def _leaked(t) -> Exception:
+    if _suspended(t.builder):       # (an op run now, outside every trace, reached it)
+        return ClosesOverTrace()
+    return ShardcError(
+        f"a traced value {t.value.aval} escaped the function that traced it (a "
+        "'leaked tracer'): it was stored in a global or closure during tracing "
+        "and used after. Return it from the function instead.")
 
 
 _tls = _ThreadState()
@@ -257,7 +281,7 @@ def bind(prim: Primitive, args, params):
         return _bind_traced(bs[-1], prim, args, params)
     for a in args:
         if type(a) is Tracer:
-            Builder()._capture(a)   # raises: a tracer outside its trace leaked
+            raise _leaked(a)        # a tracer outside its trace
     return _eager[0](prim, args, params)
 
 
