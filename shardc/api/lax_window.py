@@ -5,12 +5,11 @@ max pool binds).
 A monoid's window (sum, max, min) is folded one dim at a time, innermost first: the
 window offsets along a dim are strided slices of the padded (base-dilated) operand,
 combined in order. An associative, commutative reducer makes a rectangular window
-separable; a selection too, since the first extreme in row-major order is the first row
-holding the extreme, at that row's first. A reducer of the user's is folded as XLA:CPU
-does: from the init value over the window in row-major order. The slices are ordinary
-shardc ops, so the result propagates shardings and differentiates like any other; a
-max/min window's gradient goes to the one element the selection picks, as jax's does
-(not shared between ties).
+separable; a selection too, as a scan whose state says whether a NaN reset it (see
+_scan_combine). A reducer of the user's is folded as XLA:CPU does: from the init value
+over the window in row-major order. The slices are ordinary shardc ops, so the result
+propagates shardings and differentiates like any other; a max/min window's gradient goes
+to the one element the selection picks, as jax's does (not shared between ties).
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from ..errors import ShardcError, ShardingTypeError
 from ..ir import dtypes
 from ..ops import lax as L
 from ..trace import core, types
-from ..transforms.ad import _retype
+from ..transforms.ad import _retype, custom_vjp
 from ..transforms.custom_jvp import custom_jvp
 from .numpy._util import aval, convert
 from ..trace import pytree as _tree
@@ -112,13 +111,63 @@ def _check_divides(shape, ts, wd, st, pads, bd, wdl, b):
 
 
 # ---------------------------------------------------------------- selections
+#
+# jax's max-pool derivatives are two XLA ops that are not each other's transposes, and
+# jax's AD pairs them anyway: the JVP is select_and_gather_add, a reduce_window over
+# (operand, tangent) pairs from the init (-inf, 0) that skips padding; its transpose,
+# the gradient, is select_and_scatter_add, which (padding expanded with -inf on CPU)
+# starts from a window's first element, padding included. Each scans its window in
+# row-major order keeping the current pick while select(pick, next) holds, so a NaN is
+# picked when met and replaced by the next element. They differ where a window is all
+# -inf (the JVP keeps the init's 0, the gradient picks the first element) and where a
+# NaN is followed by padding. Both are reproduced here, and each one's transpose is the
+# other (a custom_vjp pair), as jax's AD has them.
 
-def _pick(select):
-    """combine for (operand, tangent) pairs: keep acc where select(acc, part) holds."""
+
+def _scan_combine(select, pads):
+    """combine for a window scan's state (value, tangent, reset[, pad]): `reset` says a
+    NaN was met, so the pick no longer depends on what came before; `pad` marks
+    skipped padding (an identity). Folding a window's parts in order is then
+    associative, so a rectangular window folds one dim at a time."""
     def combine(acc, part):
-        keep = select(acc[0], part[0])
-        return [L.select(keep, a, p) for a, p in zip(acc, part)]
+        (av, at, ar, *ap), (bv, bt, br, *bp) = acc, part
+        take = L.select(select(av, bv), br, True)
+        extra = []
+        if pads:
+            take = L.select(ap[0], True, L.select(bp[0], False, take))
+            extra = [L.bitwise_and(ap[0], bp[0])]
+        return [L.select(take, bv, av), L.select(take, bt, at), L.bitwise_or(ar, br),
+                *extra]
     return combine
+
+
+def _scan_select(tangents, operand, select_prim, window_dimensions, window_strides, padding,
+                 base_dilation, window_dilation, gather):
+    """Per window, the tangent at the element the scan picks: select_and_gather_add's
+    (`gather`: from the init, padding skipped) or select_and_scatter_add's (from the
+    first element, padding and dilation holes taking part as -inf elements of tangent
+    0, so its transpose is jax's gradient)."""
+    select, sign = _selector(select_prim)
+    a = aval(operand)
+    low = convert(_lowest(a.dtype, sign), a.dtype)
+    nan = L.ne(operand, operand) if dtypes.is_float(a.dtype) else \
+        L.full(a.shape, False, dtypes.bool_)
+    xs = [operand, tangents, nan]
+    inits = [low, convert(0, aval(tangents).dtype), convert(False, dtypes.bool_)]
+    _, _, pads, bd, _ = _normalize(a.shape, window_dimensions, window_strides, padding,
+                                   base_dilation, window_dilation)
+    skip = gather and (any(lo or hi for lo, hi in pads) or any(b != 1 for b in bd))
+    if skip:
+        xs.append(L.full(a.shape, False, dtypes.bool_))
+        inits.append(convert(True, dtypes.bool_))
+    v, t, reset, *_ = fold_windows(xs, inits, _scan_combine(select, skip),
+                                   window_dimensions, window_strides, padding,
+                                   base_dilation, window_dilation)
+    if not gather:
+        return t
+    # the init (tangent 0) stays picked unless the scan passed it: a NaN met, or a
+    # value beyond the init (an all-padding window ends at the init's value)
+    return L.select(L.select(reset, False, L.eq(v, low)), L.zeros_like(t), t)
 
 
 def _selector(select_prim):
@@ -138,27 +187,55 @@ def _lowest(dt, sign):
     return info.min if sign < 0 else info.max
 
 
+def _scatter_transposed(source, operand, cfg):
+    """select_and_scatter_add's values: the transpose of its scan in the tangents."""
+    from .grad import vjp
+    from .numpy._creation import zeros_like
+    like = zeros_like(operand)      # typed as the operand (explicit mode), as jax's result
+    _, back = vjp(lambda t: _scan_select(t, operand, *cfg, gather=False), like)
+    return back(source)[0]
+
+
+def _gather_pair(cfg):
+    """select_and_gather_add as a custom_vjp whose transpose is select_and_scatter_add
+    (and that one's is this: see _scatter_pair), as jax's transpose rules pair them."""
+    @custom_vjp
+    def gather(t, x):
+        return _scan_select(t, x, *cfg, gather=True)
+    gather.defvjp(lambda t, x: (gather(t, x), x),
+                  lambda x, ct: (_scatter_pair(cfg)(ct, x), None))
+    return gather
+
+
+def _scatter_pair(cfg):
+    @custom_vjp
+    def scatter(s, x):
+        return _scatter_transposed(s, x, cfg)
+    scatter.defvjp(lambda s, x: (scatter(s, x), x),
+                   lambda x, ct: (_gather_pair(cfg)(ct, x), None))
+    return scatter
+
+
 def select_and_gather_add(tangents, operand, select_prim, window_dimensions,
                           window_strides, padding, base_dilation=None, window_dilation=None):
     """Per window, the tangent at the element the window's selection (ge: its first
-    maximum; le: its first minimum) picks."""
-    select, sign = _selector(select_prim)
-    dt = aval(operand).dtype
-    inits = [convert(_lowest(dt, sign), dt), convert(0, aval(tangents).dtype)]
-    return fold_windows([operand, tangents], inits, _pick(select), window_dimensions,
-                        window_strides, padding, base_dilation, window_dilation)[1]
+    maximum; le: its first minimum; a NaN as XLA's scan meets it) picks, or 0 where
+    the window holds nothing beyond the init value."""
+    cfg = (select_prim, tuple(window_dimensions), tuple(window_strides),
+           padding if isinstance(padding, str) else tuple(map(tuple, padding)),
+           None if base_dilation is None else tuple(base_dilation),
+           None if window_dilation is None else tuple(window_dilation))
+    return _gather_pair(cfg)(tangents, operand)
 
 
 def select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides,
                            padding):
-    """Each window's `source` value added at the element the selection picks (the
-    transpose of select_and_gather_add in its tangents)."""
-    from .grad import vjp
-    from .numpy._creation import zeros_like
-    like = zeros_like(operand)      # typed as the operand (explicit mode), as jax's result
-    _, back = vjp(lambda t: select_and_gather_add(t, operand, select_prim, window_dimensions,
-                                                  window_strides, padding), like)
-    return back(source)[0]
+    """Each window's `source` value added at the element the selection picks (jax's
+    transpose of select_and_gather_add, with the window scanned from its first element,
+    padding included)."""
+    cfg = (select_prim, tuple(window_dimensions), tuple(window_strides),
+           padding if isinstance(padding, str) else tuple(map(tuple, padding)), None, None)
+    return _scatter_pair(cfg)(source, operand)
 
 
 # ---------------------------------------------------------------- max/min windows
