@@ -21,7 +21,8 @@ from ...trace import core
 from ._reductions import _cumulative, cumsum, sum as _sum
 from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
 from ._ufuncs import add, bitwise_and, bitwise_or, equal, isnan, less, logical_not, where
-from ._util import aval, default_fill, canonical_dtype, check_arraylike, convert, promote_dtypes
+from ._util import (aval, default_fill, canonical_dtype, check_arraylike, convert,
+    index_for_dim, promote_dtypes)
 
 
 def asarray_(name, a):
@@ -143,7 +144,10 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     if mode not in ("fill", "clip", "promise_in_bounds"):
         raise ShardcError(f"take_along_axis: mode must be 'fill', 'clip' or "
                           f"'promise_in_bounds', got {mode!r}")
-    wrap = True if wrap_negative_indices is None else wrap_negative_indices
+    # as jax's: negatives wrap unless promised in bounds (the gather clamps them there)
+    wrap = mode != "promise_in_bounds" if wrap_negative_indices is None else \
+        wrap_negative_indices
+    idx = index_for_dim(idx, n)     # (i + n, i <= n - 1, the clamp: not in int8)
     if wrap and dtypes.is_signed(ia.dtype):
         idx = L.select(L.lt(idx, 0), L.add(idx, n), idx)
     oa = aval(idx)

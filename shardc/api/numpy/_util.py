@@ -232,3 +232,17 @@ def default_fill(dt):
     if dt == dtypes.bool_:
         return True
     return np.iinfo(dt).min if dtypes.is_signed(dt) else np.iinfo(dt).max
+
+
+def index_for_dim(idx, n):
+    """An integer index (traced, or NumPy and kept so) into a dim of size `n`, in a dtype
+    that holds n: one too narrow for the arithmetic with n (i + n for a negative one, a
+    comparison with n, a clamp to n - 1: in int8, 300 wraps to 44) is widened to int32
+    (int64 past 2**31 - 1), as jax's index_dtype_for_axis_size. Values are unchanged."""
+    dt = aval(idx).dtype
+    if not dtypes.is_int(dt) or dtypes.iinfo(dt).max >= n:
+        return idx
+    wide = dtypes.int32 if n <= np.iinfo(np.int32).max else dtypes.default_int()
+    if isinstance(idx, (np.ndarray, np.generic)):
+        return np.asarray(idx).astype(wide)
+    return convert(idx, wide)
