@@ -33,3 +33,38 @@ def test_take_along_axis(dt):
     _same(f(jnp)(X, i), want)
     _same(shardc.jit(f(snp))(X, i), want)
     _same(f(snp)(X, i), want)
+
+
+def test_take_int8_into_a_longer_axis():
+    """A negative int8 index counts from the end of the whole axis, as NumPy's (jax's take
+    adds the axis size in int8: -1 read x[43] of 300; its x[i] raises), clip and wrap
+    likewise."""
+    x = np.arange(300, dtype=np.float32) * 2
+    i = np.array([-1, -128, 127, 5, -3], np.int8)
+
+    def f(m):
+        return lambda a, i: (m.take(a, i), m.take(a, i, mode="clip"),
+                             m.take(a, i, mode="wrap"), m.asarray(a)[i],
+                             m.asarray(a).reshape(150, 2)[i // 2, i % 2])
+    want = (np.take(x, i), np.take(x, i, mode="clip"), np.take(x, i, mode="wrap"), x[i],
+            x.reshape(150, 2)[i // 2, i % 2])
+    _same(shardc.jit(f(snp))(x, i), want)
+    eager = (snp.take(x, i), snp.take(x, i, mode="clip"), snp.take(x, i, mode="wrap"))
+    _same(eager, want)      # (eagerly, x[i] is jax's own)
+    _same([jax.jit(lambda a, i: jnp.take(a, i, mode="clip"))(x, i)], want[1:2])
+
+
+def test_take_uint8_constants_into_a_longer_axis():
+    """NumPy uint8 indices (a scalar, an array) into an axis longer than 255, eagerly and
+    as constants under jit (their bounds were computed in uint8: 300 overflowed)."""
+    x = np.arange(600, dtype=np.float32).reshape(2, 300)
+    i = np.array([[255, 3], [200, 0]], np.uint8)
+
+    def f(m):
+        return lambda a: (m.take(a, i, axis=1), m.take(a, np.uint8(200), axis=1),
+                          m.take(a, i, axis=1, mode="clip"), m.take(a, i[0]),
+                          m.asarray(a)[:, i], m.asarray(a)[i[0] % 2, i[1]])
+    want = jax.jit(f(jnp))(x)
+    _same(f(jnp)(x), want)
+    _same(shardc.jit(f(snp))(x), want)
+    _same(f(snp)(x), want)

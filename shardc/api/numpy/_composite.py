@@ -20,6 +20,7 @@ from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
 from ._ufuncs import (abs, add, equal, exp, floor, greater_equal, isinf, isnan, less, less_equal,
     log, logical_and, logical_or, maximum, multiply, remainder, subtract, where)
 from ._util import (aval, canonical_dtype, check_arraylike, convert, default_fill,
+    index_for_dim,
                     promote_args_inexact)
 
 
@@ -320,10 +321,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         raise ShardcError(f"take: indices must be integers, got {ia.dtype}")
     if n == 0 and int(np.prod(ia.shape)) > 0:
         raise ShardcError(f"take: axis {axis} is empty, there is nothing to take")
-    unsigned = not dtypes.is_signed(ia.dtype)   # kept, as jax's: no wrap to negative
-    if unsigned and core.is_tracer(idx) and np.iinfo(ia.dtype).max < n:
-        # (n does not fit the index's dtype; every index fits the default int)
-        idx, unsigned = convert(idx, dtypes.default_int()), False
+    idx = index_for_dim(idx, n)     # (i + n, i < n, the clamp to n - 1: not in int8)
+    unsigned = not dtypes.is_signed(aval(idx).dtype)    # kept, as jax's: never negative
     if mode == "wrap":
         idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else remainder(idx, n)
     elif mode == "clip":

@@ -19,7 +19,7 @@ from . import _creation
 from ._shapes import broadcast_to, expand_dims, stack, transpose
 from ._ufuncs import add, less, where
 from ._ufuncs import clip as clip_
-from ._util import aval, convert
+from ._util import aval, convert, index_for_dim
 
 
 def _is_int(x):
@@ -256,6 +256,7 @@ def _take(y, idx, axis, clip=False):
     """Gather whole slices of `y` at integer positions `idx` along `axis` (clamped
     into it first with `clip`)."""
     n = aval(y).shape[axis]
+    idx = index_for_dim(idx, n)
     if isinstance(idx, np.ndarray):
         idx = np.where(idx < 0, idx + n, idx).astype(dtypes.canonicalize(idx.dtype))
         idx = np.clip(idx, 0, n - 1) if clip and n else idx
@@ -286,6 +287,7 @@ def _take_many(y, idxs, axes, clip=False):
     norm = []
     for idx, axis in zip(idxs, axes):
         n = ys[axis]
+        idx = index_for_dim(idx, n)
         if isinstance(idx, np.ndarray):
             idx = np.where(idx < 0, idx + n, idx)
             idx = np.clip(idx, 0, n - 1) if clip and n else idx
