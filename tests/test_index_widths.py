@@ -10,8 +10,7 @@ import shardc
 import shardc.numpy as snp
 
 X = np.arange(600, dtype=np.float32).reshape(300, 2)
-IDX = {np.uint8: [[0, 1], [255, 200], [3, 7]], np.uint16: [[0, 299], [300, 65535], [3, 7]],
-       np.int8: [[-1, 0], [-128, 127], [5, -3]]}
+IDX = {np.uint8: [[0, 1], [255, 200], [3, 7]], np.int8: [[-1, 0], [-128, 127], [5, -3]]}
 
 
 def _same(got, want):
@@ -68,3 +67,36 @@ def test_take_uint8_constants_into_a_longer_axis():
     _same(f(jnp)(x), want)
     _same(shardc.jit(f(snp))(x), want)
     _same(f(snp)(x), want)
+
+
+def _updates(m, mode):
+    kw = {} if mode is None else dict(mode=mode)
+    return lambda a, i, s, v: (
+        m.asarray(a).at[i].set(v, **kw), m.asarray(a).at[i].add(v, **kw),
+        m.asarray(a).at[i].multiply(v, **kw), m.asarray(a).at[i].min(v, **kw),
+        m.asarray(a).at[i].max(v, **kw), m.asarray(a).at[i].get(**kw),
+        m.asarray(a).at[s].add(1.0, **kw), m.asarray(a).at[s].get(**kw),
+        m.asarray(a).at[i].apply(lambda t: t * 3, **kw))
+
+
+@pytest.mark.parametrize("dt,n,mode", [(np.uint8, 300, None), (np.uint8, 300, "clip"),
+                                       (np.uint8, 300, "fill"), (np.uint16, 70000, None)])
+def test_at_updates_with_unsigned_indices_into_a_longer_axis(dt, n, mode):
+    """.at[i] with an unsigned index (traced, and a NumPy constant) into an axis longer
+    than its dtype counts: the index was cut to min(i, n) in its own dtype (300 -> 44
+    in uint8), so .at[u8].set / add / multiply / min wrote element 44 for index 100."""
+    x = np.arange(n, dtype=np.float32)
+    i = np.array([0, 5, 100, 255, 200] if dt == np.uint8 else [0, 5, 65535, 300, 9], dt)
+    s, v = dt(200), np.arange(2, 7, dtype=np.float32)
+    want = jax.jit(_updates(jnp, mode))(x, i, s, v)
+    _same(shardc.jit(_updates(snp, mode))(x, i, s, v), want)
+    _same(shardc.jit(lambda a, v: _updates(snp, mode)(a, i, s, v))(x, v), want)
+
+
+def test_at_updates_with_int8_indices_into_a_longer_axis():
+    """As with the int32 indices of the same values (jax's own raises here: it adds the
+    axis size to a negative index as an int8 constant)."""
+    x = np.arange(300, dtype=np.float32)
+    i, v = np.array([-1, -128, 127, 5, -3], np.int8), np.arange(2, 7, dtype=np.float32)
+    want = jax.jit(_updates(jnp, None))(x, i.astype(np.int32), np.int32(-100), v)
+    _same(shardc.jit(_updates(snp, None))(x, i, np.int8(-100), v), want)

@@ -14,7 +14,7 @@ from ...ir import dtypes
 from ..lax_sorting import dynamic_slice, dynamic_update_slice
 from ._shapes import broadcast_to, reshape
 from ._ufuncs import add, greater_equal, less, logical_and, where
-from ._util import aval, convert
+from ._util import aval, convert, index_for_dim
 
 EMPTY = "empty"     # the index names no element
 
@@ -70,6 +70,7 @@ def update(x, entries, found, values, combine):
         if not core.is_tracer(s):
             continue
         n = xa.shape[k]
+        s = index_for_dim(s, n)
         s = where(less(s, 0), add(s, n), s)
         ok = logical_and(greater_equal(s, 0), less(s, n))
         inside = ok if inside is None else logical_and(inside, ok)

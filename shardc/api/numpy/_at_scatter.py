@@ -17,7 +17,7 @@ from ._indexing import getitem
 from ._shapes import broadcast_to, concatenate, reshape, stack
 from ._ufuncs import (add, floor_divide, greater_equal, less, logical_and,
     logical_or, maximum, minimum, multiply, remainder, where)
-from ._util import aval, convert
+from ._util import aval, convert, index_for_dim
 
 _COMBINE = {"mul": multiply, "min": minimum, "max": maximum}
 
@@ -92,7 +92,7 @@ def _clamp(shape, entries, traced=False):
     out = list(entries)
     for k, d, e in _static_int_entries(shape, entries):
         m = shape[d]
-        a = np.asarray(e)
+        a = index_for_dim(np.asarray(e), m)
         a = np.clip(np.where(a < 0, a + m, a), 0, max(m - 1, 0))
         out[k] = int(a) if a.ndim == 0 else a
     dim = 0
@@ -101,6 +101,7 @@ def _clamp(shape, entries, traced=False):
             continue
         if traced and core.is_tracer(e):
             m = shape[dim]
+            e = index_for_dim(e, m)
             out[k] = minimum(maximum(where(less(e, 0), add(e, m), e), 0), max(m - 1, 0))
         dim += 1
     return out
@@ -108,7 +109,7 @@ def _clamp(shape, entries, traced=False):
 
 def _oob(shape, entries):
     for _, d, e in _static_int_entries(shape, entries):
-        a = np.asarray(e)
+        a = index_for_dim(np.asarray(e), shape[d])
         yield (a < -shape[d]) | (a >= shape[d])
 
 
@@ -121,7 +122,7 @@ def _oob_mask(shape, entries):
     dims = []
     for k, d, e in _static_int_entries(shape, entries):
         m = shape[d]
-        a = np.asarray(e)
+        a = index_for_dim(np.asarray(e), m)
         mapped[k] = np.where((a < -m) | (a >= m), m, np.where(a < 0, a + m, a))
         mapped[k] = int(mapped[k]) if mapped[k].ndim == 0 else mapped[k]
         ext[d] = m + 1
@@ -132,6 +133,7 @@ def _oob_mask(shape, entries):
             continue
         if core.is_tracer(e):
             m = shape[dim]
+            e = index_for_dim(e, m)
             if core.aval_of(e).dtype in dtypes._UINTS:   # (-m would wrap around)
                 mapped[k] = where(greater_equal(e, m), m, e)
             else:
@@ -234,7 +236,7 @@ def _positions(shape, n, it, entries, static):
             cur = np.shape(pos) if static else aval(pos).shape    # earlier dims grown
             extra_shape = cur[:dim] + (1,) + cur[dim + 1:]
             if static:
-                e = np.asarray(e)
+                e = index_for_dim(np.asarray(e), m)
                 e = np.where((e >= -m) & (e < m), np.mod(e, max(m, 1)), m)
                 pos = np.concatenate([pos, np.full(extra_shape, n)], dim)
             else:

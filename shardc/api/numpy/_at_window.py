@@ -12,7 +12,7 @@ from ...ir import dtypes
 from ._indexing import _classify_shape
 from ._shapes import broadcast_to, stack
 from ._ufuncs import add, less, minimum, where
-from ._util import aval, convert
+from ._util import aval, convert, index_for_dim
 
 
 def _whole(e):
@@ -27,6 +27,7 @@ def _columns(entries, adv, shape):
     for d in adv:
         e, n = entries[d], shape[d]
         if core.is_tracer(e):
+            e = index_for_dim(e, n)     # (n and i + n: not in uint8 / int8)
             if not dtypes.is_signed(aval(e).dtype):    # (no negatives; a huge one must
                 e = minimum(e, n)                      # not wrap into range as an int)
             e = e if aval(e).dtype == it else convert(e, it)
