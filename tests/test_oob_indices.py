@@ -125,3 +125,33 @@ def test_a_static_zero_d_index_out_of_bounds_reads_as_an_int(index):
         got = shardc.jit(shardc.grad(lambda a: f(snp)(a)[k]))(x)
         want = jax.jit(jax.grad(lambda a: f(jnp)(a)[k]))(x)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+
+PIB = "promise_in_bounds"
+PROMISED = [    # (a, v, i, j): traced i and j, some out of bounds, and static ones
+    lambda a, v, i, j: a.at[5].add(v, mode=PIB),
+    lambda a, v, i, j: a.at[-6].add(v * 2, mode=PIB),
+    lambda a, v, i, j: a.at[np.array([1, 9, -7, 3])].add(v, mode=PIB),
+    lambda a, v, i, j: a.at[i].add(v, mode=PIB),
+    lambda a, v, i, j: a.at[j].add(v, mode=PIB),
+    lambda a, v, i, j: a.at[i, 7].add(v[0], mode=PIB),
+    lambda a, v, i, j: a.at[j, 1:4].add(v[:3], mode=PIB),
+    lambda a, v, i, j: a.at[i].subtract(v, mode=PIB),
+]
+
+
+def test_promise_in_bounds_at_add_gradient():
+    """x.at[i].add(v, mode="promise_in_bounds") drops an update out of bounds, and its
+    gradient w.r.t. v reads the cotangent at the clamped index (jax's scatter-add, whose
+    transpose is its gather): it was 0 (int, box and index-array paths alike). Under
+    jit and eagerly."""
+    v = np.linspace(1.0, 3.0, 12, dtype=np.float32).reshape(6, 2)
+    i, j = np.array([0, 7, -9, 3], np.int32), np.int32(9)
+
+    def f(m):
+        return lambda v, a, i, j: [g(m.asarray(a), v, i, j) for g in PROMISED]
+    _check(f(snp), f(jnp), (v, X, i, j))
+    got = shardc.grad(lambda v: _weighted(f(snp)(v, X, i, j)))(v)
+    want = jax.grad(lambda v: _weighted(f(jnp)(v, X, i, j)))(v)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -1,8 +1,9 @@
 """`x.at[idx].set(v)` and friends on traced arrays: functional index updates, as jax's.
 
 An index that names a box (ints, traced scalars, unit-step slices) is updated with a
-slice and a dynamic_update_slice (_at_box.py). One of whole slices and integer arrays is
-one scatter into x, its sliced dims the update's window dims, as jax's (_at_window.py).
+slice and a dynamic_update_slice (_at_box.py). One of unit-step slices and integer arrays
+is one scatter into x, its sliced dims the update's window dims, as jax's (_at_window.py;
+a promise_in_bounds add of ints too, whose gradient reads a dropped update clamped).
 Otherwise (_at_scatter.py):
 An update is written at the flat positions of the elements `x[idx]` reads, by a
 scatter-add into a flat array of -0.0 (floats) or 0. The positions are known on the
@@ -184,7 +185,7 @@ class _IndexUpdateRef:
         new = greater(placed, 0) if xa.dtype == dtypes.bool_ else placed
         return where(greater(count, 0), new, x)
 
-    def _promoted(self, name, values):
+    def _promoted(self, name, values, mode=None):
         """As jax: an update whose dtype x's cannot hold exactly (0.5 into ints, ints
         into bools, f32 into bf16) is combined in the promoted dtype, then cast back."""
         x = self.array
@@ -192,7 +193,7 @@ class _IndexUpdateRef:
         pt = result_type(x, values)[0]
         if pt == xa.dtype:
             return None
-        new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values)
+        new = getattr(_IndexUpdateRef(convert(x, pt), self.index), name)(values, mode=mode)
         return convert(new, xa.dtype, xa.weak)
 
     @_foreign_aware
@@ -202,9 +203,13 @@ class _IndexUpdateRef:
             return self._moded(mode).add(values)
         x = self.array
         _numeric("add", x, values)
-        promoted = self._promoted("add", values)
+        promoted = self._promoted("add", values, mode)
         if promoted is not None:
             return promoted
+        if mode == "promise_in_bounds":     # (its gradient reads a dropped update clamped)
+            out = structured(x, self.index, values, "add", mode)
+            if out is not None:
+                return out
         boxed = _boxed(x, self.index, values, add)
         if boxed is not None:
             return boxed
@@ -218,10 +223,14 @@ class _IndexUpdateRef:
     def subtract(self, values, *, mode=None, **_):
         if mode == "clip":
             return self._moded(mode).subtract(values)
-        promoted = self._promoted("subtract", values)
+        promoted = self._promoted("subtract", values, mode)
         if promoted is not None:
             return promoted
         _numeric("sub", self.array, values)
+        if mode == "promise_in_bounds":
+            out = structured(self.array, self.index, values, "sub", mode)
+            if out is not None:
+                return out
         boxed = _boxed(self.array, self.index, values, subtract)
         if boxed is not None:
             return boxed
