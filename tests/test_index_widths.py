@@ -100,3 +100,32 @@ def test_at_updates_with_int8_indices_into_a_longer_axis():
     i, v = np.array([-1, -128, 127, 5, -3], np.int8), np.arange(2, 7, dtype=np.float32)
     want = jax.jit(_updates(jnp, None))(x, i.astype(np.int32), np.int32(-100), v)
     _same(shardc.jit(_updates(snp, None))(x, i, np.int8(-100), v), want)
+
+
+def test_lax_gather_scatter_with_uint8_indices_into_a_longer_dim():
+    """lax.gather / scatter* in every mode (and segment_sum) with uint8 indices into a
+    dim of 300: their bounds and past-the-end starts were uint8 constants (raised
+    'Python integer 299 out of bounds for uint8')."""
+    x = np.arange(600, dtype=np.float32).reshape(300, 2)
+    i = np.array([[255], [100], [3], [250]], np.uint8)
+    u, u2 = np.arange(1, 9, dtype=np.float32).reshape(4, 2), np.ones((4, 60, 2), np.float32)
+    dn = jax.lax.ScatterDimensionNumbers((1,), (0,), (0,))
+    dn2 = jax.lax.ScatterDimensionNumbers((1, 2), (), (0,))         # windows of 60 rows
+    gdn = jax.lax.GatherDimensionNumbers((1,), (0,), (0,))
+    gdn2 = jax.lax.GatherDimensionNumbers((1, 2), (), (0,))
+
+    def f(lax, ops):
+        def g(a, i):
+            outs = [ops.segment_sum(u, i[:, 0], num_segments=300)]
+            for mode in ["fill", "clip", "promise_in_bounds"]:
+                outs += [lax.scatter_add(a, i, u, dn, mode=mode),
+                         lax.scatter(a, i, u2, dn2, mode=mode),
+                         lax.scatter_mul(a, i, u, dn, mode=mode),
+                         lax.gather(a, i, gdn, (1, 2), mode=mode),
+                         lax.gather(a, i, gdn2, (60, 2), mode=mode)]
+            return outs
+        return g
+    # (jax's reference with the same indices as int32: XLA:CPU's classic emitters, which
+    # the tests use, mis-scatter jax's own uint8 ones into row 43 = 299 % 256)
+    _same(shardc.jit(f(shardc.lax, shardc.ops))(x, i),
+          jax.jit(f(jax.lax, jax.ops))(x, i.astype(np.int32)))

@@ -16,7 +16,7 @@ from ..ops.reduce import identity_of
 from ..ops import shape as shp
 from ..trace import core
 from .lax_ops import _arr, _shape, index_in_dim
-from .numpy._util import aval, default_fill, convert
+from .numpy._util import aval, default_fill, convert, index_for_dim
 
 
 # ---------------------------------------------------------------- gather / scatter
@@ -55,6 +55,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     promise_in_bounds (the default, as jax's) clamp."""
     dn = dimension_numbers
     x, idx = _arr(operand), _arr(start_indices)
+    idx = index_for_dim(idx, max(aval(x).shape, default=0))    # (the bounds: not in uint8)
     xa, ia = aval(x), aval(idx)
     slice_sizes = _shape(slice_sizes)
     params = dict(offset_dims=tuple(dn.offset_dims),
@@ -135,6 +136,7 @@ def _scatter(name, prim, operand, scatter_indices, updates, dn, mode):
     partitioned) or clamped (clip)."""
     x, idx, upd = _arr(operand), _arr(scatter_indices), _arr(updates)
     xa, ua = aval(x), aval(upd)
+    idx = index_for_dim(idx, max(xa.shape, default=0))  # (bounds, past the end: not in uint8)
     if xa.dtype == dtypes.bool_ and name in ("scatter_add", "scatter_mul"):
         raise ShardcTypeError(f"{name[8:]} does not accept dtype bool at position 0. "
                               "Accepted dtypes at position 0 are subtypes of integer, "
