@@ -20,7 +20,8 @@ from ..runtime import special
 from . import autojit
 from .argcheck import check_static
 from .jit_args import (ArgSpec, _as_value, _broadcast_prefix, _float0_node, _has_keys,
-    _leaf_key, _norm_argnums, _path_name, _replay, _Static, _traced, _wrap_keys)
+    _leaf_key, _norm_argnums, _replay, arg_names, donated,
+    out_requests, UNSET, _Static, _traced, _wrap_keys)
 from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
@@ -354,7 +355,7 @@ class Jitted:
 
     def _stage_traced(self, ctx) -> "Traced":
         specs, mesh = ctx["specs"], ctx["mesh"]
-        names = self._arg_names(ctx)
+        names = arg_names(self._sig, ctx)
         fun = self.fun
         static, skw, treedef = ctx["static"], ctx["skw"], ctx["treedef"]
         n_args = ctx["n_args"]
@@ -400,99 +401,28 @@ class Jitted:
             raise ShardcError("the function closes over a value traced by an outer "
                               "transformation (grad, vmap, jit...), so it cannot be traced, "
                               "lowered or compiled by itself: call it instead")
-        program.out_shardings = self._resolve_out_shardings(out_tree["tree"], program, mesh)
+        program.out_shardings, asked, auto_outs = out_requests(
+            self.out_shardings, out_tree["tree"], program, mesh)
         # memory kinds: an argument's, and a result's from out_shardings or its value's
         program.meta["in_memory"] = [s.memory for s in specs]
-        asked = self._out_memory(out_tree["tree"], program)
         program.meta["out_memory"] = [
-            a if a is not _UNSET else ("pinned_host" if v in b.host else None)
+            a if a is not UNSET else ("pinned_host" if v in b.host else None)
             for a, v in zip(asked, program.outputs)]
         # results out_shardings moves out of the memory they are in (XLA moves them)
-        program.meta["out_moved"] = [a is not _UNSET and (a == "pinned_host") != (v in b.host)
+        program.meta["out_moved"] = [a is not UNSET and (a == "pinned_host") != (v in b.host)
                                      for a, v in zip(asked, program.outputs)]
         program.meta["platform"] = out_tree["platform"]
         # the outputs out_shardings= pins keep theirs; jax names the others' by XLA's choice
         program.meta["pinned_out"] = [s is not None for s in program.out_shardings]
-        program.meta["donate"] = self._donated(ctx)
+        program.meta["donate"] = donated(self._donate_nums, self._donate_names, ctx)
         # results are committed if the program has a mesh or a committed input (as jax)
         program.meta["committed"] = mesh.mesh is not None or any(
             isinstance(x, jax.Array) and x.committed for x in [*ctx.get("leaves", ()), *lifted])
-        autojit.request(program, ctx["auto"], self._auto_outputs(out_tree["tree"], program),
+        autojit.request(program, ctx["auto"], auto_outs,
                         self.in_shardings, self.out_shardings, self.memory_budget, mesh)
         t = Traced(program, mesh, out_tree["tree"], self)
         t.in_tree = treedef
         return t
-
-    def _arg_names(self, ctx):
-        names = []
-        params = list(self._sig.parameters) if self._sig is not None else []
-        static_nums = set(ctx["static_nums"])
-        pos_names = [params[i] if i < len(params) else f"arg{i}"
-                     for i in range(ctx["n_args"]) if i not in static_nums]
-        paths, _ = _tree.tree_flatten_with_path((ctx["dyn"], ctx["dkw"]))
-        for path, _ in paths:
-            names.append(_path_name(path, pos_names))
-        seen, out = set(), []
-        for n in names:
-            m, k = n, 1
-            while m in seen:
-                m, k = f"{n}_{k}", k + 1
-            seen.add(m)
-            out.append(m)
-        return out
-
-    def _donated(self, ctx):
-        """Per flat argument, whether it is donated: positional ones by donate_argnums
-        (or the name of their parameter), keyword ones by donate_argnames."""
-        if not self._donate_nums and not self._donate_names:
-            return []
-        nums, names = self._donate_nums, self._donate_names
-        flags = []
-        static_nums = set(ctx["static_nums"])
-        dyn_index = [i for i in range(ctx["n_args"]) if i not in static_nums]
-        for pos, a in zip(dyn_index, ctx["dyn"]):
-            flags += [pos in nums] * len(_tree.tree_leaves(a))
-        for k in sorted(ctx["dkw"]):     # (a dict's leaves come in sorted key order)
-            flags += [k in names] * len(_tree.tree_leaves(ctx["dkw"][k]))
-        flags += [False] * (len(ctx["specs"]) - len(flags))
-        return flags
-
-    def _auto_outputs(self, out_tree, program):
-        """The indices of the outputs whose out_shardings leaf is AUTO."""
-        if self.out_shardings is None:
-            return []
-        dummy = _tree.tree_unflatten(out_tree, [0] * len(program.outputs))
-        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
-        return [i for i, s in enumerate(flat) if is_auto(s)]
-
-    def _out_memory(self, out_tree, program):
-        """Per output: the memory kind out_shardings asks for (None: device), or _UNSET."""
-        n = len(program.outputs)
-        if self.out_shardings is None:
-            return [_UNSET] * n
-        dummy = _tree.tree_unflatten(out_tree, [0] * n)
-        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
-        return [boundary_kind(s.memory_kind) if getattr(s, "memory_kind", None) else _UNSET
-                for s in flat]
-
-    def _resolve_out_shardings(self, out_tree, program, mesh):
-        n = len(program.outputs)
-        if self.out_shardings is None:
-            return [None] * n
-        dummy = _tree.tree_unflatten(out_tree, [0] * n)
-        flat = _broadcast_prefix(self.out_shardings, dummy, "out_shardings")
-        out = []
-        for i, (s, v) in enumerate(zip(flat, program.outputs)):
-            if s is None or is_auto(s):
-                out.append(None)
-                continue
-            sh = mesh.sharding_from(s, v.aval, f"out_shardings for output {i}")
-            mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
-            out.append(sh)
-        return out
-
-
-_UNSET = object()
 
 
 def internal_jit(fun, name, retrace=False, **kw):

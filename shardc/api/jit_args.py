@@ -10,6 +10,7 @@ from ..errors import ShardcError, ShardcTypeError, user_loc
 from ..ir.program import Aval, Lit
 from ..ir.sharding import Sharding
 from ..runtime.autospec import is_auto
+from ..runtime.meshes import boundary_kind
 from ..trace import core
 from .argcheck import summary
 from .stages import _ARRAY
@@ -187,3 +188,64 @@ def _traced(x):
     b = core.current_builder()
     v = b.to_value(x)
     return core.literal_tracer(v) if isinstance(v, Lit) else core.Tracer(b, v)
+
+
+def arg_names(sig, ctx):
+    """The flat arguments' names (parameter name and pytree path), made unique."""
+    names = []
+    params = list(sig.parameters) if sig is not None else []
+    static_nums = set(ctx["static_nums"])
+    pos_names = [params[i] if i < len(params) else f"arg{i}"
+                 for i in range(ctx["n_args"]) if i not in static_nums]
+    paths, _ = _tree.tree_flatten_with_path((ctx["dyn"], ctx["dkw"]))
+    for path, _ in paths:
+        names.append(_path_name(path, pos_names))
+    seen, out = set(), []
+    for n in names:
+        m, k = n, 1
+        while m in seen:
+            m, k = f"{n}_{k}", k + 1
+        seen.add(m)
+        out.append(m)
+    return out
+
+
+def donated(nums, names, ctx):
+    """Per flat argument, whether it is donated: positional ones by donate_argnums
+    (or the name of their parameter), keyword ones by donate_argnames."""
+    if not nums and not names:
+        return []
+    flags = []
+    static_nums = set(ctx["static_nums"])
+    dyn_index = [i for i in range(ctx["n_args"]) if i not in static_nums]
+    for pos, a in zip(dyn_index, ctx["dyn"]):
+        flags += [pos in nums] * len(_tree.tree_leaves(a))
+    for k in sorted(ctx["dkw"]):     # (a dict's leaves come in sorted key order)
+        flags += [k in names] * len(_tree.tree_leaves(ctx["dkw"][k]))
+    flags += [False] * (len(ctx["specs"]) - len(flags))
+    return flags
+
+
+UNSET = object()     # (no memory kind asked)
+
+
+def out_requests(out_shardings, out_tree, program, mesh):
+    """What `out_shardings` asks of the program's outputs: per output the Sharding
+    (None: propagation decides, or AUTO), the memory kind asked (None: the device's)
+    or UNSET, and the indices of the AUTO ones."""
+    n = len(program.outputs)
+    if out_shardings is None:
+        return [None] * n, [UNSET] * n, []
+    dummy = _tree.tree_unflatten(out_tree, [0] * n)
+    flat = _broadcast_prefix(out_shardings, dummy, "out_shardings")
+    shardings, memory = [], []
+    for i, (s, v) in enumerate(zip(flat, program.outputs)):
+        kind = getattr(s, "memory_kind", None)
+        memory.append(boundary_kind(kind) if kind else UNSET)
+        if s is None or is_auto(s):
+            shardings.append(None)
+            continue
+        sh = mesh.sharding_from(s, v.aval, f"out_shardings for output {i}")
+        mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
+        shardings.append(sh)
+    return shardings, memory, [i for i, s in enumerate(flat) if is_auto(s)]
