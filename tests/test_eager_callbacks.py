@@ -71,3 +71,43 @@ def test_eager_transforms_with_callbacks_compile_once_and_call_new_closures(
     assert ws and gp == wp and gs == ws
     for g, w in zip(go, wo):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_equal_traces_running_at_once_in_threads_call_their_own_functions():
+    """Two threads run an eager transform's shared executable at once, with closures
+    over different values: each run calls its own trace's functions (the table the
+    executable calls through was swapped by whichever thread ran last)."""
+    import threading
+    started, second = threading.Event(), threading.Event()
+
+    def run(k, first=None):
+        def step1(v):
+            if first is not None:
+                first(k)
+            return np.asarray(v * k, np.float32)
+
+        def step2(v):
+            if k == 1.0:
+                second.set()
+            return np.asarray(v + k, np.float32)
+
+        def f(x):
+            s = jax.ShapeDtypeStruct((), np.float32)
+            y = shardc.pure_callback(step1, s, x, vmap_method="expand_dims")
+            return shardc.pure_callback(step2, s, y, vmap_method="expand_dims")
+        return np.asarray(shardc.vmap(f)(X))    # (one line: locations in the text)
+
+    def first(k):
+        if k == 1.0:        # A: waits until B's run has begun
+            started.wait(10)
+        else:               # B: begun; waits until A has made its second call
+            started.set()
+            second.wait(2)
+    np.testing.assert_allclose(run(0.0), X * 0)   # compiles: neither A's nor B's trace
+    out = {}
+    a = threading.Thread(target=lambda: out.setdefault("a", run(1.0, first)))
+    a.start()
+    out["b"] = run(2.0, first)
+    a.join()
+    np.testing.assert_allclose(out["a"], X * 1 + 1)
+    np.testing.assert_allclose(out["b"], X * 2 + 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 from typing import Any, NamedTuple
 
 import jax
@@ -175,11 +176,15 @@ def compile(text: str, devices, host_calls=()) -> object:
 
     A program over the devices of several processes is first checked to be the same
     on all of them (shardc.distributed.check_same_program)."""
+    return _compile(text, devices, host_calls, True)
+
+
+def _compile(text, devices, host_calls, check):
     from .callback import host_callbacks
     devices = tuple(devices)
     client = devices[0].client
     table, callbacks = host_callbacks(text, host_calls)     # debug.print/callback's
-    if spans_processes(devices):
+    if check and spans_processes(devices):
         from .distributed import check_same_program
         check_same_program(text, devices)
     try:
@@ -189,7 +194,9 @@ def compile(text: str, devices, host_calls=()) -> object:
                 exe = client.compile_and_load(mlir.ir.Module.parse(text),
                                               xc.DeviceList(devices), compile_options(devices),
                                               host_callbacks=callbacks)
-            return WithCallbacks(exe, callbacks, table)
+            # (a copy for a run while this one runs others' functions: checked already)
+            return WithCallbacks(exe, callbacks, table,
+                                 lambda: _compile(text, devices, host_calls, False))
         return client.compile_and_load(text, xc.DeviceList(devices),
                                        compile_options(devices))
     except Exception as e:  # XLA errors carry MLIR dumps; keep the first line
@@ -201,14 +208,49 @@ def compile(text: str, devices, host_calls=()) -> object:
 
 class WithCallbacks:
     """A loaded executable with host callbacks (debug.print/callback), which it keeps
-    alive, and the table they call through; runs through _CallbackExecutable."""
-    __slots__ = ("exe", "callbacks", "table")
+    alive, and the table they call through; runs through _CallbackExecutable.
 
-    def __init__(self, exe, callbacks, table):
-        self.exe, self.callbacks, self.table = exe, callbacks, table
+    The table is the executable's: a run with another trace's functions (a program
+    shared by traces of equal text) has it to itself until it ends, while other runs,
+    in other threads or started by its callbacks, run a spare copy (compiled by
+    `remake` the first time one is needed). Runs with the functions it was compiled
+    with share it, as any executable."""
+    __slots__ = ("exe", "callbacks", "table", "remake", "users", "swapped", "spares")
+    _lock = threading.Lock()
+
+    def __init__(self, exe, callbacks, table, remake=None):
+        self.exe, self.callbacks, self.table, self.remake = exe, callbacks, table, remake
+        self.users, self.swapped, self.spares = 0, False, []
 
     def __getattr__(self, name):
         return getattr(self.exe, name)
+
+    def acquire(self, host_calls):
+        """(a copy to run with `host_calls`, or its own functions if None, and the
+        functions to restore after: None if unchanged). Release it with release()."""
+        own = host_calls is None or self.table.owns(host_calls)
+        with self._lock:
+            for w in (self, *self.spares):
+                if not w.swapped and (own or not w.users):
+                    break
+            else:
+                w = None
+            if w is not None:
+                w.users += 1
+                w.swapped = not own
+        if w is None:       # every copy busy with other functions (rare): one more
+            w = self.remake()
+            w.users, w.swapped = 1, not own
+            with self._lock:
+                self.spares.append(w)
+        return w, (None if own else w.table.swap(host_calls))
+
+    def release(self, old):
+        with self._lock:
+            if old is not None:
+                self.table.swap(old)
+                self.swapped = False
+            self.users -= 1
 
 
 def _no_loc():
@@ -295,13 +337,13 @@ class _CallbackExecutable(Executable):
 
     def __call__(self, arrays, host_calls=None):
         """`host_calls`: the functions of the trace running this program, if not the
-        one it was compiled from (a program shared by traces of equal text); theirs
-        until the run ends (a callback may run the program again)."""
+        one it was compiled from (a program shared by traces of equal text), on a copy
+        of the program no other run calls other functions with (WithCallbacks.acquire:
+        a run in another thread, or one a callback starts, may call others)."""
         from .callback import raised
-        table = self.exe.table
-        old = None if host_calls is None else table.swap(host_calls)
+        w, old = self.exe.acquire(host_calls)
         try:
-            results = self.exe.exe.execute_sharded(arrays, with_tokens=True)
+            results = w.exe.execute_sharded(arrays, with_tokens=True)
             token = results.consume_token()
             for i in self.donated:
                 arrays[i].delete()      # see Executable.__call__
@@ -310,8 +352,7 @@ class _CallbackExecutable(Executable):
         except Exception as e:      # a callback's own error, at the user's line
             raise raised(e) from None
         finally:
-            if old is not None:
-                table.swap(old)
+            w.release(old)
         return outs
 
 

@@ -21,10 +21,15 @@ _INDEX = re.compile(r'backend_config = \{index = (\d+) : ui64\}, '
 
 class HostTable:
     """The host functions an executable calls, by the index its text names them by."""
-    __slots__ = ("calls",)
+    __slots__ = ("calls", "own")
 
     def __init__(self, calls):
         self.calls = list(calls)
+        self.own = tuple(calls)     # the compiled trace's
+
+    def owns(self, calls) -> bool:
+        """Whether `calls` are the functions the program was compiled with."""
+        return len(calls) == len(self.own) and all(a is b for a, b in zip(calls, self.own))
 
     def swap(self, calls) -> list:
         """Call `calls` from now on (another trace of the same text); the old ones back."""
