@@ -186,3 +186,30 @@ def test_a_jit_of_constants_closing_over_a_traced_value_runs_its_python_once():
     want = jax.jit(_side_effects(jax, jnp, theirs))(x)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert ours == theirs == ["outer", "inner", "none", "now"]
+
+
+def _constrained(M, mesh, P, NamedSharding):
+    def f(x):
+        with M.ensure_compile_time_eval():
+            def g(c):    # constants in, reads x: traced into f's trace
+                y = M.lax.with_sharding_constraint(c * x, NamedSharding(mesh, P("i")))
+                z = M.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("i"),
+                                out_specs=P("i"))(y + 1)
+                return y + z
+            return M.jit(g)(M.numpy.ones(8))
+    return f
+
+
+def test_a_jit_of_constants_closing_over_a_traced_value_keeps_its_mesh():
+    """What such a jit traced is replayed into the outer trace: the mesh its constraint
+    and shard_map named is that trace's too (it failed to verify: unknown mesh axis)."""
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+    mesh = jax.make_mesh((4,), ("i",), axis_types=(AxisType.Auto,))
+    x = np.arange(8, dtype=np.float32)
+    want = jax.jit(_constrained(jax, mesh, P, NamedSharding))(x)
+    got = shardc.jit(_constrained(shardc, mesh, P, NamedSharding))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert got.sharding.is_equivalent_to(want.sharding, 1)
+    # (jax's grad of it fails: pvary outside shard_map) f(x) = 3x + 2
+    g = shardc.jit(shardc.grad(lambda x: _constrained(shardc, mesh, P, NamedSharding)(x).sum()))
+    np.testing.assert_allclose(np.asarray(g(x)), np.full(8, 3.0), rtol=1e-6)

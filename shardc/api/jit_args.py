@@ -171,6 +171,11 @@ def _replay(staged, dyn, dkw):
     from ..transforms.partial import eval_list, lookup
     b = staged.builder
     p = b.program
+    # the mesh its ops named (constraints, shard_map: MeshSlot.adopt), named here as
+    # they would have been traced here: their shardings name that mesh's axes
+    here = core.current_builder().meshes
+    if b.meshes is not None and b.meshes.named and here is not None:
+        here.adopt(b.meshes.info.mesh)
     env = {id(v): x for v, x in zip(p.inputs, _tree.tree_leaves((dyn, dkw)))}
     env.update((id(v), x) for x, v in (b.lifted or {}).values())
     env.update((id(v), t) for t, v in b.captured.values())

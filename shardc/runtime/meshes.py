@@ -109,10 +109,12 @@ class MeshSlot:
 
     def __init__(self, info: MeshInfo):
         self.info = info
+        self.named = False      # whether an op of the trace named a mesh (adopt)
 
     def adopt(self, mesh) -> MeshInfo:
         if mesh is None or not isinstance(mesh, jax.sharding.Mesh):
             return self.info
+        self.named = True
         if self.info.mesh is None:
             self.info = MeshInfo(mesh)
         elif not same_mesh(mesh, self.info.mesh):
