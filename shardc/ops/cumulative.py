@@ -15,9 +15,10 @@ from ..ir.primitive import PropKind, Trait
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from .batching import elementwise_rule
-from .common import check_dtype, expand_scalars, i64_array, norm_axes
+from .common import check_dtype, expand_scalars, norm_axes
 from .elementwise import defvjp, elementwise
-from .reduce import _cum_rule, cumulative, whole_axis
+from .reduce import _cum_rule, cumulative
+from .scan_lower import lower_scan
 
 cumprod_p = cumulative("cumprod", "mul")
 cummax_p = cumulative("cummax", "max")
@@ -47,29 +48,11 @@ def logaddexp_ops(op, a, b, t, bt):
 
 
 def _lower_lse(ctx, x, *, axis, reverse=False):
-    """reduce_window with jax's logaddexp region (NaN-safe for two infinities)."""
-    xa = ctx.in_avals[0]
-    n = xa.shape[axis]
-    if xa.size == 0:
-        return [x]
-    s = xa.update(shape=(), weak=False)
-    st = tensor_type(s)
-    init = ctx.constant(-np.inf, s)
-
-    def body(c, a, b):
-        return [logaddexp_ops(partial(c.op, sharding=False), a, b, st, "tensor<i1>")]
-    region = ctx.region([s, s], body)
-    window = [n if d == axis else 1 for d in range(xa.ndim)]
-    pads = ", ".join(f"[{(0 if reverse else n - 1) if d == axis else 0}, "
-                     f"{(n - 1 if reverse else 0) if d == axis else 0}]" for d in range(xa.ndim))
-    props = {"window_dimensions": i64_array(window),
-             "window_strides": i64_array([1] * xa.ndim),
-             "base_dilations": i64_array([1] * xa.ndim),
-             "window_dilations": i64_array([1] * xa.ndim),
-             "padding": f"dense<[{pads}]> : tensor<{xa.ndim}x2xi64>"}
-    t = tensor_type(xa)
-    return whole_axis(ctx, x, axis, lambda x, sh: ctx.op(
-        "stablehlo.reduce_window", [x, init], [t, st], [t], props, sh, regions=[region]))
+    """A scan of jax's logaddexp (NaN-safe for two infinities)."""
+    def combine(op, a, b, aval):
+        return logaddexp_ops(op, a, b, tensor_type(aval),
+                             tensor_type(aval.update(dtype=dtypes.bool_)))
+    return lower_scan(ctx, x, axis=axis, reverse=reverse, identity=-np.inf, combine=combine)
 
 
 cumlogsumexp_p = Primitive("cumlogsumexp", shape_rule=_lse_shape, sharding_rule=_cum_rule,

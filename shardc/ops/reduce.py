@@ -20,6 +20,7 @@ from ..ir.sharding import Sharding
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, REDUCTION, RuleBuilder
 from .common import check_dtype, i64_array, norm_axes
 from .complex_math import lex_pick
+from .scan_lower import lower_scan
 
 
 def _reduce_shape(name, kind, x, *, axes):
@@ -77,20 +78,25 @@ _HLO = {"add": "stablehlo.add", "mul": "stablehlo.multiply", "max": "stablehlo.m
         "min": "stablehlo.minimum", "and": "stablehlo.and", "or": "stablehlo.or"}
 
 
+def monoid_ops(kind, dtype):
+    """`combine(op, a, b, aval)`: emits a <kind> b of type `aval` with `op(name,
+    operands, operand types, result types, props)` (a region's or a lowering's)."""
+    def combine(op, a, b, aval):
+        t = tensor_type(aval)
+        if kind in ("max", "min") and dtypes.is_complex(dtype):
+            real = aval.update(dtype=dtypes.real_dtype(dtype))
+            return lex_pick(op, "GT" if kind == "max" else "LT", a, b, t,
+                            tensor_type(real), tensor_type(real.update(dtype=dtypes.bool_)))[0]
+        return op(_HLO[kind], [a, b], [t, t], [t])[0]
+    return combine
+
+
 def monoid_region(ctx, kind, aval):
     """The `^bb0(a, b): return a <kind> b` region of reductions and collectives."""
     scalar = aval.update(shape=(), weak=False)
-    st = tensor_type(scalar)
-
-    def body(c, a, b):
-        def op(name, xs, in_t, out_t, props=None):
-            return c.op(name, xs, in_t, out_t, props, sharding=False)
-        if kind in ("max", "min") and dtypes.is_complex(aval.dtype):
-            real = scalar.update(dtype=dtypes.real_dtype(aval.dtype))
-            return lex_pick(op, "GT" if kind == "max" else "LT", a, b, st,
-                            tensor_type(real), tensor_type(real.update(dtype=dtypes.bool_)))
-        return op(_HLO[kind], [a, b], [st, st], [st])
-    return ctx.region([scalar, scalar], body)
+    combine = monoid_ops(kind, aval.dtype)
+    return ctx.region([scalar, scalar], lambda c, a, b: [
+        combine(partial(c.op, sharding=False), a, b, scalar)])
 
 
 def lower_reduce(ctx, kind, x, axes, in_aval, out_aval, sharding=None):
@@ -212,53 +218,9 @@ def _cum_rule(in_avals, out_avals, *, axis, reverse=False):
 
 
 def _lower_cum(kind, ctx, x, *, axis, reverse=False):
-    xa = ctx.in_avals[0]
-    n = xa.shape[axis]
-    if xa.size == 0:     # nothing to accumulate (and a window of 0 is invalid)
-        return [x]
-    scalar = xa.update(shape=(), weak=False)
-    init = ctx.constant(identity_of(kind, xa.dtype), scalar)
-    st = tensor_type(scalar)
-    region = monoid_region(ctx, kind, xa)
-    window = [n if d == axis else 1 for d in range(xa.ndim)]
-    pads = ", ".join(f"[{(0 if reverse else n - 1) if d == axis else 0}, "
-                     f"{(n - 1 if reverse else 0) if d == axis else 0}]" for d in range(xa.ndim))
-    props = {
-        "window_dimensions": i64_array(window),
-        "window_strides": i64_array([1] * xa.ndim),
-        "base_dilations": i64_array([1] * xa.ndim),
-        "window_dilations": i64_array([1] * xa.ndim),
-        "padding": f"dense<[{pads}]> : tensor<{xa.ndim}x2xi64>",
-    }
-    t = tensor_type(xa)
-    return whole_axis(ctx, x, axis, lambda x, sh: ctx.op(
-        "stablehlo.reduce_window", [x, init], [t, st], [tensor_type(ctx.out_avals[0])], props,
-        sh, regions=[region]))
-
-
-def whole_axis(ctx, x, axis, emit):
-    """`emit(x, result_sharding)` (a cumulative reduce_window) with `axis` whole on every
-    device when it is split: XLA's partitioner gives two reduce_windows of one operand
-    split along the window dim one padded copy, and the second then reads the first's
-    init value as padding (cumsum next to cumprod: wrong sums, jax.jit's too). The price
-    is an all-gather along the axis, which the partitioner's own windowed reduce over a
-    whole-axis window needs as well."""
-    xs, os_ = ctx.in_shardings[0], ctx.out_shardings[0]
-    if ctx.lowering.sources_only or not any(sh is not None and sh.dims[axis]
-                                            for sh in (xs, os_)):
-        return emit(x, None)
-    t = tensor_type(ctx.in_avals[0])
-
-    def whole(sh):
-        sh = sh or Sharding.replicated(ctx.in_avals[0].ndim)
-        return Sharding(tuple(() if d == axis else a for d, a in enumerate(sh.dims)))
-    (x,) = ctx.op("sdy.sharding_constraint", [x], [t], [t],
-                  {"sharding": sharding_attr(whole(xs))}, sharding=False)
-    (y,) = emit(x, [whole(os_)])
-    if os_ is None:
-        return [y]
-    return ctx.op("sdy.sharding_constraint", [y], [t], [t], {"sharding": sharding_attr(os_)},
-                  sharding=False)
+    dtype = ctx.in_avals[0].dtype
+    return lower_scan(ctx, x, axis=axis, reverse=reverse, identity=identity_of(kind, dtype),
+                      combine=monoid_ops(kind, dtype))
 
 
 def cumulative(name, kind):
