@@ -42,6 +42,8 @@ def _constraint_leaf(x, s, reshard=False):
                     return x
         if isinstance(s, NamedSharding) and PartitionSpec.UNCONSTRAINED in s.spec.partitions:
             s = _keep_unconstrained(x, s)
+        if reshard and isinstance(s, NamedSharding) and (s.spec.unreduced or _partial(x)):
+            return _reshard_program()(x, s)
         return jax.device_put(x, s)
     b = core.current_builder()
     s = as_jax_sharding(s, b.meshes.info.mesh)
@@ -83,6 +85,24 @@ def _constraint_leaf(x, s, reshard=False):
     out = sharding_constraint_p.bind(x, sharding=sh, **({"reshard": True} if reshard else {}))
     out.value.sharding = sh
     return out
+
+
+def _partial(x):
+    sh = getattr(x, "sharding", None)
+    return isinstance(sh, NamedSharding) and bool(sh.spec.unreduced)
+
+
+_RESHARD = []
+
+
+def _reshard_program():
+    """A jitted reshard: partial sums (an unreduced array, or a reshard to one) are no
+    layout device_put can move; the program reduces or splits them (as jax's reshard)."""
+    if not _RESHARD:
+        from .jit import jit
+        _RESHARD.append(jit(lambda v, s: _constraint_leaf(v, s, reshard=True),
+                            static_argnums=1))
+    return _RESHARD[0]
 
 
 def _made_by_a_dot(b, x):

@@ -380,10 +380,12 @@ _DIMS = re.compile(r"tensor<((?:\d+x)*)")
 
 def _pin_types(ctx, op, res):
     """Explicit mode: a sharding constraint on each typed result, as jax lowers types
-    (XLA re-propagates shardings inside a function; only constraints hold)."""
+    (XLA re-propagates shardings inside a function; only constraints hold): a scalar's
+    too where it is partial sums, or XLA reduces it."""
     out = []
     for v, r in zip(op.outputs, res):
-        if v.aval.ts is None or v.sharding is None or not v.aval.shape:
+        if v.aval.ts is None or v.sharding is None or \
+                not (v.aval.shape or v.sharding.unreduced):
             out.append(r)
             continue
         t = tensor_type(v.aval)

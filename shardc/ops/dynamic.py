@@ -92,6 +92,7 @@ dynamic_slice_p.fold = _fold_ds
 # explicit mode: the result has the operand's type, a sliced sharded dim included (an
 # error where its size does not divide), as jax's _get_sharding_for_varying_out_shape
 dynamic_slice_p.type_whole = "keep"
+dynamic_slice_p.type_partial = ("layout", (0,))     # a slice of partial sums is one
 
 
 def _dus_shape(x, upd, *idx):
@@ -130,6 +131,7 @@ def _lower_dus(ctx, x, upd, *idx):
 dynamic_update_slice_p = Primitive("dynamic_update_slice", shape_rule=_dus_shape,
                                    sharding_rule=_dus_rule, lower=_lower_dus,
                                    prop_kind=PropKind.DYNAMIC_SLICE)
+dynamic_update_slice_p.type_partial = ("layout", (0, 1))   # both partial, or neither
 
 
 # ---------------------------------------------------------------- gradients, batching

@@ -126,9 +126,11 @@ is_finite_p = elementwise("is_finite", "stablehlo.is_finite", "float", 1,
 # binary
 add_p = elementwise("add", "stablehlo.add", "numeric", 2)
 sub_p = elementwise("sub", "stablehlo.subtract", "numeric", 2)
-# explicit mode: sums and differences of partial sums stay partial sums (trace/types.py)
-add_p.type_linear = sub_p.type_linear = neg_p.type_linear = True
+# explicit mode: sums and differences of partial sums stay partial sums, as do products
+# with values reduced over their axes (trace/ur_rules.py)
+add_p.type_partial = sub_p.type_partial = neg_p.type_partial = "sum"
 mul_p = elementwise("mul", "stablehlo.multiply", "numeric", 2)
+mul_p.type_partial = "scale"
 div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
 div_p.traits |= Trait.RECIPROCAL
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)
@@ -246,6 +248,7 @@ def _lower_select(ctx, p, t, f):
 
 select_p = Primitive("select", shape_rule=_select_shape, sharding_rule=pointwise,
                      lower=_lower_select, prop_kind=PropKind.ELEMENTWISE)
+select_p.type_partial = ("layout", (1, 2))     # picks from partial sums: partial sums
 # clamp(min, x, max): its own op, lowered to stablehlo.clamp as jax's, whose order on
 # complex numbers and NaN bounds max-then-min does not reproduce
 clamp_p = elementwise("clamp", "stablehlo.clamp", "any", 3)
@@ -309,6 +312,7 @@ convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_s
                                    sharding_rule=pointwise, lower=_lower_convert,
                                    prop_kind=PropKind.ELEMENTWISE, traits=Trait.FUSED)
 convert_element_type_p.fold = _int_fold(lambda x, **_: x)   # integer/bool to integer/bool
+convert_element_type_p.type_partial = ("layout", (0,))     # keeps partial sums (as jax)
 
 
 # integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)

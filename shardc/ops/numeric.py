@@ -43,6 +43,7 @@ reduce_precision_p = Primitive("reduce_precision", shape_rule=_rp_shape,
                                sharding_rule=ew.pointwise, lower=_lower_rp,
                                prop_kind=PropKind.ELEMENTWISE)
 reduce_precision_p.batch = elementwise_rule(reduce_precision_p)
+reduce_precision_p.type_partial = ("layout", (0,))    # keeps partial sums (as jax)
 
 
 def reduce_precision(x, exponent_bits, mantissa_bits):

@@ -138,6 +138,7 @@ reduce_max_p = reduction("reduce_max", "max", "any")
 reduce_min_p = reduction("reduce_min", "min", "any")
 reduce_and_p = reduction("reduce_and", "and", "bool_int")
 reduce_or_p = reduction("reduce_or", "or", "bool_int")
+reduce_sum_p.type_partial = ("layout", (0,))   # a sum of partial sums is one
 
 
 # argmax / argmin: a variadic reduce over (x, iota), ties to the first index; NaN wins

@@ -150,6 +150,8 @@ def _lower_reshape(ctx, x, *, shape):
 reshape_p = Primitive("reshape", shape_rule=_reshape_shape, sharding_rule=reshape_rule,
                       lower=_lower_reshape, prop_kind=PropKind.RESHAPE,
                       traits=Trait.KEEPS_CONSTANT | Trait.FUSED | Trait.ALIAS)
+# explicit mode: these move elements, so partial sums stay partial sums (ur_rules.py)
+reshape_p.type_partial = ("layout", (0,))
 
 
 
@@ -176,6 +178,7 @@ def _lower_transpose(ctx, x, *, permutation):
 transpose_p = Primitive("transpose", shape_rule=_transpose_shape, sharding_rule=_transpose_rule,
                         lower=_lower_transpose, prop_kind=PropKind.RESHAPE,
                         traits=Trait.FUSED)
+transpose_p.type_partial = ("layout", (0,))
 
 
 # ---------------------------------------------------------------- concatenate
@@ -208,6 +211,7 @@ def _lower_concat(ctx, *xs, dimension):
 concatenate_p = Primitive("concatenate", shape_rule=_concat_shape, sharding_rule=_concat_rule,
                           lower=_lower_concat, prop_kind=PropKind.NONE)
 concatenate_p.type_whole = "keep"    # explicit mode: jax keeps the concat dim's sharding
+concatenate_p.type_partial = ("layout", None)
 
 
 # ---------------------------------------------------------------- pad / slice / rev
@@ -264,6 +268,7 @@ def _lower_pad(ctx, x, pv, *, padding_config):
 
 pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad,
                   prop_kind=PropKind.NONE)
+pad_p.type_partial = ("layout", (0, 1))    # padded with partial sums (zero is one)
 # a pad of zero widths is its operand (XLA's canonicalizer folds it before Shardy)
 pad_p.fold = lambda op, consts, defs: [op.inputs[0]] if not any(
     any(c) for c in op.params["padding_config"]) else None
@@ -303,6 +308,7 @@ def _lower_slice(ctx, x, *, start_indices, limit_indices, strides=None):
 
 slice_p = Primitive("slice", shape_rule=_slice_shape, sharding_rule=_slice_rule,
                     lower=_lower_slice, prop_kind=PropKind.NONE, traits=Trait.KEEPS_CONSTANT)
+slice_p.type_partial = ("layout", (0,))
 
 
 def _rev_shape(x, *, dimensions):
@@ -323,6 +329,7 @@ def _lower_rev(ctx, x, *, dimensions):
 
 rev_p = Primitive("rev", shape_rule=_rev_shape, sharding_rule=_rev_rule, lower=_lower_rev,
                   prop_kind=PropKind.NONE)
+rev_p.type_partial = ("layout", (0,))
 
 
 # ---------------------------------------------------------------- iota

@@ -54,7 +54,7 @@ def _drop_size_one_axes(sh: Sharding | None, mesh) -> Sharding | None:
     if not ones or not any(axis_name(a) in ones for d in sh.dims for a in d):
         return sh
     return Sharding([[a for a in d if axis_name(a) not in ones] for d in sh.dims],
-                    sh.open)
+                    sh.open, sh.unreduced, sh.reduced)
 
 
 def split_constants(p: Program) -> None:
@@ -205,7 +205,9 @@ def prepare(p: Program) -> Program:
     # it makes a new value and leaves the operand's type alone, as in jax
     _type_sources(p, sources)
     apply_constraints(p, sources)
-    unreduced = {v: v.sharding.unreduced for op in p.walk() for v in op.outputs
+    # (an argument's too: a jit's unreduced result passed to the next)
+    unreduced = {v: v.sharding.unreduced for v in [*p.inputs, *(w for op in p.walk()
+                                                                for w in op.outputs)]
                  if v.sharding is not None and v.sharding.unreduced}
     if unreduced:
         p.meta["unreduced"] = unreduced
@@ -302,12 +304,18 @@ def propagate_assignment(p: Program):
 
 def export_out_shardings(p: Program, decided) -> list:
     """The result shardings XLA exports: `decided` (propagation's) made even, keeping
-    sub-axes only where `p` fixed the result's sharding."""
+    sub-axes only where `p` fixed the result's sharding. A result the caller left free
+    keeps its type's unreduced axes (its partial sums leave as they are, as jax's) and
+    reduced ones (replicated values; only its sharding names them)."""
     out = []
     fixed = p.out_shardings
     for i, (v, s) in enumerate(zip(p.outputs, decided)):
-        open_dims = [i >= len(fixed) or fixed[i] is None] * v.aval.ndim
-        out.append(evenly_sharded(s, v.aval.shape, p.mesh, open_dims))
+        free = i >= len(fixed) or fixed[i] is None
+        s = evenly_sharded(s, v.aval.shape, p.mesh, [free] * v.aval.ndim)
+        ts = v.aval.ts
+        if free and s is not None and ts is not None and (ts.unreduced or ts.reduced):
+            s = Sharding(s.dims, s.open, ts.unreduced, ts.reduced)
+        out.append(s)
     return out
 
 

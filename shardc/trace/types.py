@@ -6,11 +6,12 @@ factor takes the axes its operands' dims give it (the "consensus": unsharded if 
 does, the common axes if they agree, an error if two differ); a reduction factor
 sharded on two operands is ambiguous (which result dim should hold the partial sums?),
 so it needs `out_sharding=`; a result dim gets its factors' axes, major first, and an
-axis may shard only one dim. Region ops (cond, scan, shard_map, ...) take their
+axis may shard only one dim. Unreduced and reduced axes follow the op's
+`prim.type_partial` (trace/ur_rules.py). Region ops (cond, scan, shard_map, ...) take their
 results' types from their bodies along their data-flow edges. A primitive may state its
 own rule as `prim.type_rule(in_avals, out_avals, mesh, explicit, **params) -> [Sharding |
 None]`, or tune the generic one: `prim.type_whole` ("drop", "keep" or "error": what a
-sharded dim the op needs whole does) and `prim.type_linear` (partial sums pass through).
+sharded dim the op needs whole does) and `prim.type_partial` (ur_rules.py).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ..ir.program import Lit
 from ..ir.primitive import Trait
 from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..ir.sharding import Sharding
+from .ur_rules import partial_axes
 
 EMPTY = frozenset()
 
@@ -208,6 +210,7 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
     in_ts = [_visible(operand_ts(v), explicit) for v in in_vals]
     if all(t is None for t in in_ts):
         return [None] * len(out_avals)
+    unreduced, reduced = partial_axes(prim, in_vals, in_ts)
     rule_fn = prim.sharding_rule
     rule = rule_fn(in_avals, list(out_avals), **params) if rule_fn is not None else None
     if rule is None:
@@ -283,19 +286,8 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
                     f"sharded on {tuple(axes)} ({n} shards), which does not divide it; "
                     "pass out_sharding= or reshard the operand")
             dims.append(tuple(axes))
-        outs.append(Sharding(dims, None, _partial_sums(prim, in_vals, in_ts)))
+        outs.append(Sharding(dims, None, unreduced, reduced))
     return outs
-
-
-def _partial_sums(prim, in_vals, in_ts):
-    """Unreduced axes of a result: a sum, difference or negation of partial sums over
-    the same axes is one (jax's; such ops set `prim.type_linear`); other ops see the
-    reduced value."""
-    if not getattr(prim, "type_linear", False):
-        return ()
-    # every operand, literals too: partial sums plus a constant are no partial sums
-    sets = {t.unreduced if t is not None else () for t in in_ts}
-    return next(iter(sets)) if len(sets) == 1 else ()
 
 
 def check_partial_sums(b, v, axes, what, loc=None):
@@ -358,7 +350,7 @@ def _partial_over(b, v, axes, depth):
         return False if inner is True and want is not None and not want.unreduced \
             else inner
     ins = [_partial_over(b, x, axes, depth - 1) for x in op.inputs]
-    if getattr(op.prim, "type_linear", False):     # sums: all partial, or all whole
+    if getattr(op.prim, "type_partial", None) == "sum":    # all partial, or all whole
         return True if all(i is True for i in ins) else \
             False if all(i is False for i in ins) or (True in ins and False in ins) \
             else None

@@ -1,0 +1,149 @@
+"""Explicit mode: the unreduced (partial sums) and reduced axes of an op's result type,
+as jax's per-primitive `ur_rule`s give them.
+
+An unreduced value (P(unreduced={'Y'})) is the sum of what the devices along Y hold;
+only ops linear in it may see it without a reduction, and jax makes that reduction
+explicit: any other op on it is a type error (reshard it first). A primitive states
+how it treats partial sums with `prim.type_partial`:
+
+- "sum" (add, sub, neg): operands partial over the same axes, result too;
+- "scale" (mul): a partial operand times one reduced over the same axes;
+- ("layout", operands): moves, picks or sums elements of the listed operands (all when
+  None), which must be partial over the same axes -- a literal zero is a partial sum
+  over any axes -- and so is the result (reshape, slice, select's cases, reduce_sum...).
+
+Reduced axes (P(reduced={'Y'})): a replicated value whose cotangent is a partial sum.
+Elementwise ops and the ops above keep them, where every operand is reduced over them
+(jax's default_nary_reduced_rule; a scalar may be replicated); other ops' results are
+plain replicated values.
+"""
+from __future__ import annotations
+
+from ..errors import ShardingTypeError
+from ..ir.primitive import PropKind
+from ..ir.program import Lit
+
+EMPTY = frozenset()
+
+
+def _zero(v):
+    if type(v) is not Lit:
+        return False
+    try:
+        return not bool(v.value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _sets(in_ts):
+    return ([frozenset(t.unreduced) if t is not None else EMPTY for t in in_ts],
+            [frozenset(t.reduced) if t is not None else EMPTY for t in in_ts])
+
+
+def _axes(s):
+    return "{" + ", ".join(repr(a) for a in sorted(s)) + "}"
+
+
+def partial_axes(prim, in_vals, in_ts):
+    """(unreduced, reduced) axes of the results of `prim` on operands `in_vals` whose
+    type shardings are `in_ts`; raises ShardingTypeError where jax does."""
+    us, rs = _sets(in_ts)
+    if not any(us) and not any(rs):
+        return EMPTY, EMPTY
+    name = prim.name
+    kind = getattr(prim, "type_partial", None)
+    if kind is None:
+        if any(us):
+            i = next(i for i, u in enumerate(us) if u)
+            raise ShardingTypeError(
+                f"{name}: operand {i} is unreduced over mesh axes {_axes(us[i])} (partial "
+                f"sums, e.g. a dot's out_sharding=P(..., unreduced=...)), which {name} "
+                "does not take: it would need an implicit reduction (as in jax, only sums, "
+                "slices and layout changes of partial sums, and their products with values "
+                "reduced over the same axes, stay partial sums). Reduce it first with "
+                "shardc.reshard(x, P(...))")
+        if prim.prop_kind != PropKind.ELEMENTWISE:
+            return EMPTY, EMPTY     # a replicated value (dot: as jax's)
+        return EMPTY, _nary_reduced(name, in_vals, in_ts, rs)
+    if kind == "sum":
+        return _same(name, in_vals, us, "unreduced"), _nary_reduced(name, in_vals, in_ts, rs)
+    if kind == "scale":
+        return _scale(name, in_vals, in_ts, us, rs)
+    _, which = kind
+    idx = range(len(in_vals)) if which is None else [i for i in which if i < len(in_vals)]
+    vals = [in_vals[i] for i in idx]
+    u = _same(name, vals, [us[i] for i in idx], "unreduced")
+    r = [rs[i] for i in idx]
+    if len({x for x in r if x}) > 1:
+        raise ShardingTypeError(f"{name}: its operands are reduced over different mesh axes "
+                                f"{', '.join(_axes(x) for x in r if x)}; reshard them alike")
+    # (mixed with a plain value, the result is a plain one: its cotangent is whole)
+    return u, (r[0] if r and all(x == r[0] for x in r) else EMPTY)
+
+
+def _same(name, vals, us, what):
+    """The common unreduced axes of `vals`, literal zeros aside; an error if they differ."""
+    seen = {u for v, u in zip(vals, us) if not (_zero(v) and not u)}
+    if len(seen) <= 1:
+        return next(iter(seen), EMPTY)
+    u = max(seen, key=len)
+    i = next(i for i, x in enumerate(us) if x != u and not _zero(vals[i]))
+    other = "is unreduced over " + _axes(us[i]) if us[i] else "is not"
+    raise ShardingTypeError(
+        f"{name}: an operand is unreduced over mesh axes {_axes(u)} while operand {i} "
+        f"{other}: combining partial sums with a whole value would need an implicit "
+        "reduction, which jax does not allow either. Reduce the partial sums first with "
+        "shardc.reshard(x, P(...)), or make both partial over the same axes")
+
+
+def _scale(name, in_vals, in_ts, us, rs):
+    """jax's mul: partial sums times a value reduced over the same axes stay partial."""
+    if all(us):
+        raise ShardingTypeError(
+            f"{name}: both operands are unreduced ({', '.join(_axes(u) for u in us)}); a "
+            "product of partial sums is not a partial sum (mul is bilinear). Reduce one "
+            "with shardc.reshard(x, P(...)) first")
+    if not any(us):
+        return EMPTY, _nary_reduced(name, in_vals, in_ts, rs)
+    i = 0 if us[0] else 1
+    j = 1 - i
+    if rs[j] != us[i]:
+        raise ShardingTypeError(
+            f"{name}: operand {i} is unreduced over mesh axes {_axes(us[i])}, so operand "
+            f"{j} must be reduced over the same axes (P(..., reduced={_axes(us[i])}), as "
+            f"jax); it is {_describe(in_vals[j], in_ts[j])}. Reduce operand {i} first with "
+            "shardc.reshard(x, P(...)), or reshard operand "
+            f"{j} to P(..., reduced={_axes(us[i])})")
+    return us[i], EMPTY
+
+
+def _describe(v, ts):
+    if type(v) is Lit:
+        return "a constant"
+    return str(v.aval)
+
+
+def _nary_reduced(name, in_vals, in_ts, rs):
+    """jax's default_nary_reduced_rule: the operands reduced over the same axes, which
+    no other operand may be replicated or sharded on (scalars aside)."""
+    seen = {r for r in rs if r}
+    if not seen:
+        return EMPTY
+    if len(seen) > 1:
+        raise ShardingTypeError(f"{name}: all operands should be reduced over the same mesh "
+                                f"axes; got {', '.join(_axes(r) for r in seen)}")
+    (red,) = seen
+    for i, (v, t, r) in enumerate(zip(in_vals, in_ts, rs)):
+        if r or not getattr(v.aval, "ndim", 0):
+            continue
+        sharded = {a for d in t.dims for a in d} & red if t is not None else EMPTY
+        how = f"sharded on {_axes(sharded)}" if sharded else "replicated on them"
+        u = frozenset(t.unreduced) if t is not None else EMPTY
+        if not sharded and u & red:
+            continue
+        raise ShardingTypeError(
+            f"{name}: operand {i} ({_describe(v, t)}) is {how} while another operand is "
+            f"reduced over {_axes(red)}; operands cannot be replicated or sharded on the "
+            "axes another is reduced on (as jax). Reshard it to P(..., reduced="
+            f"{_axes(red)}), or reshard the reduced one to be sharded on those axes")
+    return red
