@@ -221,7 +221,8 @@ def _cum_rule(in_avals, out_avals, *, axis, reverse=False):
 def _lower_cum(kind, ctx, x, *, axis, reverse=False):
     dtype = ctx.in_avals[0].dtype
     return lower_scan(ctx, x, axis=axis, reverse=reverse, identity=identity_of(kind, dtype),
-                      combine=monoid_ops(kind, dtype))
+                      combine=monoid_ops(kind, dtype),
+                      blocks=kind == "add" or not dtypes.is_complex(dtype))
 
 
 def cumulative(name, kind):

@@ -44,8 +44,12 @@ def window_scan(ctx, x, aval, axis, reverse, init, combine, sharding, pad=None):
     return r
 
 
-def lower_scan(ctx, x, *, axis, reverse, identity, combine):
-    """The running `combine` (a monoid with `identity`) of x along `axis`."""
+def lower_scan(ctx, x, *, axis, reverse, identity, combine, blocks=True):
+    """The running `combine` (a monoid with `identity`) of x along `axis`. blocks=False:
+    a split axis is scanned whole (as jax.jit does), never in blocks: for a combine that
+    is not associative on special values, whose results depend on the order XLA's
+    reduce_window rewrite picks (complex multiply with an infinite part: (1+0j) * (inf
+    + inf j) is nan + nan j; complex max/min, lexicographic, with a NaN part)."""
     xa = ctx.in_avals[0]
     if xa.size == 0:     # nothing to accumulate (and a window of 0 is invalid)
         return [x]
@@ -58,7 +62,8 @@ def lower_scan(ctx, x, *, axis, reverse, identity, combine):
         return [scan(x, sharding=None)]
     layout = Sharding(split[0].dims)
     k = layout.shards(ctx.mesh, axis)
-    if xa.shape[axis] % k or any(sh.unreduced for sh in (xs, os_) if sh is not None):
+    if not blocks or xa.shape[axis] % k or any(sh.unreduced for sh in (xs, os_)
+                                               if sh is not None):
         return _whole_axis(ctx, x, axis, scan)
     y = _blocked(ctx, x, axis, reverse, init, combine, layout, k)
     if os_ is None or os_ == layout:
@@ -125,7 +130,8 @@ def _blocked(ctx, x, axis, reverse, init, combine, layout, k):
 
 
 def _whole_axis(ctx, x, axis, scan):
-    """`scan(x, sharding)` with `axis` whole on every device (an axis split unevenly):
+    """`scan(x, sharding)` with `axis` whole on every device (an axis split unevenly, or
+    a combine whose result depends on its order):
     XLA's partitioner gives two reduce_windows of one operand split along the window dim
     one padded copy, and the second then reads the first's init value as padding (cumsum
     next to cumprod: wrong sums, jax.jit's too)."""
