@@ -147,11 +147,13 @@ class LowerCtx:
         return self.lowering.fresh()
 
     def op(self, name, operands, in_types, out_types, props=None, sharding=None,
-           regions=None, attrs=None) -> list[str]:
+           regions=None, attrs=None, carried=None) -> list[str]:
         """Emit one generic-form op; returns its result names.
 
         `sharding` is a Sharding per result (default: this IR op's result shardings,
-        when the result types match), or False for ops inside reduction bodies."""
+        when the result types match), or False for ops inside reduction bodies.
+        `carried` (a while): each operand's Sharding (None: unknown), whose partial sums
+        its result keeps."""
         low = self.lowering
         n = low.n
         low.n = n + len(out_types)
@@ -189,21 +191,26 @@ class LowerCtx:
         for r, t in zip(res, out_types):
             types[r] = t
         if name == "stablehlo.while" and not low.sources_only:
-            res = self._behind_barriers(res, out_types)
+            res = self._behind_barriers(res, out_types, carried)
         return res
 
-    def _behind_barriers(self, res, out_types):
+    def _behind_barriers(self, res, out_types, carried=None):
         """Each while result through an open sharding constraint, which fixes nothing.
         XLA folds a no-op user of a while result (a same-shape reshape or convert, a
         transpose pair) by moving that user's sharding onto the while, a tuple, and
         then rejects the module ("Number of tile assignment dimensions ... input rank");
-        behind a single-result op the sharding lands there instead."""
+        behind a single-result op the sharding lands there instead. A carry of partial
+        sums (explicit mode's unreduced axes) stays partial sums through it, or XLA
+        reduces the while's result and the loop adds up the whole value again."""
         out = []
-        for r, t in zip(res, out_types):
+        carried = carried or [None] * len(res)
+        for r, t, s in zip(res, out_types, carried):
             rank = _DIMS.match(t).group(1).count("x")
+            # (partial sums: the operand's own sharding; open dims would let XLA drop them)
+            sh = Sharding(s.dims, None, s.unreduced) if s is not None and s.unreduced \
+                and s.rank == rank else Sharding(((),) * rank, [True] * rank)
             (c,) = self.op("sdy.sharding_constraint", [r], [t], [t],
-                           {"sharding": sharding_attr(Sharding(((),) * rank, [True] * rank))},
-                           sharding=False)
+                           {"sharding": sharding_attr(sh)}, sharding=False)
             out.append(c)
         return out
 

@@ -124,6 +124,7 @@ name_p = core.Primitive("name", shape_rule=lambda x, *, name: x, sharding_rule=p
                         lower=_identity_lower, prop_kind=PropKind.ELEMENTWISE,
                         traits=Trait.ALIAS | Trait.ANNOTATION)
 name_p.vjp = lambda ctx, cts, x, *, name: [cts[0]]
+name_p.type_partial = ("layout", (0,))     # explicit mode: keeps partial sums
 
 
 # ---------------------------------------------------------------- optimization_barrier
@@ -149,6 +150,7 @@ optimization_barrier_p = core.Primitive(
     "optimization_barrier", shape_rule=lambda *xs: tuple(xs), sharding_rule=_barrier_rule,
     lower=_barrier_lower, prop_kind=PropKind.NONE, multiple_results=True)
 optimization_barrier_p.vjp = lambda ctx, cts, *xs: list(cts)
+optimization_barrier_p.type_partial = "each"   # each result keeps its operand's type
 
 
 def _jvp(ctx, primals, tangents, **params):

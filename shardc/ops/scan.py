@@ -142,6 +142,7 @@ def _loop(ctx, operands, state, start, trips, u, length, reverse):
     # (XLA rejects a sharding on the while op itself: Shardy takes it from the operands
     # and the annotated body)
     res = ctx.op("stablehlo.while", carried, types, types, sharding=False,
+                 carried=[repl0, *ctx.in_shardings[:c], *ys_sh, *ctx.in_shardings[c:]],
                  regions=[ctx.region(avals, cond), ctx.region(avals, step)])
     return res[1:1 + c], res[1 + c:1 + c + ny]
 

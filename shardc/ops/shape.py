@@ -268,7 +268,7 @@ def _lower_pad(ctx, x, pv, *, padding_config):
 
 pad_p = Primitive("pad", shape_rule=_pad_shape, sharding_rule=_pad_rule, lower=_lower_pad,
                   prop_kind=PropKind.NONE)
-pad_p.type_partial = ("layout", (0, 1))    # padded with partial sums (zero is one)
+pad_p.type_partial = "pad"     # padded with zeros or partial sums (ur_rules.py)
 # a pad of zero widths is its operand (XLA's canonicalizer folds it before Shardy)
 pad_p.fold = lambda op, consts, defs: [op.inputs[0]] if not any(
     any(c) for c in op.params["padding_config"]) else None

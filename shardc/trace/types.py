@@ -24,7 +24,7 @@ from ..ir.program import Lit
 from ..ir.primitive import Trait
 from ..ir.rules import NEED_REPLICATION, REDUCTION
 from ..ir.sharding import Sharding
-from .ur_rules import partial_axes
+from .ur_rules import each_partial_axes, partial_axes
 
 EMPTY = frozenset()
 
@@ -210,7 +210,8 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
     in_ts = [_visible(operand_ts(v), explicit) for v in in_vals]
     if all(t is None for t in in_ts):
         return [None] * len(out_avals)
-    unreduced, reduced = partial_axes(prim, in_vals, in_ts)
+    parts = each_partial_axes(in_ts) if getattr(prim, "type_partial", None) == "each" \
+        else [partial_axes(prim, in_vals, in_ts)] * len(out_avals)
     rule_fn = prim.sharding_rule
     rule = rule_fn(in_avals, list(out_avals), **params) if rule_fn is not None else None
     if rule is None:
@@ -255,7 +256,7 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
                 "be sharded. Specify the output sharding with out_sharding= (P(...), "
                 "possibly with unreduced=) or reshard an operand first")
     outs = []
-    for mapping, aval in zip(rule.results, out_avals):
+    for mapping, aval, (unreduced, reduced) in zip(rule.results, out_avals, parts):
         dims, used = [], set()
         for d, factors in enumerate(mapping):
             axes, gap = [], False

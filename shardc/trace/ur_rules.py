@@ -9,8 +9,10 @@ how it treats partial sums with `prim.type_partial`:
 - "sum" (add, sub, neg): operands partial over the same axes, result too;
 - "scale" (mul): a partial operand times one reduced over the same axes;
 - ("layout", operands): moves, picks or sums elements of the listed operands (all when
-  None), which must be partial over the same axes -- a literal zero is a partial sum
-  over any axes -- and so is the result (reshape, slice, select's cases, reduce_sum...).
+  None), which must be partial over the same axes -- a zero constant is a partial sum
+  over any axes -- and so is the result (reshape, slice, select's cases, reduce_sum...);
+- "pad": the operand's axes (as jax's), its padding value a zero or partial sums alike;
+- "each" (optimization_barrier): each result keeps its own operand's axes.
 
 Reduced axes (P(reduced={'Y'})): a replicated value whose cotangent is a partial sum.
 Elementwise ops and the ops above keep them, where every operand is reduced over them
@@ -19,6 +21,8 @@ plain replicated values.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ShardingTypeError
 from ..ir.primitive import PropKind
 from ..ir.program import Lit
@@ -26,13 +30,30 @@ from ..ir.program import Lit
 EMPTY = frozenset()
 
 
-def _zero(v):
-    if type(v) is not Lit:
+def _zero(v, depth=4):
+    """Whether `v` is a zero constant: a literal, or a constant op's zeros (jnp.pad's
+    padding value, a cast or broadcast of one) traced by the current builder."""
+    if type(v) is Lit:
+        try:
+            return not bool(v.value)
+        except (TypeError, ValueError):
+            return False
+    if not depth:
         return False
-    try:
-        return not bool(v.value)
-    except (TypeError, ValueError):
+    from .core import current_builder
+    from .types import producer
+    b = current_builder()
+    op = producer(b, v) if b is not None else None
+    if op is None:
         return False
+    if op.prim.name == "constant":
+        try:
+            return not np.any(op.params["value"])
+        except (KeyError, TypeError, ValueError):
+            return False
+    if op.prim.name in ("convert_element_type", "broadcast_in_dim", "reshape") and op.inputs:
+        return _zero(op.inputs[0], depth - 1)
+    return False
 
 
 def _sets(in_ts):
@@ -69,6 +90,13 @@ def partial_axes(prim, in_vals, in_ts):
         return _same(name, in_vals, us, "unreduced"), _nary_reduced(name, in_vals, in_ts, rs)
     if kind == "scale":
         return _scale(name, in_vals, in_ts, us, rs)
+    if kind == "pad":
+        u = _same(name, in_vals[:2], us[:2], "unreduced")
+        if u and not us[0]:
+            raise ShardingTypeError(
+                f"{name}: its padding value is unreduced over mesh axes {_axes(u)} while "
+                "the operand is not; reduce it first with shardc.reshard(x, P(...))")
+        return u, rs[0]
     _, which = kind
     idx = range(len(in_vals)) if which is None else [i for i in which if i < len(in_vals)]
     vals = [in_vals[i] for i in idx]
@@ -79,6 +107,12 @@ def partial_axes(prim, in_vals, in_ts):
                                 f"{', '.join(_axes(x) for x in r if x)}; reshard them alike")
     # (mixed with a plain value, the result is a plain one: its cotangent is whole)
     return u, (r[0] if r and all(x == r[0] for x in r) else EMPTY)
+
+
+def each_partial_axes(in_ts):
+    """(unreduced, reduced) of each result of an op whose result i is operand i."""
+    return [(frozenset(t.unreduced), frozenset(t.reduced)) if t is not None else
+            (EMPTY, EMPTY) for t in in_ts]
 
 
 def _same(name, vals, us, what):

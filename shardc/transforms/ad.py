@@ -386,6 +386,7 @@ copy_p = Primitive("copy", shape_rule=lambda x: x, sharding_rule=_pointwise, low
                    prop_kind="elementwise", traits=Trait.ALIAS)
 copy_p.vjp = lambda ctx, cts, x: [cts[0]]
 for _p in (stop_gradient_p, custom_vjp_out_p, copy_p):
+    _p.type_partial = ("layout", (0,))     # explicit mode: identities keep partial sums
     _p.batch = (lambda p: lambda ctx, args, batched: (p.bind(args[0]), True))(_p)
 
 
