@@ -75,3 +75,26 @@ def test_a_pad_of_partial_sums_with_a_nonzero_value_is_a_type_error():
     with shardc.set_mesh(_mesh(shardc)):
         with pytest.raises(ShardingTypeError, match="test_explicit_unreduced_identities"):
             shardc.jit(lambda x, w: snp.pad(_u(shardc, snp, x, w), 1, constant_values=3.))(A, B)
+
+
+def _r(m, x):
+    return m.reshard(x, P(None, None, reduced={"Y"}))
+
+
+@pytest.mark.parametrize("how", ["grad", "jvp"])
+def test_differentiating_at_partial_sums(how):
+    """grad/jvp wrap each primal in a copy and tie its gradient's sharding to it (a
+    sharding group): neither refuses partial sums (values as jax's, once reduced)."""
+    C = np.arange(32, dtype=np.float32).reshape(8, 4) / 7
+
+    def run(m, n):
+        def g(x, w, c):
+            u = _u(m, n, x, w)
+            if how == "grad":
+                out = m.grad(lambda a: (a * _r(m, c)).sum())(u)
+            else:
+                out = m.jvp(lambda a: a + a, (u,), (u,))[1]
+            return m.reshard(out, P())
+        with m.set_mesh(_mesh(m)):
+            return np.asarray(m.jit(g)(A, B, C))
+    np.testing.assert_allclose(run(shardc, snp), run(jax, jnp), rtol=1e-5)

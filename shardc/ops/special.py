@@ -131,6 +131,7 @@ sharding_group_p = Primitive("sharding_group", shape_rule=_group_shape, sharding
                              prop_kind=PropKind.NONE,
                              traits=Trait.EFFECTFUL | Trait.SHARDING_GROUP)
 sharding_group_p.vjp = lambda ctx, cts, x, *, group_id: [None]
+sharding_group_p.type_partial = ("layout", (0,))  # explicit mode: no result to type
 sharding_group_p.data_flow = lambda op: [Group(op.params["group_id"], op.inputs[0])]
 
 
