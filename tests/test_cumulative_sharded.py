@@ -108,3 +108,65 @@ def test_complex_products_and_extrema_on_a_split_axis_keep_jaxs_order(op, revers
             jax.device_put(c, NamedSharding(mesh, P("x"))))
         want = jax.jit(lambda c: getattr(jax.lax, op)(c, axis=0, reverse=reverse))(c)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- inside a cond's branches
+
+def _np_cum(ufunc, a, axis=0, reverse=False):
+    a = np.flip(a, axis) if reverse else a
+    out = ufunc.accumulate(a, axis=axis)
+    return np.flip(out, axis) if reverse else out
+
+
+BRANCHES = {   # (body, NumPy's values of it, operand, mesh shape, spec)
+    "cumprod_cumsum": (lambda L, v: L.cumprod(v, axis=0) + L.cumsum(v, axis=0),
+                       lambda v: _np_cum(np.multiply, v) + _np_cum(np.add, v),
+                       A, (8, 1), P("x", None)),
+    "lse_max_sum_reverse": (
+        lambda L, v: (L.cumlogsumexp(v, axis=1, reverse=True) + L.cummax(v, axis=1)
+                      - L.cumsum(v, axis=1, reverse=True)),
+        lambda v: (_np_cum(np.logaddexp, v, 1, True) + _np_cum(np.maximum, v, 1)
+                   - _np_cum(np.add, v, 1, True)),
+        A.reshape(2, 8), (2, 4), P("x", "y")),
+    # complex cumprod scans the axis whole (see above), beside a blocked cumsum
+    "complex_cumprod_cumsum": (lambda L, v: L.cumprod(v, axis=0) + L.cumsum(v, axis=0),
+                               lambda v: _np_cum(np.multiply, v) + _np_cum(np.add, v),
+                               (A + 0.5j * A[::-1]).astype(np.complex64), (8, 1),
+                               P("x", None)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BRANCHES))
+def test_cumulative_pairs_inside_a_cond_branch(name):
+    """A cond's branches are lowered without per-op shardings (ops/control.py), so the
+    scans there went whole to XLA on the split axis: its partitioner padded one copy of
+    the operand for both reduce_windows, and cumsum beside cumprod added cumprod's
+    padding ones (row i of an 8-row cumsum off by 7 - i, no error). jax.jit gives the
+    same wrong values, so NumPy is the reference."""
+    body, want, a, shape, spec = BRANCHES[name]
+    mesh = shardc.make_mesh(shape, ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
+    m = jax.device_put(a, NamedSharding(mesh, spec))
+    got = shardc.jit(lambda a: slax.cond(a.real.sum() > 0, lambda v: body(slax, v),
+                                         lambda v: v, a))(m)
+    np.testing.assert_allclose(np.asarray(got), want(a), rtol=1e-5)
+    assert got.sharding.is_equivalent_to(m.sharding, a.ndim)
+
+
+def test_cumulative_pair_in_a_cond_in_a_loop_and_its_gradient():
+    """A cond nested in a fori_loop body, and the gradient, whose backward cond reads
+    the forward one's residuals from outside its branches."""
+    mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))
+    m = jax.device_put(A, NamedSharding(mesh, P("x", None)))
+
+    def f(lax):
+        def step(i, v):
+            return lax.cond(v[0, 0] > 0, lambda v: lax.cumprod(v, axis=0) / 8
+                            + lax.cumsum(v, axis=0), lambda v: v, v)
+        return lambda a: lax.fori_loop(0, 2, step, a).sum()
+    want = A
+    for _ in range(2):
+        want = _np_cum(np.multiply, want) / 8 + _np_cum(np.add, want)
+    np.testing.assert_allclose(float(shardc.jit(f(slax))(m)), want.sum(), rtol=1e-5)
+    got = shardc.jit(shardc.grad(f(slax)))(m)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.grad(f(jax.lax))(A)),
+                               rtol=1e-5)

@@ -257,6 +257,9 @@ class Lowering:
         # sources_only: annotate only arguments, constraints and fixed results, leaving
         # every other decision to XLA's own Shardy (used to test propagation against it)
         self.sources_only = sources_only
+        # a cond's branches are lowered sources_only too (ops/control.py); `oracle` says
+        # the whole program is, where a lowering may not add constraints of its own either
+        self.oracle = sources_only
         self.channels = 0
         self.templates: dict = {}    # see body()
         self.host_calls: list = []   # see host_call()

@@ -41,6 +41,18 @@ def window_scan(ctx, x, aval, axis, reverse, init, combine, sharding, pad=None):
     (r,) = ctx.op("stablehlo.reduce_window", [x, init],
                   [tensor_type(aval), tensor_type(s)], [tensor_type(out)], props, sharding,
                   regions=[region])
+    return _pinned(ctx, r, out, sharding[0]) if sharding else r
+
+
+def _pinned(ctx, r, aval, sharding):
+    """r held at `sharding` by a constraint where ops carry no sharding of their own (a
+    cond's branches, ops/control.py): left to Shardy, the split axis would reach a
+    reduce_window's window and XLA's halo bug (see _whole_axis)."""
+    if not ctx.lowering.sources_only:
+        return r
+    t = tensor_type(aval)
+    (r,) = ctx.op("sdy.sharding_constraint", [r], [t], [t], {"sharding": sharding_attr(sharding)},
+                  sharding=False)
     return r
 
 
@@ -58,7 +70,7 @@ def lower_scan(ctx, x, *, axis, reverse, identity, combine, blocks=True):
                    combine=combine)
     xs, os_ = ctx.in_shardings[0], ctx.out_shardings[0]
     split = [sh for sh in (os_, xs) if sh is not None and sh.dims[axis]]
-    if ctx.lowering.sources_only or not split:
+    if ctx.lowering.oracle or not split:
         return [scan(x, sharding=None)]
     layout = Sharding(split[0].dims)
     k = layout.shards(ctx.mesh, axis)
@@ -87,8 +99,9 @@ def _blocked(ctx, x, axis, reverse, init, combine, layout, k):
     whole = Sharding((*dims[:a], (), (), *dims[a + 1:]))
 
     def op(name, args, out_aval, sharding, props=None, regions=None):
-        return ctx.op(name, args, [ctx.lowering.types[v] for v in args],
-                      [tensor_type(out_aval)], props, [sharding], regions)[0]
+        (r,) = ctx.op(name, args, [ctx.lowering.types[v] for v in args],
+                      [tensor_type(out_aval)], props, [sharding], regions)
+        return _pinned(ctx, r, out_aval, sharding)
     y = op("stablehlo.reshape", [x], blocks, local)
     y = window_scan(ctx, y, blocks, a + 1, reverse, init, combine, [local])
     # each block's total (its last element in scan order), on every device: k per row
@@ -125,7 +138,7 @@ def _blocked(ctx, x, axis, reverse, init, combine, layout, k):
             [region])
     ex = op("stablehlo.broadcast_in_dim", [ex], blocks, local, {"broadcast_dimensions":
             i64_array([d for d in range(blocks.ndim) if d != a + 1])})
-    y = combine(partial(ctx.op, sharding=[local]), ex, y, blocks)
+    y = _pinned(ctx, combine(partial(ctx.op, sharding=[local]), ex, y, blocks), blocks, local)
     return op("stablehlo.reshape", [y], xa, layout)
 
 
