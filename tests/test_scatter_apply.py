@@ -150,3 +150,13 @@ def test_vmapped_indexing_keeps_the_batch_sharding(mesh2x4, name):
     text = shardc.jit(shardc.vmap(lambda r, j: per(snp, shardc.lax, r, j))).lower(
         *inputs).as_text()
     assert "all_gather" not in text and "all-gather" not in text, text
+
+
+def test_at_apply_negative_index_aliasing_a_positive(mesh2x4):
+    """-1 and 7 name one row of 8 (-8 and 0 too): applied twice, as jax's (the NumPy
+    index looked unique, -1 != 7, so the function was applied once)."""
+    ours = _both(lambda lax, m, x: (x.at[np.array([-1, 7, 2])].apply(step),
+                                    x.at[np.array([-8, 3]), 1:].apply(step),
+                                    x.at[np.array([0, 2]), np.array([-1, 3])].apply(step)),
+                 [X], [P("x", "y")], mesh2x4)
+    np.testing.assert_allclose(np.asarray(ours[0])[7], X[7] * 4 + 3)

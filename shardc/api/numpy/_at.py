@@ -293,7 +293,7 @@ class _IndexUpdateRef:
         from ..lax_apply import apply_counted, elementwise
         x = self.array
         entries = _classify_shape(aval(x).shape, self.index)
-        if not _unique(entries):
+        if not _unique(entries, aval(x).shape):
             # a repeated index applies func again: count the applications (lax_apply)
             counts = _IndexUpdateRef(zeros(aval(x).shape, np.int32), self.index).add(1)
             return apply_counted(x, counts, func, unique_indices)

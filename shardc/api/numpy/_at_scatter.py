@@ -161,11 +161,20 @@ def _is_array(e):
     return e is not None and not isinstance(e, (slice, int, np.integer))
 
 
-def _unique(entries) -> bool:
+def _unique(entries, shape=None) -> bool:
     """Can no element be named twice? Only an integer array with repeats (or a traced
-    one, which might have them) can."""
-    for e in entries:
-        if _is_array(e) and (core.is_tracer(e) or np.unique(e).size != np.size(e)):
+    one, which might have them) can; with x's `shape`, a negative index counted from
+    the end first (-1 and n - 1 name one element)."""
+    dims = {k: d for k, d, _ in _static_int_entries(shape, entries)} if shape else {}
+    for k, e in enumerate(entries):
+        if not _is_array(e):
+            continue
+        if core.is_tracer(e):
+            return False
+        a = np.asarray(e, np.int64)
+        if k in dims:
+            a = np.where(a < 0, a + shape[dims[k]], a)
+        if np.unique(a).size != np.size(a):
             return False
     return True
 
