@@ -155,3 +155,24 @@ def test_promise_in_bounds_at_add_gradient():
     got = shardc.grad(lambda v: _weighted(f(snp)(v, X, i, j)))(v)
     want = jax.grad(lambda v: _weighted(f(jnp)(v, X, i, j)))(v)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["set", "add", "multiply", "min", "divide"])
+def test_traced_array_with_a_static_int_out_of_bounds_drops(op):
+    """x.at[i, 7, ::2] with a traced index array i and the int 7 past the end of its
+    dim (of 6): the update names no element and is dropped, as jax's (the flat
+    positions read the int clamped, so row 5 was written). Values and gradients."""
+    i = np.array([-4, 2, 1], np.int32)
+    v = np.arange(3, dtype=np.float32)[:, None] + 2.0
+
+    def f(x, i, v):
+        return (getattr(x.at[i, 7, ::2], op)(v), getattr(x.at[i, -7, ::-1], op)(v))
+    want, got = jax.jit(f)(X, i, v), shardc.jit(f)(X, i, v)
+    check_outputs(got, want)
+    np.testing.assert_array_equal(np.asarray(got[0]), X)
+    if op in ("set", "add"):
+        def g(m, gm):
+            return lambda x, i, v: gm.grad(lambda x, v: sum(
+                (o * m.arange(o.size).reshape(o.shape)).sum() for o in f(x, i, v)),
+                argnums=(0, 1))(x, v)
+        check_outputs(shardc.jit(g(snp, shardc))(X, i, v), jax.jit(g(jnp, jax))(X, i, v))

@@ -239,7 +239,7 @@ def _positions(shape, n, it, entries, static):
         if e is None:
             continue
         m = shape[dim]
-        if static and isinstance(e, (int, np.integer)) and not -m <= e < m:
+        if isinstance(e, (int, np.integer)) and not -m <= e < m:
             e = np.asarray(m)               # an int out of bounds names no element either
         if _is_array(e):
             cur = np.shape(pos) if static else aval(pos).shape    # earlier dims grown
