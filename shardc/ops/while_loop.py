@@ -61,7 +61,8 @@ def _while_lower(ctx, *operands, cond_nconsts, body_nconsts, masked=False):
             return outs + list(args[n:]) if yields_carry else outs
         return fn
     res = ctx.op("stablehlo.while", list(operands), types, types, sharding=False,
-                 carried=ctx.in_shardings, regions=[ctx.region(ctx.in_avals, region(cond, n, False)),
+                 carried=ctx.in_shardings,
+                 regions=[ctx.region(ctx.in_avals, region(cond, n, False)),
                           ctx.region(ctx.in_avals, region(body, n + cond_nconsts, True))])
     return res[:n]
 
