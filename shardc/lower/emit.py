@@ -314,8 +314,9 @@ class Lowering:
             res = rule(ctx, *operands, **op.params)
             if isinstance(res, str):
                 res = [res]
-            if op.outputs and op.outputs[0].aval.ts is not None and \
-                    op.prim.source_of is None and not self.sources_only:
+            if op.outputs and op.prim.source_of is None and not self.sources_only and (
+                    op.outputs[0].aval.ts is not None or any(
+                        v.sharding is not None and v.sharding.unreduced for v in op.outputs)):
                 res = _pin_types(ctx, op, res)
             for v, r in zip(op.outputs, res):
                 names[id(v)] = r
@@ -391,11 +392,12 @@ _DIMS = re.compile(r"tensor<((?:\d+x)*)")
 def _pin_types(ctx, op, res):
     """Explicit mode: a sharding constraint on each typed result, as jax lowers types
     (XLA re-propagates shardings inside a function; only constraints hold): a scalar's
-    too where it is partial sums, or XLA reduces it."""
+    too where it is partial sums, or XLA reduces it, and an untyped one's (a gradient
+    rule's) where it is partial sums."""
     out = []
     for v, r in zip(op.outputs, res):
-        if v.aval.ts is None or v.sharding is None or \
-                not (v.aval.shape or v.sharding.unreduced):
+        if v.sharding is None or not (v.sharding.unreduced or
+                                      v.aval.ts is not None and v.aval.shape):
             out.append(r)
             continue
         t = tensor_type(v.aval)

@@ -133,6 +133,7 @@ mul_p = elementwise("mul", "stablehlo.multiply", "numeric", 2)
 mul_p.type_partial = "scale"
 div_p = elementwise("div", "stablehlo.divide", "numeric", 2)
 div_p.traits |= Trait.RECIPROCAL
+div_p.linear_in = (0,)     # a gradient rule's quotient of partial sums is one (ur_rules.py)
 rem_p = elementwise("rem", "stablehlo.remainder", "numeric", 2)
 def _pow_shape(x, y):
     """x ** y: float x; y of x's dtype or an integer (then converted, as lax.pow)."""

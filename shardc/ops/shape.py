@@ -75,6 +75,7 @@ def _bcast_type(in_avals, out_avals, mesh, explicit, *, shape, broadcast_dimensi
 
 
 broadcast_in_dim_p.type_rule = _bcast_type
+broadcast_in_dim_p.linear_in = (0,)    # a gradient rule's partial sums stay partial
 broadcast_in_dim_p.kind_of = lambda op: "reshape" if op.inputs[0].aval.size == \
     op.outputs[0].aval.size else "broadcast"
 

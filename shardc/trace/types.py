@@ -214,8 +214,9 @@ def from_factors(prim, in_vals, out_avals, params, mesh, explicit):
         else [partial_axes(prim, in_vals, in_ts)] * len(out_avals)
     rule_fn = prim.sharding_rule
     rule = rule_fn(in_avals, list(out_avals), **params) if rule_fn is not None else None
-    if rule is None:
-        return [None] * len(out_avals)
+    if rule is None:    # (replicated: but partial sums and reduced axes still hold)
+        return [Sharding([()] * a.ndim, None, u, r) if u or r else None
+                for a, (u, r) in zip(out_avals, parts)]
     # a dim the op needs whole (need_replication): its result dim is unsharded (the op
     # gathers it), unless the op says "keep" (concatenate, as jax) or "error" (sort)
     whole = getattr(prim, "type_whole", "drop")
@@ -309,9 +310,42 @@ def check_partial_sums(b, v, axes, what, loc=None):
             "Shard the contraction on those axes, or name the axes it is sharded on", loc)
 
 
+def mark_partial(b, v, axes, partial, depth=12):
+    """Value `v`, partial sums over `axes` (_partial_over), and the values it is made of
+    that are too (a dot's result before its transpose): their shardings say so, as jax
+    types them, so XLA does not reduce them on the way (it would, then take the sums for
+    partial sums again). Records them in `partial` (id -> axes)."""
+    if type(v) is Lit or id(v) in partial or depth == 0:
+        return
+    ts = v.aval.ts
+    if ts is not None and (ts.unreduced or ts.reduced) or \
+            _partial_over(b, v, axes, depth) is not True:
+        return
+    partial[id(v)] = axes
+    if v.sharding is None:
+        n = v.aval.ndim
+        v.sharding = Sharding([()] * n, [True] * n, axes)
+    op = producer(b, v)
+    if op is not None and not op.regions and not op.prim.traits & Trait.SHARDED_RESULTS:
+        for x in op.inputs:
+            mark_partial(b, x, axes, partial, depth - 1)
+
+
 def producer(b, v):
     """The op of builder `b` that made value `v` (None: an argument or block argument)."""
     return next((o for o in reversed(b.program.ops) if any(w is v for w in o.outputs)), None)
+
+
+def _ts_or_constraint(b, v):
+    """A value's type sharding; for an untyped one (a gradient rule's), the sharding a
+    closed constraint that made it gives."""
+    ts = operand_ts(v)
+    if ts is not None or type(v) is Lit:
+        return ts
+    op = producer(b, v)
+    sh = op.params.get("sharding") if op is not None and \
+        op.prim.traits & Trait.SHARDED_RESULTS else None
+    return sh if isinstance(sh, Sharding) and sh.open is None else None
 
 
 def _partial_over(b, v, axes, depth):
@@ -335,7 +369,7 @@ def _partial_over(b, v, axes, depth):
         return False
     if t & Trait.CONTRACTION and "contracting" in op.params:
         (lc, rc) = op.params["contracting"]
-        lt, rt = (operand_ts(x) for x in op.inputs[:2])
+        lt, rt = (_ts_or_constraint(b, x) for x in op.inputs[:2])
         if lt is None or rt is None:    # (an untyped operand: cannot tell)
             return None
         ls = [tuple(lt.dims[i]) for i in lc]

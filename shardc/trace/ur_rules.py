@@ -18,6 +18,10 @@ Reduced axes (P(reduced={'Y'})): a replicated value whose cotangent is a partial
 Elementwise ops and the ops above keep them, where every operand is reduced over them
 (jax's default_nary_reduced_rule; a scalar may be replicated); other ops' results are
 plain replicated values.
+
+A gradient rule's ops are traced untyped (its cotangents take their primals' types
+after it); mark_cotangent_ops types their partial sums after the fact, by the same
+kinds and, for ops jax types no partial sums through, `prim.linear_in`.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import numpy as np
 from ..errors import ShardingTypeError
 from ..ir.primitive import PropKind
 from ..ir.program import Lit
+from ..ir.sharding import Sharding
 
 EMPTY = frozenset()
 
@@ -181,3 +186,72 @@ def _nary_reduced(name, in_vals, in_ts, rs):
             "axes another is reduced on (as jax). Reshard it to P(..., reduced="
             f"{_axes(red)}), or reshard the reduced one to be sharded on those axes")
     return red
+
+
+# ---------------------------------------------------------------- gradient rules' ops
+
+def _partial_of(v, partial):
+    if type(v) is Lit:
+        return EMPTY
+    u = partial.get(id(v))
+    if u is None:
+        ts = v.aval.ts
+        u = frozenset(ts.unreduced) if ts is not None else EMPTY
+    return u
+
+
+def cotangent_partial(op, partial):
+    """Explicit mode: the unreduced axes of the results of `op`, an op a gradient rule
+    bound untyped, given `partial` (id(value) -> unreduced axes of the values before it;
+    typed values: their types'). None: `op` is not linear in its partial operands, with
+    its other operands held whole (a product of two, partial sums beside a whole
+    summand, a nonlinear op), so XLA reduces them first and its results are whole.
+    Linearity is the op's `type_partial` (ur_rules' module doc) or, for ops jax types
+    no partial sums through, its `linear_in`: the operands it is linear in, one at a
+    time (div's numerator, each of a dot's operands, a broadcast's)."""
+    us = [_partial_of(v, partial) for v in op.inputs]
+    n = len(op.outputs)
+    if not any(us):
+        return [EMPTY] * n
+    kind = getattr(op.prim, "type_partial", None)
+    if kind == "each":
+        return [us[i] if i < len(us) else EMPTY for i in range(n)]
+    if op.regions or len({u for u in us if u}) > 1:
+        return None
+    joint = kind == "sum" or kind == "pad" or type(kind) is tuple
+    if kind == "sum":
+        lin = range(len(us))
+    elif kind == "pad":
+        lin = (0, 1)
+    elif type(kind) is tuple:
+        lin = range(len(us)) if kind[1] is None else kind[1]
+    else:
+        lin = (0, 1) if kind == "scale" else getattr(op.prim, "linear_in", ())
+    part = [i for i, u in enumerate(us) if u]
+    if any(i not in lin for i in part):
+        return None
+    if joint and any(not us[i] and not _zero(op.inputs[i])
+                     for i in lin if i < len(us)):
+        return None     # partial sums beside a whole summand
+    if not joint and len(part) > 1:
+        return None     # a product of partial sums
+    return [us[part[0]]] * n
+
+
+def mark_cotangent_ops(ops, partial, reduced):
+    """Type the partial sums of a gradient rule's untyped `ops` (see cotangent_partial):
+    each result's unreduced axes go into `partial`, and its sharding says them (dims
+    left to propagation) so XLA keeps them partial, as jax's typed transposes do; the
+    results of an op that reduced partial sums, and of ops reading them, go into
+    `reduced` (whole values, which only a reshard makes partial sums again)."""
+    for op in ops:
+        got = cotangent_partial(op, partial)
+        if got is None or any(type(v) is not Lit and id(v) in reduced for v in op.inputs):
+            reduced.update(id(v) for v in op.outputs)
+            continue
+        for v, u in zip(op.outputs, got):
+            if u:
+                partial[id(v)] = u
+                if v.sharding is None:
+                    n = v.aval.ndim
+                    v.sharding = Sharding([()] * n, [True] * n, u)

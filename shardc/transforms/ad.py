@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from ..trace import core, types
+from ..trace.ur_rules import mark_cotangent_ops
 from ..ir import dtypes
 from ..ir.primitive import Trait, nondiff  # noqa: F401  (nondiff re-exported)
 from ..trace.core import Primitive, Tracer
@@ -112,6 +113,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
     mc = builder.manual
     explicit = types.explicit_axes_of(builder)
     carries = _carries_ct(ints)
+    partial, reduced = {}, set()    # explicit mode: the rules' partial sums (ur_rules)
 
     def add(v, c):
         if c is None or isinstance(v, Lit) or not carries(v.aval):
@@ -119,7 +121,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
         c = _fit(c, v.aval)
         if explicit and v.aval.ts is not None and type(c) is Tracer and \
                 c.value.aval.ts != v.aval.ts:
-            c = _retype(c, v.aval.ts, builder)
+            c = _retype(c, v.aval.ts, builder, partial, reduced)
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))
@@ -153,6 +155,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
             if explicit:    # cotangents get their primals' types (as jax's out_sharding=)
                 with types.lenient():
                     in_cts = rule(ctx, cts, *ins, **op.params)
+                mark_cotangent_ops(builder.program.ops[first:], partial, reduced)
             else:
                 in_cts = rule(ctx, cts, *ins, **op.params)
         if emitted is not None:
@@ -176,16 +179,27 @@ def _transposed(loc):
     return f"transpose({scope})"
 
 
-def _retype(c, ts, builder):
+def _retype(c, ts, builder, partial=None, reduced=()):
     """Explicit mode: cotangent `c` resharded to its primal's type `ts` (open dims on a
-    mesh with Auto axes, which the compiler still chooses)."""
+    mesh with Auto axes, which the compiler still chooses); `partial`, `reduced`: what
+    the backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops)."""
+    partial = {} if partial is None else partial
     from ..ops.special import sharding_constraint_p
     mesh = builder.meshes.info.shape
     opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
-    # the cotangent of a value reduced over axes is a partial sum over them (jax's)
-    if ts.reduced:
-        types.check_partial_sums(builder, c.value, ts.reduced,
-                                 "the gradient of a value reduced over mesh axes")
+    # the cotangent of a value reduced over axes is a partial sum over them (jax's): one
+    # a rule reduced (a nonlinear op on partial sums) is resharded to partial sums whole,
+    # as jax's reshard of a seed (an op typed partial on it counts it once per device)
+    axes = frozenset(ts.reduced)
+    if axes and partial.get(id(c.value)) != axes:
+        if id(c.value) in reduced:
+            sh = Sharding(ts.dims, opens)
+            c = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
+            c.value.sharding = sh
+        else:
+            types.check_partial_sums(builder, c.value, axes,
+                                     "the gradient of a value reduced over mesh axes")
+            types.mark_partial(builder, c.value, axes, partial)
     sh = Sharding(ts.dims, opens, ts.unreduced + ts.reduced)
     out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
     out.value.sharding = sh
