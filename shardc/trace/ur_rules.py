@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShardingTypeError
-from ..ir.primitive import PropKind
+from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit
 from ..ir.sharding import Sharding
 
@@ -51,12 +51,14 @@ def _zero(v, depth=4):
     op = producer(b, v) if b is not None else None
     if op is None:
         return False
-    if op.prim.name == "constant":
+    if op.prim.traits & Trait.CONSTANT:
+        value = op.params.get("value")      # (an iota has none)
         try:
-            return not np.any(op.params["value"])
-        except (KeyError, TypeError, ValueError):
+            return value is not None and not np.any(value)
+        except (TypeError, ValueError):
             return False
-    if op.prim.name in ("convert_element_type", "broadcast_in_dim", "reshape") and op.inputs:
+    if op.prim.traits & Trait.FUSED and op.inputs:
+        # a broadcast, reshape, transpose or convert of zeros is zeros
         return _zero(op.inputs[0], depth - 1)
     return False
 
