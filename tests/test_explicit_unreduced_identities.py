@@ -9,23 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
 from shardc.errors import ShardingTypeError
 
-A = np.arange(8 * 16, dtype=np.float32).reshape(8, 16) / 100
-B = np.arange(16 * 4, dtype=np.float32).reshape(16, 4) / 10
-
-
-def _mesh(m):
-    return m.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Explicit,) * 2)
-
-
-def _u(m, n, x, w):
-    return n.matmul(m.reshard(x, P(None, "Y")), m.reshard(w, P("Y", None)),
-                    out_sharding=P(None, None, unreduced={"Y"}))
+from test_explicit_unreduced_types import A, B, _mesh, _u  # (its inputs and mesh)
 
 
 def _lax(m):
