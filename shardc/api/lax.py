@@ -11,6 +11,7 @@ from ..errors import (ArgumentError, ShardcError, ShardcTypeError, ShardingTypeE
                       api_boundary, wrap_public)
 from .numpy._util import aval, canonical_dtype, convert
 from ..ops import elementwise as ew
+from ..ops import powers as pw
 from ..ops import linalg as _dot_ops
 from ..ops import reduce as red
 from ..ops import shape as shp
@@ -314,7 +315,7 @@ def logistic(x):
 
 
 def integer_pow(x, y):
-    return ew.integer_pow_p.bind(x, y=y)
+    return pw.integer_pow_p.bind(x, y=y)
 
 
 def _binary(p):

@@ -14,6 +14,7 @@ from ..errors import ShardcError, ShardcTypeError, wrap_public
 from ..ir import dtypes
 from ..ir.program import Lit
 from ..ops import elementwise as ew
+from ..ops import powers as pw
 from .explicit import takes_out_sharding
 from ..ops import shape as shp
 from ..trace import core
@@ -126,15 +127,15 @@ def pow(x, y):
 
 
 def integer_pow(x, y):
-    return ew.integer_pow_p.bind(_arr(x), y=operator.index(y))
+    return pw.integer_pow_p.bind(_arr(x), y=operator.index(y))
 
 
 def square(x):
-    return ew.square_p.bind(_arr(x))
+    return pw.square_p.bind(_arr(x))
 
 
 def reciprocal(x):
-    return ew.integer_pow_p.bind(_arr(x), y=-1)
+    return pw.integer_pow_p.bind(_arr(x), y=-1)
 
 
 def _via_numpy(name):

@@ -1,6 +1,6 @@
 """Every op family; importing this registers all primitives."""
 from . import elementwise, indexing, linalg, reduce, shape, special  # noqa: F401
-from . import bits, special_math  # noqa: F401
+from . import bits, powers, special_math  # noqa: F401
 from . import collectives, manual, pvary, ragged_collective  # noqa: E402,F401
 from . import memory  # noqa: E402,F401
 from . import custom, manual_region  # noqa: E402,F401

@@ -316,58 +316,6 @@ convert_element_type_p.fold = _int_fold(lambda x, **_: x)   # integer/bool to in
 convert_element_type_p.type_partial = ("layout", (0,))     # keeps partial sums (as jax)
 
 
-# integer_pow: x ** y for a static int y, by repeated squaring (as JAX lowers it)
-def _ipow_shape(x, *, y):
-    check_dtype("integer_pow", x, "numeric")
-    if y < 0 and not dtypes.is_inexact(x.dtype):
-        raise ShardcError("integer_pow: negative powers need a floating-point array")
-    return x
-
-
-def _lower_ipow(ctx, x, *, y):
-    t = tensor_type(ctx.out_avals[0])
-
-    def mul(a, b):
-        return ctx.op("stablehlo.multiply", [a, b], [t, t], [t])[0]
-    if y == 0:
-        one = ctx.constant(1, ctx.out_avals[0].update(shape=()))
-        from .common import broadcast_to
-        return broadcast_to(ctx, one, ctx.out_avals[0].update(shape=()), ctx.out_avals[0], ())
-    acc, base, n = None, x, abs(y)
-    while n:
-        if n & 1:
-            acc = base if acc is None else mul(acc, base)
-        n >>= 1
-        if n:
-            base = mul(base, base)
-    if y < 0:
-        one = ctx.constant(1, ctx.out_avals[0].update(shape=()))
-        from .common import broadcast_to
-        one = broadcast_to(ctx, one, ctx.out_avals[0].update(shape=()), ctx.out_avals[0], ())
-        acc = ctx.op("stablehlo.divide", [one, acc], [t, t], [t])[0]
-    return acc
-
-
-def _ipow_rule(in_avals, out_avals, *, y):
-    """x ** 0 lowers to a constant (as jax's), which links nothing to x."""
-    return no_rule(in_avals, out_avals) if y == 0 else pointwise(in_avals, out_avals)
-
-
-integer_pow_p = Primitive("integer_pow", shape_rule=_ipow_shape, sharding_rule=_ipow_rule,
-                          lower=_lower_ipow, prop_kind=PropKind.ELEMENTWISE,
-                          operand_uses=lambda y: 1 if abs(y) <= 1 else 2)
-
-
-def _lower_square(ctx, x):
-    t = tensor_type(ctx.out_avals[0])
-    return ctx.op("stablehlo.multiply", [x, x], [t, t], [t])
-
-
-square_p = Primitive("square", shape_rule=lambda x: (check_dtype("square", x, "numeric"), x)[1],
-                     sharding_rule=pointwise, lower=_lower_square,
-                     prop_kind=PropKind.ELEMENTWISE, operand_uses=lambda: 2)
-
-
 # ---------------------------------------------------------------- gradients
 # Each rule gets the output cotangent and the primal inputs (ctx.out is the primal
 # output) and returns one cotangent per input; rank-0 operands get theirs summed.
@@ -487,9 +435,6 @@ def _vjps():
         # back to the operand's type, weak if it was (as jax's transpose)
         return (L.convert_element_type(g, a.dtype, a.weak),)
     defvjp(convert_element_type_p, convert_vjp)
-    defvjp(integer_pow_p, lambda c, g, x, *, y: (
-        L.zeros_like(x) if y == 0 else L.mul(g, L.mul(float(y), L.integer_pow(x, y - 1))),))
-    defvjp(square_p, lambda c, g, x: (L.mul(g, L.mul(2.0, x)),))
 
 
 _vjps()

@@ -14,6 +14,7 @@ from ..ir import dtypes
 from ..ir.program import Aval, Lit
 from ..trace import core
 from . import elementwise as ew
+from . import powers as pw
 from . import reduce as red
 from . import shape as shp
 
@@ -62,7 +63,7 @@ def _binary(prim):
 neg, abs, sign, floor = map(_unary, (ew.neg_p, ew.abs_p, ew.sign_p, ew.floor_p))
 exp, log, sqrt, rsqrt = map(_unary, (ew.exp_p, ew.log_p, ew.sqrt_p, ew.rsqrt_p))
 sin, cos, sinh, cosh = map(_unary, (ew.sin_p, ew.cos_p, ew.sinh_p, ew.cosh_p))
-square = _unary(ew.square_p)
+square = _unary(pw.square_p)
 add, sub, mul, div = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p))
 max, min, pow = map(_binary, (ew.max_p, ew.min_p, ew.pow_p))
 eq, ne, lt, le, gt, ge = map(_binary, (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p))
@@ -70,7 +71,7 @@ bitwise_or, bitwise_and = _binary(ew.or_p), _binary(ew.and_p)
 
 
 def integer_pow(x, y: int):
-    return ew.integer_pow_p.bind(x, y=int(y))
+    return pw.integer_pow_p.bind(x, y=int(y))
 
 
 def convert_element_type(x, dtype, weak=False):

@@ -8,6 +8,7 @@ import numpy as np
 from ...errors import ShardcError
 from ...ir import dtypes
 from ...ops import elementwise as ew
+from ...ops import powers as pw
 from ._ufuncs import (abs, add, arccos, arcsin, arctan, arctan2, bitwise_not, ceil, divide,
     equal, floor, floor_divide, full_like_bool, greater, isnan, less, log, log1p,
     logical_or, maximum, minimum, multiply, not_equal, power, round, sqrt,
@@ -145,7 +146,7 @@ def hypot(x1, x2, /):
     zero = equal(x1, 0)
     safe = where(zero, _ones(x1), x1)
     x = where(zero, x1, ew.mul_p.bind(x1, ew.sqrt_p.bind(ew.add_p.bind(
-        lax_const(x1, 1), ew.square_p.bind(ew.div_p.bind(x2, safe))))))
+        lax_const(x1, 1), pw.square_p.bind(ew.div_p.bind(x2, safe))))))
     return where(idx_inf, lax_const(x, np.inf), x)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import ShardcError
 from ...ir import dtypes
 from ...ops import elementwise as ew
+from ...ops import powers as pw
 from ...ops.common import norm_axes
 from . import _reductions as R
 from ._ufuncs import isnan, logical_not, multiply, where
@@ -142,7 +143,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
         from ...ops import complex as cx
         centered = cx.real_p.bind(ew.mul_p.bind(centered, cx.conj_p.bind(centered)))
     else:
-        centered = ew.square_p.bind(centered)
+        centered = pw.square_p.bind(centered)
     normalizer = R.sum(logical_not(nan), axis=axis, keepdims=keepdims, where=where)
     normalizer = ew.sub_p.bind(normalizer, lax_const(normalizer, ddof))
     mask = ew.le_p.bind(normalizer, lax_const(normalizer, 0))

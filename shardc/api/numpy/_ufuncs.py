@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...ir import dtypes
 from ...errors import ShardcError, ShardcTypeError
 from ...ops import elementwise as ew
+from ...ops import powers as pw
 import numpy as np
 
 from . import _ufunc_methods as _um
@@ -122,14 +123,14 @@ def sign(x, /):
 def square(x, /):
     check_arraylike("square", x)
     (x,) = promote_args_numeric("square", x)
-    return ew.square_p.bind(x)
+    return pw.square_p.bind(x)
 
 
 def reciprocal(x, /):
     """1 / x in floating point (integer_pow(x, -1), as jnp.reciprocal)."""
     check_arraylike("reciprocal", x)
     (x,) = promote_dtypes_inexact(x)
-    return ew.integer_pow_p.bind(x, y=-1)
+    return pw.integer_pow_p.bind(x, y=-1)
 
 
 def isnan(x, /):
@@ -362,7 +363,7 @@ def power(x, y, /):
         if y < 0 and not dtypes.is_inexact(aval(x).dtype):
             raise ShardcError(f"integers cannot be raised to negative powers, got "
                               f"power({aval(x)}, {int(y)}); convert to float first")
-        return ew.integer_pow_p.bind(x, y=int(y))
+        return pw.integer_pow_p.bind(x, y=int(y))
     x, y = promote_shapes("power", x, y)
     xn, yn = promote_dtypes_numeric(x, y)
     if not dtypes.is_inexact(aval(xn).dtype):
