@@ -42,6 +42,9 @@ OK = {
     "sum of two": lambda m, n, x, w: _u(m, n, x, w) + _u(m, n, x, w),
     "times reduced": lambda m, n, x, w: _u(m, n, x, w) * _r(m, x[:, :4]),
     "concatenate": lambda m, n, x, w: n.concatenate([_u(m, n, x, w), _u(m, n, x, w)]),
+    # (jax's concatenate: reduced where any operand is)
+    "concatenate, reduced and plain": lambda m, n, x, w: n.concatenate([_r(m, x), x]),
+    "concatenate, plain and reduced": lambda m, n, x, w: n.concatenate([x[:2], _r(m, x)]),
     "cast": lambda m, n, x, w: _u(m, n, x, w).astype(np.float16),
     "reduced": lambda m, n, x, w: _r(m, x),
     "reduced, elementwise": lambda m, n, x, w: n.sin(_r(m, x)) * 2 + _r(m, x),

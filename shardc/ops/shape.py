@@ -212,7 +212,7 @@ def _lower_concat(ctx, *xs, dimension):
 concatenate_p = Primitive("concatenate", shape_rule=_concat_shape, sharding_rule=_concat_rule,
                           lower=_lower_concat, prop_kind=PropKind.NONE)
 concatenate_p.type_whole = "keep"    # explicit mode: jax keeps the concat dim's sharding
-concatenate_p.type_partial = ("layout", None)
+concatenate_p.type_partial = ("layout", None, "any")    # reduced if any operand is (jax)
 
 
 # ---------------------------------------------------------------- pad / slice / rev

@@ -11,6 +11,8 @@ how it treats partial sums with `prim.type_partial`:
 - ("layout", operands): moves, picks or sums elements of the listed operands (all when
   None), which must be partial over the same axes -- a zero constant is a partial sum
   over any axes -- and so is the result (reshape, slice, select's cases, reduce_sum...);
+  ("layout", operands, "any"): so do its reduced axes where any operand has them
+  (jax's concatenate; the others keep them only where every operand does);
 - "pad": the operand's axes (as jax's), its padding value a zero or partial sums alike;
 - "each" (optimization_barrier): each result keeps its own operand's axes.
 
@@ -104,7 +106,7 @@ def partial_axes(prim, in_vals, in_ts):
                 f"{name}: its padding value is unreduced over mesh axes {_axes(u)} while "
                 "the operand is not; reduce it first with shardc.reshard(x, P(...))")
         return u, rs[0]
-    _, which = kind
+    which = kind[1]
     idx = range(len(in_vals)) if which is None else [i for i in which if i < len(in_vals)]
     vals = [in_vals[i] for i in idx]
     u = _same(name, vals, [us[i] for i in idx], "unreduced")
@@ -112,6 +114,8 @@ def partial_axes(prim, in_vals, in_ts):
     if len({x for x in r if x}) > 1:
         raise ShardingTypeError(f"{name}: its operands are reduced over different mesh axes "
                                 f"{', '.join(_axes(x) for x in r if x)}; reshard them alike")
+    if kind[2:] == ("any",):
+        return u, next((x for x in r if x), EMPTY)
     # (mixed with a plain value, the result is a plain one: its cotangent is whole)
     return u, (r[0] if r and all(x == r[0] for x in r) else EMPTY)
 
