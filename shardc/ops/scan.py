@@ -137,7 +137,10 @@ def _loop(ctx, operands, state, start, trips, u, length, reverse):
             carries, ys = _step(cx, body, c, x, carries, ys, xs, consts, idx, zero,
                                 ctx.in_avals, ys_avals, ys_sh)
         nxt = scalar(cx, "stablehlo.add", i, cx.constant(1, _I32, repl0))
-        return [nxt, *carries, *ys, *xs, *consts]
+        # (xs and constants of partial sums pass through held, or XLA reduces them)
+        rest = [cx.held(r, a, sh) for r, a, sh in
+                zip([*xs, *consts], ctx.in_avals[c:], ctx.in_shardings[c:])]
+        return [nxt, *carries, *ys, *rest]
 
     # (XLA rejects a sharding on the while op itself: Shardy takes it from the operands
     # and the annotated body)
@@ -160,9 +163,10 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
         sl = cx.op("stablehlo.dynamic_slice", [a, idx] + [zero] * (big.ndim - 1),
                    [tensor_type(big)] + [ti] * big.ndim, [tensor_type(one)],
                    {"slice_sizes": f"array<i64: {', '.join(map(str, one.shape))}>"},
-                   [Sharding(((),) + tuple(sh.dims))])[0]
-        names[id(v)] = cx.op("stablehlo.reshape", [sl], [tensor_type(one)],
-                             [tensor_type(v.aval)], sharding=[sh])[0]
+                   [_stacked(sh)])[0]
+        sl = cx.held(sl, one, _stacked(sh))
+        names[id(v)] = cx.held(cx.op("stablehlo.reshape", [sl], [tensor_type(one)],
+                                       [tensor_type(v.aval)], sharding=[sh])[0], v.aval, sh)
     for v, a in zip(body.inputs[x:], consts):
         names[id(v)] = a
     cx.lines.extend(cx.lowering.body(body, names, cx.indent))
@@ -171,12 +175,19 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
     for buf, y, yv, big, sh in zip(ys, outs[c:], body.outputs[c:], ys_avals, ys_sh):
         one = big.update(shape=(1, *big.shape[1:]))
         up = cx.op("stablehlo.reshape", [y], [tensor_type(yv.aval)], [tensor_type(one)],
-                   sharding=[Sharding(((),) + tuple(yv.sharding.dims))])[0]
-        new_ys.append(cx.op("stablehlo.dynamic_update_slice",
-                            [buf, up, idx] + [zero] * (big.ndim - 1),
-                            [tensor_type(big), tensor_type(one)] + [ti] * big.ndim,
-                            [tensor_type(big)], sharding=[sh])[0])
+                   sharding=[_stacked(yv.sharding)])[0]
+        up = cx.held(up, one, _stacked(yv.sharding))
+        new_ys.append(cx.held(cx.op("stablehlo.dynamic_update_slice",
+                                      [buf, up, idx] + [zero] * (big.ndim - 1),
+                                      [tensor_type(big), tensor_type(one)] + [ti] * big.ndim,
+                                      [tensor_type(big)], sharding=[sh])[0], big, sh))
     return outs[:c], new_ys
+
+
+def _stacked(sh):
+    """`sh` with a leading unsplit dim: a step's slice of the xs or ys, whose partial
+    sums stay partial sums (or XLA reduces a y before writing it into partial sums)."""
+    return Sharding(((),) + tuple(sh.dims), None, sh.unreduced, sh.reduced)
 
 
 scan_p = core.Primitive("scan", shape_rule=_shape, sharding_rule=NO_FACTOR_RULE,

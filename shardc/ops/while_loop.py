@@ -58,7 +58,11 @@ def _while_lower(ctx, *operands, cond_nconsts, body_nconsts, masked=False):
             names.update({id(v): args[consts_at + j] for j, v in enumerate(r.inputs[n:])})
             cx.lines.extend(cx.lowering.body(r, names, cx.indent))
             outs = region_results(cx, r, names)
-            return outs + list(args[n:]) if yields_carry else outs
+            if not yields_carry:
+                return outs
+            # (constants of partial sums pass through held, or XLA reduces them)
+            return outs + [cx.held(a, v, sh) for a, v, sh in
+                           zip(args[n:], ctx.in_avals[n:], ctx.in_shardings[n:])]
         return fn
     res = ctx.op("stablehlo.while", list(operands), types, types, sharding=False,
                  carried=ctx.in_shardings,

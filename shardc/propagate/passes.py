@@ -209,6 +209,13 @@ def prepare(p: Program) -> Program:
     unreduced = {v: v.sharding.unreduced for v in [*p.inputs, *(w for op in p.walk()
                                                                 for w in op.outputs)]
                  if v.sharding is not None and v.sharding.unreduced}
+    # a region's block argument typed partial sums (a scan or loop carry) is one too:
+    # its body's uses (a step's y) must not see it whole
+    for op in p.walk():
+        for v in (w for r in op.regions for w in r.inputs):
+            ts = v.aval.ts
+            if ts is not None and ts.unreduced and v not in unreduced:
+                unreduced[v] = ts.unreduced
     if unreduced:
         p.meta["unreduced"] = unreduced
     verify(p)

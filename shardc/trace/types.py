@@ -433,6 +433,6 @@ def of_region_op(op, mesh, explicit):
             ts[i] = out
             continue
         if t is not None and e.stacked:
-            t = Sharding(((),) + t.dims)
+            t = Sharding(((),) + t.dims, None, t.unreduced, t.reduced)    # (as jax's ys)
         ts[i] = t if t is not None else replicated(aval.ndim)
     return ts
