@@ -151,7 +151,7 @@ def _batch_rules():
                               "function; a mesh axis can shard only one dim")
         rest = sharding.open or (False,) * len(sharding.dims)
         opened = None if sharding.open is None and lead else (not lead, *rest)
-        sh = Sharding((lead, *sharding.dims), opened)
+        sh = Sharding((lead, *sharding.dims), opened, sharding.unreduced, sharding.reduced)
         out = sharding_constraint_p.bind(args[0], sharding=sh, **kw)
         out.value.sharding = sh
         return out, True
