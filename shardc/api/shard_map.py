@@ -172,7 +172,8 @@ def _concrete_in_specs(mesh, axis_names, args):
 
 
 def _padded(spec, ndim):
-    return tuple(spec) + (None,) * (ndim - len(spec))
+    parts = tuple(spec.partitions)
+    return parts + (None,) * (ndim - len(parts)), spec.unreduced, spec.reduced
 
 
 def _check_specs_match_types(mesh, manual, leaves, specs):
@@ -189,7 +190,7 @@ def _check_specs_match_types(mesh, manual, leaves, specs):
         have = t.sharding.spec
         if _padded(spec, t.ndim) != _padded(have, t.ndim):
             raise ArgumentError(
-                f"in_specs passed to shard_map: {PartitionSpec(*_padded(spec, t.ndim))} does "
+                f"in_specs passed to shard_map: {spec} does "
                 f"not match the specs of the input: {have} for arg: {t}. `in_specs` is an "
                 "optional argument so you can omit specifying it and shard_map will infer "
                 "the in_specs from the arguments. If you want to reshard your inputs, you "
@@ -331,7 +332,8 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     for i, (v, spec) in enumerate(zip(region.outputs, flat_out)):
         sh = _spec_sharding(spec, v.aval, mshape, manual, f"shard_map out_specs for output {i}")
         if check_vma:
-            claimed = set(manual) - {a for d in sh.dims for a in d}
+            # (an unreduced axis may vary: each device's value is a summand, as jax's)
+            claimed = set(manual) - {a for d in sh.dims for a in d} - set(sh.unreduced)
             varies = ctx.vma_of(v) & claimed
             if varies:
                 raise ShardcError(
@@ -339,6 +341,15 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
                     f"every device along mesh axes {sorted(varies)}, but it varies along them. "
                     "Reduce it first (shardc.lax.psum / pmean / pmax), name the axes in "
                     "out_specs, or pass check_vma=False", loc)
+            same = set(sh.unreduced) - ctx.vma_of(v)
+            if same:
+                raise ShardcError(
+                    f"shard_map out_specs[{i}] is {spec}, whose unreduced axes say each device "
+                    f"along mesh axes {sorted(same)} holds a summand of output {i}, but it is "
+                    "the same on every device along them (its sum would be a multiple of "
+                    "it; jax: vary_unreduced_cast only accepts inputs that are varying). Return "
+                    "the per-device partial sums (no psum), or drop the axes from unreduced",
+                    loc)
         out_sh.append(sh)
     results = add_shard_map(body, in_vals, in_sh, out_sh, loc)
     return _tree.tree_unflatten(out_tree, results)

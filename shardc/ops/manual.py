@@ -87,8 +87,11 @@ def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, che
 
 
 def _with_manual(spec: Sharding, local: Sharding) -> Sharding:
-    """A manual_computation boundary sharding: manual axes major, then free ones."""
-    return Sharding([tuple(m) + tuple(f) for m, f in zip(spec.dims, local.dims)])
+    """A manual_computation boundary sharding: manual axes major, then free ones; the
+    spec's unreduced axes (out_specs=P(..., unreduced=...): each device's block is a
+    summand of the result) and reduced ones, as jax's."""
+    return Sharding([tuple(m) + tuple(f) for m, f in zip(spec.dims, local.dims)], None,
+                    spec.unreduced, spec.reduced)
 
 
 def _free(sh: Sharding, manual_axes) -> Sharding:

@@ -118,7 +118,9 @@ def block_input(body, x, sh: Sharding, what="shard_map"):
     ctx = body.manual
     t = body.new_input(local_aval(core.aval_of(x), sh, ctx.mesh.sizes, ctx.axes, what))
     before = ctx.vma_of(x.value) if ctx.outer and core.is_tracer(x) else frozenset()
-    ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d)
+    # (partial sums, in_specs=P(..., unreduced=...): each device holds a summand)
+    ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d) | \
+        frozenset(sh.unreduced)
     if core.is_tracer(x) and x.value in x.builder.host:     # in pinned host memory
         body.host.add(t.value)
     return t
@@ -213,7 +215,8 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
         mc = manual_ctx()
         out = []
         for i, g in zip(diff, grads):
-            named = {a for d in in_specs[i].dims for a in d}
+            # (an operand of partial sums: each summand's gradient is the whole one)
+            named = {a for d in in_specs[i].dims for a in d} | set(in_specs[i].unreduced)
             # (unchecked, every manual axis it does not name: as jax's transpose)
             # (only its own axes: a nested body's values vary over the outer ones too)
             vary = tuple(sorted((mc.vma_of(g.value) if check_vma else set(manual_axes))
@@ -231,9 +234,10 @@ def shard_map_vjp(ctx, cts, *args, in_specs, out_specs, manual_axes, mesh, check
         named = {a for d in spec.dims for a in d}
         n = prod(mesh.sizes[a] for a in manual_axes if a not in named)
         return ct if n == 1 else L.div(ct, L.full((), n, L.aval(ct).dtype))
+    # (the cotangent of partial sums is whole on each device: jax's to_ct_spec)
     in_sh = [_boundary(s, mesh) for s in in_specs] + \
-        [_boundary(s, mesh) for s, f in zip(out_specs, out_float) if f]
-    diff_sh = [_boundary(s, mesh) for s, f in zip(in_specs, floats) if f]
+        [Sharding(_boundary(s, mesh).dims) for s, f in zip(out_specs, out_float) if f]
+    diff_sh = [Sharding(_boundary(s, mesh).dims) for s, f in zip(in_specs, floats) if f]
     grads = iter(bind_shard_map(bwd, [*args, *[c for c, f in zip(cts, out_float) if f]],
                                 in_sh, diff_sh, manual_axes, mesh, check_vma, name="bwd"))
     return [next(grads) if f else None for f in floats]
@@ -289,14 +293,18 @@ def shard_map_batch(ctx, args, batched, *, in_specs, out_specs, manual_axes, mes
     body = ctx if not lead else ctx.resized(ctx.size // n)
     specs = list(in_specs) + [Sharding.replicated(v.aval.ndim)
                               for v in ctx.op.inputs[len(in_specs):]]
-    in_sh = [Sharding((lead, *s.dims)) if b else s for s, b in zip(specs, batched)]
+    in_sh = [_led(lead, s) if b else s for s, b in zip(specs, batched)]
     out_b = body.out_batched(region, list(batched))
-    out_sh = [Sharding((lead, *s.dims)) if b else s for s, b in zip(out_specs, out_b)]
+    out_sh = [_led(lead, s) if b else s for s, b in zip(out_specs, out_b)]
     outs = bind_shard_map(lambda *xs: body.batch_region(region, list(xs), list(batched),
                                                         force=out_b)[0],
                           list(args), in_sh, out_sh, manual_axes, mesh, check_vma,
                           name=region.name)
     return outs, out_b
+
+
+def _led(lead, s):
+    return Sharding((lead, *s.dims), None, s.unreduced, s.reduced)
 
 
 shard_map_p.batch = shard_map_batch

@@ -1,0 +1,97 @@
+"""Explicit mode, against jax: a shard_map whose out_specs name unreduced axes
+(P(..., unreduced={'Y'})) returns its per-device partial sums as an unreduced array
+(shardc raised: the result varies along Y), which a later jit or reshard sums; an
+unreduced argument passes in with in_specs naming the same axes; gradients through
+both are jax's. A result the same on every device along an unreduced axis is an
+error, as jax's."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.numpy as snp
+from shardc.errors import ShardcError
+
+from test_explicit_unreduced_types import A, B, _mesh, _run, _u
+
+UY = P(None, None, unreduced={"Y"})
+
+
+def _api(m):
+    return (jax.shard_map, jax.lax) if m is jax else (shardc.shard_map, shardc.lax)
+
+
+def _partial(m, rows=None, body=lambda lax, a, b: a @ b):
+    """x @ w with the contraction split over Y, each device's product left unsummed."""
+    sm, lax = _api(m)
+
+    def f(x, w):
+        return sm(lambda a, b: body(lax, a, b), in_specs=(P(rows, "Y"), P("Y", None)),
+                  out_specs=P(rows, None, unreduced={"Y"}))(
+            m.reshard(x, P(rows, "Y")), m.reshard(w, P("Y", None)))
+    return f
+
+
+CASES = {
+    "out_specs unreduced": lambda m, n, x, w: _partial(m)(x, w),
+    "rows over X too": lambda m, n, x, w: _partial(m, "X")(x, w),
+    "then a sum and a transpose": lambda m, n, x, w: (lambda u: (u + u).T)(_partial(m)(x, w)),
+    "in_specs unreduced": lambda m, n, x, w: _api(m)[0](
+        lambda u: _api(m)[1].psum(u, "Y"), in_specs=UY, out_specs=P())(_u(m, n, x, w)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_partial_sums_through_shard_map_as_jax(name):
+    want_t, want_spec, want_v = _run(jax, jnp, CASES[name])
+    got_t, got_spec, got_v = _run(shardc, snp, CASES[name])
+    assert got_t == want_t
+    assert got_spec == want_spec
+    np.testing.assert_allclose(got_v, want_v, rtol=1e-5)
+
+
+def test_resharded_outside_jit_and_passed_to_another():
+    def run(m):
+        with m.set_mesh(_mesh(m)):
+            u = m.jit(_partial(m))(A, B)
+            assert u.sharding.spec == UY
+            return (np.asarray(m.reshard(u, P("Y"))),
+                    np.asarray(m.jit(lambda v: m.reshard(v.T, P("Y")))(u)))
+    for got, want in zip(run(shardc), run(jax)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["out_specs", "in_specs"])
+def test_gradients_as_jax(where):
+    def run(m, n):
+        sm, lax = _api(m)
+
+        def loss(x, w):
+            if where == "out_specs":
+                v = m.reshard(_partial(m)(x, w), P())
+            else:
+                v = sm(lambda u: lax.psum(u, "Y"), in_specs=UY, out_specs=P())(_u(m, n, x, w))
+            return (v ** 2).sum()
+        with m.set_mesh(_mesh(m)):
+            return [np.asarray(g) for g in m.jit(m.grad(loss, argnums=(0, 1)))(A, B)]
+    for got, want in zip(run(shardc, snp), run(jax, jnp)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_result_invariant_along_an_unreduced_axis_is_an_error():
+    f = _partial(shardc, body=lambda lax, a, b: lax.psum(a @ b, "Y"))
+    with shardc.set_mesh(_mesh(shardc)):
+        with pytest.raises(ShardcError, match="test_explicit_unreduced_shard_map.py:.*summand"):
+            shardc.jit(f)(A, B)
+
+
+def test_vmap_of_it_keeps_the_partial_sums():
+    """(jax: NotImplementedError; against NumPy)"""
+    def f(m, n, x, w):
+        xs = m.reshard(n.stack([x, x * 2]), P(None, None, "Y"))
+        return m.vmap(lambda a: _partial(m)(a, w))(xs)
+    got_t, got_spec, got_v = _run(shardc, snp, f)
+    assert got_spec == P(None, None, None, unreduced={"Y"}), got_t
+    np.testing.assert_allclose(got_v, np.stack([A @ B, 2 * A @ B]), rtol=1e-5)
