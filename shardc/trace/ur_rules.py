@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ShardingTypeError
 from ..ir.primitive import PropKind, Trait
 from ..ir.program import Lit
-from ..ir.sharding import Sharding
+from ..ir.sharding import Sharding, axis_name
 
 EMPTY = frozenset()
 
@@ -115,7 +115,17 @@ def partial_axes(prim, in_vals, in_ts):
         raise ShardingTypeError(f"{name}: its operands are reduced over different mesh axes "
                                 f"{', '.join(_axes(x) for x in r if x)}; reshard them alike")
     if kind[2:] == ("any",):
-        return u, next((x for x in r if x), EMPTY)
+        red = next((x for x in r if x), EMPTY)
+        for i in idx:       # (jax: its operands' shardings must be the same)
+            t = in_ts[i]
+            sharded = {axis_name(a) for a in t.axes()} & red if t is not None else EMPTY
+            if sharded:
+                raise ShardingTypeError(
+                    f"{name}: operand {i} ({_describe(in_vals[i], t)}) is sharded on "
+                    f"{_axes(sharded)} while another operand is reduced over {_axes(red)}; "
+                    "operands cannot be sharded on the axes another is reduced on (as "
+                    "jax). Reshard them alike first")
+        return u, red
     # (mixed with a plain value, the result is a plain one: its cotangent is whole)
     return u, (r[0] if r and all(x == r[0] for x in r) else EMPTY)
 
