@@ -10,8 +10,9 @@ from jax.sharding import PartitionSpec as P
 
 import shardc
 import shardc.numpy as snp
+from shardc.errors import ShardcError
 
-from test_explicit_unreduced_types import _run
+from test_explicit_unreduced_types import A, B, _mesh, _run
 
 U = P(None, None, unreduced={"Y"})
 DOTS = {
@@ -42,3 +43,15 @@ def test_vmap_of_a_dot_left_partial_as_jax(name):
     assert got_t == want_t
     assert got_spec == want_spec
     np.testing.assert_allclose(got_v, want_v, rtol=1e-5)
+
+
+def test_spmd_axis_name_an_unreduced_axis_of_the_constraint_is_an_error():
+    """(shardc raised PartitionSpec's ValueError: partitions cannot overlap with
+    unreduced axes)"""
+    def f(x, w):
+        xs = shardc.reshard(snp.stack([x] * 4), P(None, None, "Y"))
+        return shardc.vmap(lambda a, b: DOTS["matmul"](snp, a, b), in_axes=(0, None),
+                           spmd_axis_name="Y")(xs, shardc.reshard(w, P("Y", None)))
+    with shardc.set_mesh(_mesh(shardc)):
+        with pytest.raises(ShardcError, match="spmd_axis_name .*already used"):
+            shardc.jit(f)(A, B)

@@ -144,7 +144,8 @@ def _batch_rules():
 
     def constraint_batch(ctx, args, batched, *, sharding, **kw):
         lead = tuple(ctx.spmd_axis_name or ())
-        used = set(sharding.axes())
+        # (its unreduced and reduced axes too: a dim sharded on one is no partial sum)
+        used = set(sharding.axes()) | set(sharding.unreduced) | set(sharding.reduced)
         if used & set(lead):
             raise ShardcError(f"vmap: spmd_axis_name {ctx.spmd_axis_name} is already used "
                               f"by the sharding constraint {sharding} inside the vmapped "
