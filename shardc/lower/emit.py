@@ -222,12 +222,13 @@ class LowerCtx:
         self.lowering.types[r] = out
         return r
 
-    def held(self, r, aval: Aval, sharding) -> str:
+    def held(self, r, aval: Aval, sharding, always=False) -> str:
         """`r` behind a constraint where `sharding` is partial sums (explicit mode's
         unreduced axes): XLA re-propagates the shardings of ops in a loop body and
         reduces what no constraint holds (a step's y, a slice of xs, a loop constant
-        passed through), and the loop then adds up whole values."""
-        if sharding is None or not sharding.unreduced:
+        passed through), and the loop then adds up whole values. `always`: behind one
+        in any case."""
+        if sharding is None or not (always or sharding.unreduced):
             return r
         t = tensor_type(aval)
         return self.op("sdy.sharding_constraint", [r], [t], [t],

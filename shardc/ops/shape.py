@@ -247,6 +247,29 @@ def _pad_rule(ins, outs, *, padding_config):
     return _mismatch_rule(ins, outs, ins[0].shape, outs[0].shape, PERMUTATION)
 
 
+def _padded_whole(ctx, interior):
+    """The sharding a pad with interior padding is computed in, or None for its own.
+
+    XLA's partitioner gives wrong values or mis-sized buffers, jax.jit too, for a pad
+    with interior padding whose result is split along that dim when the operand is not
+    split the same way: a replicated (4, 8, 4) operand padded by (0, 1, 1) into
+    P(None, 'y'), or into P(None, ('x', 'y')), is off by up to the largest element. Such
+    dims are padded whole and split after. In a cond branch, whose ops carry no
+    shardings, XLA picks them: they are held whole there, the other dims left open."""
+    if not any(interior) or ctx.lowering.oracle:
+        return None
+    operand = ctx.in_shardings[0]
+    res = None if ctx.lowering.sources_only else ctx.out_shardings[0]
+    if res is None:
+        return Sharding(((),) * len(interior), [i == 0 for i in interior])
+    bad = [i > 0 and res.dims[d] and (operand is None or operand.dims[d] != res.dims[d])
+           for d, i in enumerate(interior)]
+    if not any(bad):
+        return None
+    return Sharding([() if b else a for a, b in zip(res.dims, bad)], None, res.unreduced,
+                    res.reduced)
+
+
 def _lower_pad(ctx, x, pv, *, padding_config):
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
     types = [tensor_type(a) for a in ctx.in_avals]
@@ -256,12 +279,17 @@ def _lower_pad(ctx, x, pv, *, padding_config):
     # then slice it off
     crop = [-a if a < 0 and i > 0 else 0 for a, i in zip(lo, interior)]
     mid = out.update(shape=tuple(n + c for n, c in zip(out.shape, crop)))
+    whole = _padded_whole(ctx, interior)
     (r,) = ctx.op("stablehlo.pad", [x, pv], types, [tensor_type(mid)],
                   {"edge_padding_low": i64_array([a + c for a, c in zip(lo, crop)]),
                    "edge_padding_high": i64_array(hi),
-                   "interior_padding": i64_array(interior)}, sharding=ctx.out_shardings)
+                   "interior_padding": i64_array(interior)},
+                  sharding=[whole] if whole is not None else ctx.out_shardings)
+    if whole is not None:
+        r = ctx.held(r, mid, whole, always=True)
     if not any(crop):
-        return [r]
+        wanted = ctx.out_shardings[0] if not ctx.lowering.sources_only else None
+        return [r if whole is None or wanted is None else ctx.held(r, out, wanted, always=True)]
     return ctx.op("stablehlo.slice", [r], [tensor_type(mid)], [tensor_type(out)], {
         "start_indices": i64_array(crop), "limit_indices": i64_array(mid.shape),
         "strides": i64_array([1] * out.ndim)})
