@@ -20,7 +20,7 @@ from ..runtime import special
 from . import autojit
 from .argcheck import check_static
 from .jit_args import (ArgSpec, _as_value, _broadcast_prefix, _float0_node, _has_keys,
-    _leaf_key, _norm_argnums, _replay, arg_names, donated,
+    _leaf_key, _norm_argnums, _replay, arg_names, donated, keep_used,
     out_requests, UNSET, _Static, _traced, _wrap_keys)
 from .stages import _ARRAY, Lowered, Traced, _fun_name, gc_paused
 from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled, as before)
@@ -53,9 +53,9 @@ class Jitted:
             else tuple(donate_argnums or ())
         self.donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) \
             else tuple(donate_argnames or ())
-        # shardc keeps every argument in its programs (keep_unused=True is what it does;
-        # False only permits dropping them) and traces a jit inside a trace into it
-        # (inline=True's effect): both are accepted as jax's
+        # keep_unused=False (the default) drops the arguments the program does not read
+        # (see keep_used); shardc traces a jit inside a trace into it (inline=True's
+        # effect), so inline is accepted as jax's
         self.keep_unused, self.inline = bool(keep_unused), bool(inline)
         try:
             self._sig = inspect.signature(fun)
@@ -155,7 +155,7 @@ class Jitted:
         # arrays too is run with them by _call only)
         if entry is not None and not keys and entry.n == len(leaves) and not self._retrace:
             outs, tree = runtime.flatten(out)
-            fast = runtime.fastpath(entry.exe, entry.in_shardings, outs, tree)
+            fast = entry.fastpath(outs, tree)
         return out, fast, False
 
     def _call(self, args, kwargs):
@@ -272,7 +272,7 @@ class Jitted:
         search = autojit.mesh_search(given, self.out_shardings) if mesh.mesh is None else None
         specs = self._specs(leaves, given, mesh) if search is None else \
             [ArgSpec(core.aval_of(x), None, False) for x in leaves]
-        key = (treedef, static, skw, tuple((s.aval, s.sharding, s.memory, s.host)
+        key = (treedef, static, skw, tuple((s.aval, s.sharding, s.memory, s.host, s.error)
                                            for s in specs),
                mesh.mesh, mesh.devices, runtime.config_key(), search)
         auto = [i for i, s in enumerate(given) if is_auto(s)]
@@ -315,11 +315,11 @@ class Jitted:
         committed = isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and isinstance(
             getattr(x, "sharding", None), NamedSharding)
         if isinstance(x, jax.Array) and isinstance(x.sharding, jax.sharding.SingleDeviceSharding) \
-                and x.committed and mesh.size > 1:
-            raise ShardcError(
+                and x.committed and mesh.size > 1:     # (an error if the program reads it)
+            return ArgSpec(aval, Sharding.replicated(aval.ndim), True, error=(
                 f"argument {i} is committed to device {next(iter(x.devices()))} but the "
                 f"program runs on a mesh of {mesh.size} devices; device_put it with a "
-                "NamedSharding (or pass a NumPy array)")
+                "NamedSharding (or pass a NumPy array)"))
         host = memory == "pinned_host"
         if given is not None:
             sh = mesh.sharding_from(given, aval, f"in_shardings for argument {i}")
@@ -401,6 +401,15 @@ class Jitted:
             raise ShardcError("the function closes over a value traced by an outer "
                               "transformation (grad, vmap, jit...), so it cannot be traced, "
                               "lowered or compiled by itself: call it instead")
+        leaves = [*ctx.get("leaves", ()), *lifted]
+        if not self.keep_unused:
+            given = ctx["given"] + [None] * (len(leaves) - len(ctx["given"]))
+            mesh = keep_used(program, leaves, given, mesh, not (
+                slot.named or ctx["auto"] or ctx["mesh_search"] or self.out_shardings))
+        kept = program.meta.get("kept", range(len(leaves)))
+        for i in kept:
+            if specs[i].error:
+                raise ShardcError(specs[i].error)
         program.out_shardings, asked, auto_outs = out_requests(
             self.out_shardings, out_tree["tree"], program, mesh)
         # memory kinds: an argument's, and a result's from out_shardings or its value's
@@ -417,7 +426,7 @@ class Jitted:
         program.meta["donate"] = donated(self._donate_nums, self._donate_names, ctx)
         # results are committed if the program has a mesh or a committed input (as jax)
         program.meta["committed"] = mesh.mesh is not None or any(
-            isinstance(x, jax.Array) and x.committed for x in [*ctx.get("leaves", ()), *lifted])
+            isinstance(leaves[i], jax.Array) and leaves[i].committed for i in kept)
         autojit.request(program, ctx["auto"], auto_outs,
                         self.in_shardings, self.out_shardings, self.memory_budget, mesh)
         t = Traced(program, mesh, out_tree["tree"], self)
@@ -444,7 +453,7 @@ def _lifted_entry(lowered):
     p = lowered.traced.program
     # (weak types are not in the text, but the results carry them)
     key = (lowered.text, tuple(d.id for d in lowered.traced.mesh.devices),
-           p.meta.get("committed"), tuple(p.meta.get("donate") or ()),
+           p.meta.get("committed"), tuple(p.meta.get("donate") or ()), p.meta.get("kept"),
            tuple(v.aval.weak for v in p.outputs))
     entry = _LIFTED.get(key)
     if entry is None:

@@ -8,9 +8,10 @@ from jax.sharding import PartitionSpec
 
 from ..errors import ShardcError, ShardcTypeError, user_loc
 from ..ir.program import Aval, Lit
-from ..ir.sharding import Sharding
+from ..ir.sharding import MeshShape, Sharding
+from ..propagate.passes import used_inputs
 from ..runtime.autospec import is_auto
-from ..runtime.meshes import boundary_kind
+from ..runtime.meshes import boundary_kind, mesh_of_args
 from ..trace import core
 from .argcheck import summary
 from .stages import _ARRAY
@@ -20,12 +21,13 @@ from ..trace import pytree as _tree
 class ArgSpec:
     """What a compiled program assumes about one flat argument: `memory`, the memory
     kind it is placed in (None: the device's); `host`, whether it is typed as a value
-    in pinned host memory (an array there, as jax types it)."""
-    __slots__ = ("aval", "sharding", "committed", "memory", "host")
+    in pinned host memory (an array there, as jax types it); `error`, why the program
+    cannot take it (raised if it reads it: see keep_used)."""
+    __slots__ = ("aval", "sharding", "committed", "memory", "host", "error")
 
-    def __init__(self, aval, sharding, committed, memory=None, host=False):
+    def __init__(self, aval, sharding, committed, memory=None, host=False, error=None):
         self.aval, self.sharding, self.committed = aval, sharding, committed
-        self.memory, self.host = memory, host
+        self.memory, self.host, self.error = memory, host, error
 
 
 def _leaf_key(x):
@@ -254,3 +256,45 @@ def out_requests(out_shardings, out_tree, program, mesh):
         mesh.check_divisible(sh, v.aval, f"out_shardings for output {i}")
         shardings.append(sh)
     return shardings, memory, [i for i, s in enumerate(flat) if is_auto(s)]
+
+
+def keep_used(program, leaves, given, mesh, free):
+    """jit's keep_unused=False (jax's default): the inputs the program reads, noted in
+    `program.meta["kept"]` when some are not (the caller still passes every argument;
+    the executable takes the kept ones), and the mesh it then runs on. As jax places
+    a program by the arguments it keeps: if no kept argument (nor set_mesh, nor a kept
+    in_sharding) names the mesh the others brought, and the trace put nothing on it
+    (`free`: no op named it, no AUTO or out_shardings), it runs on one device, a kept
+    committed argument's or the default one. `leaves`, `given`: per input."""
+    kept = tuple(used_inputs(program))
+    if len(kept) == len(program.inputs):
+        return mesh
+    program.meta["kept"] = kept
+    if not free:
+        return mesh
+    new = mesh_of_args([leaves[i] for i in kept], [given[i] for i in kept], None)
+    if new.mesh is not None or new.devices == mesh.devices or \
+            not _off_mesh(program, [program.inputs[i] for i in kept]):
+        return mesh
+    program.mesh = new.shape
+    for i in set(range(len(program.inputs))) - set(kept):    # (dropped: named on no mesh)
+        v = program.inputs[i]
+        v.aval = Aval(v.aval.shape, v.aval.dtype, v.aval.weak)
+        v.sharding = Sharding.replicated(v.aval.ndim)
+    return new
+
+
+def _off_mesh(program, inputs) -> bool:
+    """Whether no value's sharding or type (of `inputs` and the ops' results) and no
+    op's parameter names a mesh axis."""
+    def names(x):
+        if isinstance(x, Sharding):
+            return bool(x.axes() or x.unreduced or x.reduced)
+        if isinstance(x, MeshShape):
+            return bool(x.axes)
+        if isinstance(x, (tuple, list)):
+            return any(map(names, x))
+        return False
+    values = [*inputs, *(v for op in program.walk() for v in op.outputs)]
+    return not any(names(v.sharding) or names(v.aval.ts) for v in values) and \
+        not any(names(x) for op in program.walk() for x in op.params.values())

@@ -178,18 +178,20 @@ _ARRAY = runtime.ARRAY_TYPE   # jax.Array's concrete class (no device work at im
 
 
 class _Entry:
-    """What a cached call needs: argument placement, the executable, the output tree."""
-    __slots__ = ("exe", "in_shardings", "out_tree", "n")
+    """What a cached call needs: argument placement, the executable, the output tree.
+    `kept`: the positions of the `n` leaves of a call the executable takes (None: all;
+    see keep_used), `in_shardings` theirs."""
+    __slots__ = ("exe", "in_shardings", "out_tree", "n", "kept")
 
-    def __init__(self, exe, in_shardings, out_tree):
+    def __init__(self, exe, in_shardings, out_tree, n, kept=None):
         self.exe, self.out_tree = exe, out_tree
         self.in_shardings = list(in_shardings)
-        self.n = len(in_shardings)
+        self.n, self.kept = n, kept
 
     def adopt(self, leaves):
         """Expect the callers' own sharding objects where they are equivalent to ours,
         so the cached call's check is a cheap equality."""
-        for i, x in enumerate(leaves):
+        for i, x in enumerate(self._kept(leaves)):
             if isinstance(x, jax.Array):
                 s = self.in_shardings[i]
                 if x.sharding is not s and x.sharding.is_equivalent_to(s, x.ndim):
@@ -203,9 +205,22 @@ class _Entry:
         if len(leaves) != self.n:
             raise ShardcError(f"expected {self.n} array arguments, got {len(leaves)}")
         arrays = [x if type(x) is _ARRAY and x.sharding == s and not x.is_deleted()
-                  else self._arg(i, x) for i, (x, s) in enumerate(zip(leaves, self.in_shardings))]
+                  else self._arg(i, x)
+                  for i, (x, s) in enumerate(zip(self._kept(leaves), self.in_shardings))]
         outs = self.exe(arrays) if not host_calls else self.exe(arrays, host_calls)
         return _tree.tree_unflatten(self.out_tree if out_tree is None else out_tree, outs)
+
+    def _kept(self, leaves):
+        return leaves if self.kept is None else [leaves[i] for i in self.kept]
+
+    def fastpath(self, outs, tree):
+        """The C++ dispatch's data for later calls like one that returned `outs`."""
+        bits = None
+        if self.kept is not None:
+            bits = [False] * self.n
+            for i in self.kept:
+                bits[i] = True
+        return runtime.fastpath(self.exe, self.in_shardings, outs, tree, bits)
 
     def _arg(self, i, x):
         """Leaf `i` placed for the program: an array whose sharding is equivalent to
@@ -236,6 +251,12 @@ class Compiled:
         in_memory = p.meta.get("in_memory") or [None] * len(p.inputs)
         out_memory = p.meta.get("out_memory") or [None] * len(p.outputs)
         ins = [with_memory(mesh.named(v.sharding), m) for v, m in zip(p.inputs, in_memory)]
+        kept = p.meta.get("kept")       # (the inputs the executable takes, see keep_used)
+        run_ins = ins if kept is None else [ins[i] for i in kept]
+        # as jax's: a dropped input's sharding is None (an AUTO one's is the search's)
+        sol = p.meta.get("auto")
+        shown = {*(kept or ()), *(sol.input_shardings if sol is not None else ())}
+        ins = ins if kept is None else [s if i in shown else None for i, s in enumerate(ins)]
         pinned = p.meta.get("pinned_out") or [False] * len(p.outputs)
         outs = [with_memory(mesh.named(s) if pin else mesh.result(s, v.aval), m)
                 for s, v, pin, m in zip(p.out_shardings, p.outputs, pinned, out_memory)]
@@ -246,11 +267,12 @@ class Compiled:
         self._in_avals = [v.aval for v in p.inputs]
         exe = runtime.compile(lowered.text, mesh.devices, lowered.host_calls)
         passes.run_callbacks(p, mesh)     # inspect_array_sharding: once per compile
-        self._exe = runtime.Executable(exe, ins, [v.aval for v in p.outputs], outs,
+        donate = p.meta.get("donate") or [False] * len(p.inputs)
+        self._exe = runtime.Executable(exe, run_ins, [v.aval for v in p.outputs], outs,
                                        mesh.devices, p.meta.get("committed", True),
-                                       [i for i, d in enumerate(p.meta.get("donate") or ())
-                                        if d])
-        self._entry = _Entry(self._exe, ins, t.out_tree)
+                                       [k for k, i in enumerate(kept or range(len(ins)))
+                                        if donate[i]])
+        self._entry = _Entry(self._exe, run_ins, t.out_tree, len(p.inputs), kept)
         # a NaN under jax_debug_nans is named after the program (nothing to re-run)
         name = _fun_name(t.jitted.fun)
         self._dispatch = runtime.dispatcher(name, self._cache_miss,
@@ -266,7 +288,7 @@ class Compiled:
             cleaned(e)
             raise
         outs, tree = runtime.flatten(out)
-        return out, runtime.fastpath(self._exe, self._entry.in_shardings, outs, tree), False
+        return out, self._entry.fastpath(outs, tree), False
 
     def _call(self, args, kwargs):
         leaves, tree = _tree.tree_flatten((args, kwargs))

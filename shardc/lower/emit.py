@@ -348,8 +348,10 @@ class Lowering:
         args = []
         donate = p.meta.get("donate") or [False] * len(p.inputs)
         in_memory = p.meta.get("in_memory") or [None] * len(p.inputs)
-        for i, v in enumerate(p.inputs):
-            n = f"%arg{i}"
+        kept = p.meta.get("kept")   # (jit's keep_unused=False: the others are not passed)
+        for k, i in enumerate(range(len(p.inputs)) if kept is None else kept):
+            v = p.inputs[i]
+            n = f"%arg{k}"
             names[id(v)] = n
             self.types[n] = tensor_type(v.aval)
             attrs = f"sdy.sharding = {sharding_attr(v.sharding)}"

@@ -24,12 +24,8 @@ def dce(p: Program) -> None:
     live = set(p.outputs)        # values (and literals) hash by identity
     kept = []
     for op in reversed(p.ops):
-        if not op.prim.effectful and not (op.regions and _has_effect(op)):
-            for v in op.outputs:
-                if v in live:
-                    break
-            else:
-                continue
+        if not _needed(op, live):
+            continue
         if op.prim.drop_results is not None:
             op.prim.drop_results(op, live)
         kept.append(op)
@@ -38,6 +34,21 @@ def dce(p: Program) -> None:
             dce(r)
     kept.reverse()
     p.ops = kept
+
+
+def used_inputs(p: Program) -> list:
+    """The positions of the inputs the program reads (jit's keep_unused=False keeps
+    only these), by dce's liveness; an op with regions reads all its operands."""
+    live = set(p.outputs)
+    for op in reversed(p.ops):
+        if _needed(op, live):
+            live.update(op.inputs)
+    return [i for i, v in enumerate(p.inputs) if v in live]
+
+
+def _needed(op, live) -> bool:
+    return op.prim.effectful or bool(op.regions and _has_effect(op)) or \
+        any(v in live for v in op.outputs)
 
 
 def _has_effect(op) -> bool:

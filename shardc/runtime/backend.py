@@ -129,17 +129,19 @@ def dispatcher(name, cache_miss, static_argnums=(), static_argnames=(), place_ar
     return d
 
 
-def fastpath(exe: "Executable", in_shardings, outputs, out_tree) -> FastpathData | None:
+def fastpath(exe: "Executable", in_shardings, outputs, out_tree, kept=None
+             ) -> FastpathData | None:
     """FastpathData for a call of `exe` with flat inputs sharded as `in_shardings` that
     returned the flat `outputs`; None if every call must come back to Python: programs
-    over several processes on CPU (see below) and programs with donated inputs."""
+    over several processes on CPU (see below) and programs with donated inputs.
+    `kept`: per leaf of a call, whether `exe` takes it (None: all do)."""
     if type(exe) is not Executable or exe.donated or \
             not all(type(o) is ARRAY_TYPE for o in outputs):
         return None
     n = len(in_shardings)
     return FastpathData(exe.exe, out_tree, list(in_shardings), [o.sharding for o in outputs],
                         [o.aval for o in outputs], [o.committed for o in outputs],
-                        [True] * n, [None] * n, [])
+                        [True] * n if kept is None else list(kept), [None] * n, [])
 
 
 def shard_arg(x, sharding, layout=None, *_):
