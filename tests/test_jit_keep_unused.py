@@ -133,3 +133,24 @@ def test_an_argument_on_another_device_is_an_error_only_if_read(mesh8):
     for f in (shardc.jit(lambda x, y: x + y), shardc.jit(lambda x, y: y, keep_unused=True)):
         with pytest.raises(shardc.errors.ShardcError, match="committed to device"):
             f(on3, xs)
+
+
+def test_eager_transforms_of_calls_with_more_dropped_arguments():
+    # an eager transform's program is shared by traces of equal text: one that drops
+    # more arguments has the same text, and takes as many leaves as its call has
+    g = lambda x, *unused: x * 2      # noqa: E731
+    b = A.reshape(8, 2)
+    for n in (2, 3):
+        np.testing.assert_array_equal(np.asarray(shardc.vmap(g)(*[b] * n)), 2 * b)
+        np.testing.assert_array_equal(
+            np.asarray(shardc.grad(lambda x, *u: snp.sum(x * 2))(*[A] * n)), 2 + 0 * A)
+
+
+def test_a_deleted_argument_is_named_by_its_position(mesh8):
+    f = shardc.jit(lambda u, v, x: x * 2)
+    x = jax.device_put(A, NamedSharding(mesh8, P("x")))
+    f(A, A, x)
+    x.delete()
+    for g in (f, f.lower(A, A, A).compile()):
+        with pytest.raises(shardc.errors.ShardcError, match="argument 2 has been deleted"):
+            g(A, A, x)

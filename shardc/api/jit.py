@@ -444,17 +444,18 @@ def internal_jit(fun, name, retrace=False, **kw):
     return Jitted(fun, _internal=name, _retrace=retrace, **kw)
 
 
-_LIFTED: dict = {}     # (StableHLO text, devices, committed, donated, weak) -> entry
+_LIFTED: dict = {}     # (StableHLO text, devices, committed, donated, kept, inputs, weak) -> entry
 
 
 def _lifted_entry(lowered):
     """The compiled entry of an internal jit's program whose closed-over arrays are
     arguments (see core.lift_array), shared by programs of the same text."""
     p = lowered.traced.program
-    # (weak types are not in the text, but the results carry them)
+    # (weak types are not in the text, but the results carry them; nor are the inputs
+    # keep_used dropped, but the entry takes every one)
     key = (lowered.text, tuple(d.id for d in lowered.traced.mesh.devices),
            p.meta.get("committed"), tuple(p.meta.get("donate") or ()), p.meta.get("kept"),
-           tuple(v.aval.weak for v in p.outputs))
+           len(p.inputs), tuple(v.aval.weak for v in p.outputs))
     entry = _LIFTED.get(key)
     if entry is None:
         if len(_LIFTED) >= 256:

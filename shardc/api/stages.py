@@ -223,14 +223,14 @@ class _Entry:
         return runtime.fastpath(self.exe, self.in_shardings, outs, tree, bits)
 
     def _arg(self, i, x):
-        """Leaf `i` placed for the program: an array whose sharding is equivalent to
+        """Kept leaf `i` placed for the program: an array whose sharding is equivalent to
         ours (P('x', None) and P('x',), say) is used as it is, and its sharding object
         adopted so the next call's check is a cheap equality again; others are moved."""
         s = self.in_shardings[i]
         if type(x) is _ARRAY and not x.is_deleted() and x.sharding.is_equivalent_to(s, x.ndim):
             self.in_shardings[i] = x.sharding
             return x
-        return _place(i, x, s)
+        return _place(i if self.kept is None else self.kept[i], x, s)   # (the call's leaf)
 
 
 def _place(i, x, s):
