@@ -40,6 +40,10 @@ def _cases(mesh):
                                             lambda: (on3(), 1.0), False),
         "on one device, unused, beside a sharded one": (lambda np_, x, y: y * 2, {},
                                                         lambda: (on3(), xs()), False),
+        "on one device, read, beside an unused sharded one": (
+            lambda np_, x, y: x * 2, {}, lambda: (on3(), xs()), False),
+        "unused on a one-device mesh": (lambda np_, x, y: y * 2, {}, lambda: (jax.device_put(
+            A, NamedSharding(jax.make_mesh((1,), ("x",)), P("x"))), 1.0), False),
         "Explicit mesh, unused": (lambda np_, x, y: y * 2, {}, lambda: (jax.device_put(
             A, NamedSharding(jax.make_mesh((8,), ("x",)), P("x"))), 1.0), False),
         "static and unused": (lambda np_, x, n, y: y * n, dict(static_argnums=2),

@@ -407,8 +407,8 @@ class Jitted:
             mesh = keep_used(program, leaves, given, mesh, not (
                 slot.named or ctx["auto"] or ctx["mesh_search"] or self.out_shardings))
         kept = program.meta.get("kept", range(len(leaves)))
-        for i in kept:
-            if specs[i].error:
+        for i in kept:    # (unless keep_used moved the program to its device)
+            if specs[i].error and set(leaves[i].devices()) != set(mesh.devices):
                 raise ShardcError(specs[i].error)
         program.out_shardings, asked, auto_outs = out_requests(
             self.out_shardings, out_tree["tree"], program, mesh)

@@ -273,7 +273,7 @@ def keep_used(program, leaves, given, mesh, free):
     if not free:
         return mesh
     new = mesh_of_args([leaves[i] for i in kept], [given[i] for i in kept], None)
-    if new.mesh is not None or new.devices == mesh.devices or \
+    if new.mesh is not None or (mesh.mesh is None and new.devices == mesh.devices) or \
             not _off_mesh(program, [program.inputs[i] for i in kept]):
         return mesh
     program.mesh = new.shape
