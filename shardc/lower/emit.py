@@ -95,6 +95,15 @@ def dense(value, aval: Aval) -> str:
     return f"{_dense(value, aval)} : {tensor_type(aval)}"
 
 
+def _splat(arr) -> bool:
+    """All elements bit-identical: -0.0 == 0.0 compares equal but is not the same
+    constant."""
+    if not arr.size:
+        return False
+    raw = np.ascontiguousarray(arr).view(np.uint8).reshape(arr.size, -1)
+    return bool((raw == raw[0]).all())
+
+
 def _dense(value, aval: Aval) -> str:
     arr = np.asarray(value, dtype=aval.dtype)
     if arr.dtype == dtypes.bool_:
@@ -103,21 +112,17 @@ def _dense(value, aval: Aval) -> str:
         return 'dense<"0x' + arr.astype(np.uint8).tobytes().hex().upper() + '">'
     if arr.dtype in _SUB_BYTE:      # 2- and 4-bit types: MLIR packs their raw data
         wide = arr.astype(np.float32 if dtypes.is_float(arr.dtype) else np.int8)
-        if arr.size and (wide == wide.flat[0]).all():
+        if _splat(wide):
             return f"dense<{wide.flat[0].item()!r}>"
         return f"dense<{wide.tolist()!r}>"
     if dtypes.is_complex(arr.dtype):    # raw bytes; one element's worth is a splat
-        if arr.size and (arr == arr.flat[0]).all() and not np.isnan(arr).any():
+        if _splat(arr):
             arr = arr.flat[0:1]
         return 'dense<"0x' + np.ascontiguousarray(arr).tobytes().hex().upper() + '">'
-    if arr.size and (arr == arr.flat[0]).all() and not (dtypes.is_float(arr.dtype)
-                                                       and np.isnan(arr).any()):
+    if _splat(arr):
         x = arr.flat[0]
         if dtypes.is_int(arr.dtype):
             return f"dense<{int(x)}>"
-        bits = arr.flat[0:1].view(np.dtype(f"u{arr.itemsize}"))[0]
-        return f"dense<0x{int(bits):0{2 * arr.itemsize}X}>"
-    if dtypes.is_float(arr.dtype) and arr.size and np.isnan(arr).all():
         bits = arr.flat[0:1].view(np.dtype(f"u{arr.itemsize}"))[0]
         return f"dense<0x{int(bits):0{2 * arr.itemsize}X}>"
     return 'dense<"0x' + np.ascontiguousarray(arr).tobytes().hex().upper() + '">'
