@@ -408,3 +408,18 @@ def test_sharded_complex_max_min(mesh2x4):
     blocks = x.reshape(2, 4, 4, 4)      # [x block, row, y block, col]
     np.testing.assert_array_equal(np.asarray(pm[0]), blocks.max(axis=2).reshape(8, 4))
     np.testing.assert_array_equal(np.asarray(pm[1]), blocks.min(axis=(0, 2)))
+
+
+def test_python_complex_scalars_are_weak_as_jax():
+    """jnp.asarray(1j), jnp.array(2j) and jnp.full((), 1j) are weakly typed (as for a
+    Python float); shardc made the first two strong complex64 (with x64: complex128, which
+    then promoted a complex64 array to complex128) and eager full((), 1j) a Python
+    complex."""
+    def f(m):
+        return m.asarray(1j), m.array(2j) * 2, m.real(m.asarray(1j + 2)), m.full((), 1j)
+    for got, want in ((shardc.jit(lambda: f(snp))(), jax.jit(lambda: f(jnp))()),
+                      (f(snp), f(jnp))):
+        for g, w in zip(got, want):
+            assert isinstance(g, jax.Array), type(g)
+            assert g.dtype == w.dtype and g.weak_type == w.weak_type, (g, w)
+            assert_close(g, w)

@@ -17,6 +17,8 @@ SCRIPT = textwrap.dedent("""
             ("float", lambda m, a, b: m.sin(a) * 2 + b),
             ("int", lambda m, a, b: b * 3 + 1),
             ("mixed", lambda m, a, b: a.astype(m.float32) + b),
+            ("weak complex", lambda m, a, b: m.asarray(1j) * a.astype(m.complex64)
+             + m.array(2j)),
             ("reduce", lambda m, a, b: (m.sum(a), m.mean(b), m.argmax(a))),
             ("grad", lambda m, a, b: (shardc.grad if m is snp else jax.grad)(
                 lambda t: m.sum(m.tanh(t) ** 2))(a))]:

@@ -28,6 +28,11 @@ def _shape(shape):
     return shape
 
 
+def _weak_scalar(x) -> bool:
+    """A Python bool, int, float or complex: jnp makes it a weakly typed array."""
+    return is_py_scalar(x) or type(x) is complex
+
+
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     return _place(_full(shape, fill_value, dtype), device, out_sharding, "full")
 
@@ -39,7 +44,7 @@ def _full(shape, fill_value, dtype=None):
         dt, weak = fa.dtype, fa.weak
     else:
         dt, weak = canonical_dtype(dtype), False
-    if is_py_scalar(fill_value) or isinstance(fill_value, (np.generic, Lit)) or \
+    if _weak_scalar(fill_value) or isinstance(fill_value, (np.generic, Lit)) or \
             (isinstance(fill_value, np.ndarray) and fill_value.ndim == 0):
         v = fill_value.value if isinstance(fill_value, Lit) else fill_value
         if not shape:
@@ -184,7 +189,7 @@ def _asarray(a, dtype=None, order=None):
         return convert(out, dt) if dt is not None else out
     if isinstance(a, jax.Array):
         return a if dt is None or a.dtype == dt else convert(a, dt)
-    if dt is None and is_py_scalar(a):      # weakly typed, as jnp.asarray(2)
+    if dt is None and _weak_scalar(a):      # weakly typed, as jnp.asarray(2) and (1j)
         return full((), a)
     arr = np.asarray(a, dtype=dtype)
     if arr.dtype == object:
