@@ -46,6 +46,9 @@ CASES = {   # name: (fn, inputs, specs)
     "nancumprod": (lambda m, a: m.nancumprod(a * 0.5, axis=0), [CXN], [S]),
     "vecdot": (lambda m, a, b: (m.vecdot(a, b), m.vecdot(a, b, axis=0)), [CXF, CXF[::-1]],
                [S, S]),
+    # conj(x1) @ x2, as jnp.vecmat and NumPy (shardc did not conjugate)
+    "vecmat": (lambda m, a, b: (m.vecmat(a[:, 0], b), m.vecmat(a[0], b.T), m.matvec(b, a[0])),
+               [CXF, CXF[::-1]], [S, S]),
     "linalg_vecdot": (lambda m, a, b: (m.linalg.vecdot(a, b), m.linalg.vecdot(a, b, axis=0)),
                       [CXF, CXF[::-1]], [S, S]),
     "cov": (lambda m, a: (m.cov(a), m.cov(a, rowvar=False, bias=True)), [CXF], [S]),

@@ -456,7 +456,7 @@ def matvec(x1, x2, /):
 def vecmat(x1, x2, /):
     from ._linalg import matmul
     check_arraylike("vecmat", x1, x2)
-    out = matmul(expand_dims(x1, -2), x2)
+    out = matmul(expand_dims(_conj_if_complex(x1), -2), x2)     # conj(x1) @ x2, as jnp
     s = aval(out).shape
     return reshape(out, s[:-2] + s[-1:])
 
