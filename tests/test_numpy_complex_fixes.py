@@ -49,6 +49,9 @@ CASES = {   # name: (fn, inputs, specs)
     # conj(x1) @ x2, as jnp.vecmat and NumPy (shardc did not conjugate)
     "vecmat": (lambda m, a, b: (m.vecmat(a[:, 0], b), m.vecmat(a[0], b.T), m.matvec(b, a[0])),
                [CXF, CXF[::-1]], [S, S]),
+    # V S+ U^H b (shardc used transposes without conjugating)
+    "lstsq": (lambda m, a: (m.linalg.lstsq(a[:, :3], a[:, 3]),
+                            m.linalg.lstsq(a[:3, :5], a[:3, 5:7])), [CXF], [S]),
     "linalg_vecdot": (lambda m, a, b: (m.linalg.vecdot(a, b), m.linalg.vecdot(a, b, axis=0)),
                       [CXF, CXF[::-1]], [S, S]),
     "cov": (lambda m, a: (m.cov(a), m.cov(a, rowvar=False, bias=True)), [CXF], [S]),

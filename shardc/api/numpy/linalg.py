@@ -251,7 +251,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     rank = _sum(mask)
     safe = where(mask, s, 1)
     s_inv = expand_dims(where(mask, L.div(1, safe), 0), 1)
-    x = _matmul(mT(vt), multiply(s_inv, _matmul(mT(u), b)))
+    x = _matmul(lax_linalg.H(vt), multiply(s_inv, _matmul(lax_linalg.H(u), b)))   # V S+ U^H b
     if numpy_resid:
         raise ShardcError("lstsq: numpy_resid=True needs the rank at trace time; shardc "
                           "has numpy_resid=False only")
