@@ -285,3 +285,16 @@ def test_grad_through_collectives_of_a_named_vmap(name, how):
         return (S.jit(out) if how == "jit_grad" else out)(x)
     np.testing.assert_allclose(np.asarray(run(shardc, shardc.lax)),
                                np.asarray(run(jax, jax.lax)), rtol=1e-6)
+
+
+def test_unmapped_python_scalars_pass_through():
+    """jax.vmap passes an in_axes=None Python scalar to the function as it is, so shapes
+    and counts can come from it (random.split(k, 2), jnp.ones(n), reshape(n, -1)); shardc
+    traced it and int() of it raised. Eagerly and under jit; weak types kept."""
+    def f(m, lax, nn, j):
+        return lambda r, n, s: (r.sum() * m.ones(n) * s, r.reshape(n, -1),
+                                j.random.key_data(j.random.split(j.random.key(1), n)))
+    _check(f, (V, 2, 2.5), in_axes=(0, None, None))
+    ours = shardc.jit(lambda v: shardc.vmap(f(*_ns(True)), (0, None, None))(v, 2, 2.5))
+    ref = jax.jit(lambda v: jax.vmap(f(*_ns(False)), (0, None, None))(v, 2, 2.5))
+    check_outputs(ours(V), ref(V), check_sharding=False, what="jax.vmap under jit")

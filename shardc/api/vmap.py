@@ -98,17 +98,33 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     @api_boundary
     def vmapped(*args, **kwargs):
         if core.current_builder() is None:
-            return _under_jit(vmapped, args, kwargs)
+            return _under_jit(vmapped, in_axes, args, kwargs)
         return _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwargs)
     vmapped.__wrapped_vmap__ = fun
     return vmapped
 
 
-def _under_jit(vmapped, args, kwargs):
+def _py_scalar(x):
+    return type(x) in (bool, int, float, complex)
+
+
+def _under_jit(vmapped, in_axes, args, kwargs):
     from .grad import _is_arraylike
     from .jit import internal_jit
-    static = tuple(i for i, a in enumerate(args)
-                   if not all(map(_is_arraylike, _tree.tree_leaves(a))))
+    try:
+        axes = iter(_axes_leaves((in_axes, 0), (args, kwargs), "in_axes"))
+    except (ArgumentError, ShardcTypeError):
+        axes = None     # _vmap_traced raises it, naming the user's line
+    static = []
+    for i, a in enumerate(args):
+        leaves = _tree.tree_leaves(a)
+        unmapped = axes is not None and [next(axes) for _ in leaves].count(None) == len(leaves)
+        # unmapped Python scalars reach the function as they are (jax's vmap passes
+        # unmapped values through), so int(n) or jnp.ones(n) work on them
+        if not all(map(_is_arraylike, leaves)) or (unmapped and leaves and
+                                                    all(map(_py_scalar, leaves))):
+            static.append(i)
+    static = tuple(static)
     cache = vmapped.__dict__.setdefault("_jitted", {})
     j = cache.get(static)
     if j is None:
@@ -162,7 +178,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         if ax is None:
             ins.append(x)
             batched.append(False)
-            avals.append(core.aval_of(x) if _is_array(x) else None)
+            avals.append(core.aval_of(x) if _is_array(x) and not _py_scalar(x) else None)
             continue
         if not core.is_tracer(x):
             from .numpy import asarray
@@ -172,7 +188,7 @@ def _vmap_traced(fun, in_axes, out_axes, axis_name, axis_size, spmd, args, kwarg
         ins.append(x)
         batched.append(True)
         avals.append(types.without_dim(a, ax % a.ndim))
-    # non-array leaves (functions, flags) mapped with None are passed as they are
+    # unmapped non-array leaves (functions, flags) and Python scalars pass as they are
     dyn = [i for i, a in enumerate(avals) if a is not None]
     out_tree = []
 
