@@ -331,10 +331,11 @@ class Lowering:
             res = rule(ctx, *operands, **op.params)
             if isinstance(res, str):
                 res = [res]
-            if op.outputs and op.prim.source_of is None and not self.sources_only and (
-                    op.outputs[0].aval.ts is not None or any(
+            # (in a cond's branch, sources_only: partial sums alone, or XLA reduces them)
+            if op.outputs and op.prim.source_of is None and not self.oracle and (
+                    op.outputs[0].aval.ts is not None and not self.sources_only or any(
                         v.sharding is not None and v.sharding.unreduced for v in op.outputs)):
-                res = _pin_types(ctx, op, res)
+                res = _pin_types(ctx, op, res, self.sources_only)
             for v, r in zip(op.outputs, res):
                 names[id(v)] = r
                 types.setdefault(r, tensor_type(v.aval))
@@ -408,14 +409,14 @@ class Lowering:
 _DIMS = re.compile(r"tensor<((?:\d+x)*)")
 
 
-def _pin_types(ctx, op, res):
+def _pin_types(ctx, op, res, partial_only=False):
     """Explicit mode: a sharding constraint on each typed result, as jax lowers types
     (XLA re-propagates shardings inside a function; only constraints hold): a scalar's
     too where it is partial sums, or XLA reduces it, and an untyped one's (a gradient
-    rule's) where it is partial sums."""
+    rule's) where it is partial sums (`partial_only`: those alone)."""
     out = []
     for v, r in zip(op.outputs, res):
-        if v.sharding is None or not (v.sharding.unreduced or
+        if v.sharding is None or not (v.sharding.unreduced or not partial_only and
                                       v.aval.ts is not None and v.aval.shape):
             out.append(r)
             continue
