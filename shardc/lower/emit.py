@@ -239,6 +239,18 @@ class LowerCtx:
         return self.op("sdy.sharding_constraint", [r], [t], [t],
                        {"sharding": sharding_attr(sharding)}, sharding=False)[0]
 
+    def carry_in(self, r, aval: Aval, sharding) -> str:
+        """A loop body's block argument `r` (a carry) held at its own sharding, in a
+        program of partial sums: where the body casts it to partial sums (a gradient
+        rule's cast to its primal's type), XLA otherwise takes that for the carry's own
+        sharding and feeds the reduced value the body yields back in as partial sums."""
+        if sharding is None or not self.lowering.program.meta.get("unreduced") or \
+                self.lowering.sources_only:
+            return r
+        t = tensor_type(aval)
+        return self.op("sdy.sharding_constraint", [r], [t], [t],
+                       {"sharding": sharding_attr(sharding)}, sharding=False)[0]
+
     def constant(self, value, aval: Aval, sharding=None) -> str:
         t = tensor_type(aval)
         sh = [sharding or Sharding.replicated(aval.ndim)]

@@ -156,7 +156,7 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
     ti = tensor_type(_I32)
     names = {}
     for v, a in zip(body.inputs[:c], carries):
-        names[id(v)] = a
+        names[id(v)] = cx.carry_in(a, v.aval, v.sharding)
     for v, a, big in zip(body.inputs[c:x], xs, in_avals[c:x]):
         one = big.update(shape=(1, *big.shape[1:]))
         sh = v.sharding
@@ -181,7 +181,10 @@ def _step(cx, body, c, x, carries, ys, xs, consts, idx, zero, in_avals, ys_avals
                                       [buf, up, idx] + [zero] * (big.ndim - 1),
                                       [tensor_type(big), tensor_type(one)] + [ti] * big.ndim,
                                       [tensor_type(big)], sharding=[sh])[0], big, sh))
-    return outs[:c], new_ys
+    # (a carry of partial sums goes round held: an untyped value a gradient rule yields
+    # into it has no unreduced axes of its own, XLA reduces it, and each trip summed
+    # the whole value again)
+    return [cx.held(o, v.aval, v.sharding) for o, v in zip(outs[:c], body.inputs)], new_ys
 
 
 def _stacked(sh):
