@@ -12,7 +12,8 @@ import functools
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ..trace import core
-from ..errors import ArgumentError, ShardcError, ShardcTypeError, api_boundary, user_loc
+from ..errors import (ArgumentError, ShardcError, ShardcNotImplementedError, ShardcTypeError,
+                      api_boundary, user_loc)
 from ..runtime.meshes import current_mesh, get_abstract_mesh
 from . import explicit as _explicit
 from ..ops.manual_region import (add_shard_map, block_input, body_value as _body_value,
@@ -33,6 +34,11 @@ def _spec_sharding(spec, aval, mesh_shape, manual, what):
         raise ShardcError(f"{what}: expected a PartitionSpec, got {type(spec).__name__}")
     sh = from_spec(spec, aval.ndim, mesh_shape, what)
     around = manual_ctx()
+    if (sh.unreduced or sh.reduced) and _partly_manual(mesh_shape, manual, around):
+        raise ShardcNotImplementedError(
+            f"{what}: unreduced/reduced can only be passed to in_specs and out_specs when "
+            f"shard_map is in full manual mode (as jax). Got mesh axis names "
+            f"{mesh_shape.names}, manual axes {sorted(manual)}, spec {spec}")
     for d in sh.dims:
         for a in d:
             if around is not None and a in around.axes:
@@ -43,6 +49,35 @@ def _spec_sharding(spec, aval, mesh_shape, manual, what):
                 raise ShardcError(f"{what}: mesh axis {a!r} is not manual here (axis_names="
                                   f"{sorted(manual)}); specs may only name manual axes")
     return sh.closed()
+
+
+def _partly_manual(mesh_shape, manual, around) -> bool:
+    return bool(set(mesh_shape.names) - set(manual) - set(around.axes if around else ()))
+
+
+def _check_no_partial_sums(region, mesh_shape, manual):
+    """Partial sums (unreduced axes) in a shard_map manual over some axes only: Shardy
+    cannot place unreduced axes beside manual ones (XLA aborts the process; jax's
+    programs too), so they are refused at the line that makes them."""
+    if not _partly_manual(mesh_shape, manual, manual_ctx()):
+        return
+    _first_partial_sums(region, manual)
+
+
+def _first_partial_sums(region, manual):
+    for op in region.ops:    # (a region's ops first: the line that makes them)
+        for r in op.regions:
+            _first_partial_sums(r, manual)
+        for v in op.outputs:
+            ts, sh = v.aval.ts, v.sharding
+            axes = (ts.unreduced if ts is not None else ()) or (sh.unreduced if sh else ())
+            if axes:
+                raise ShardcNotImplementedError(
+                    f"partial sums (unreduced over mesh axes {sorted(axes)}, {v.aval}) inside "
+                    f"a shard_map manual over {sorted(manual)} only: XLA cannot hold "
+                    "unreduced axes beside manual ones. Make the shard_map manual over all "
+                    "mesh axes (axis_names), or reduce them where they are made (no "
+                    "unreduced= in out_sharding)", op.loc)
 
 
 class _InferFromArgs:
@@ -351,6 +386,7 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
                     "the per-device partial sums (no psum), or drop the axes from unreduced",
                     loc)
         out_sh.append(sh)
+    _check_no_partial_sums(region, mshape, manual)
     results = add_shard_map(body, in_vals, in_sh, out_sh, loc)
     return _tree.tree_unflatten(out_tree, results)
 
