@@ -95,3 +95,28 @@ def test_vmap_of_it_keeps_the_partial_sums():
     got_t, got_spec, got_v = _run(shardc, snp, f)
     assert got_spec == P(None, None, None, unreduced={"Y"}), got_t
     np.testing.assert_allclose(got_v, np.stack([A @ B, 2 * A @ B]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("out_specs", [P(None, None, unreduced={"Y"}, reduced={"X"}),
+                                       P(reduced={"Y"})])
+def test_out_specs_naming_reduced_axes_the_output_lacks_refused_as_jax(out_specs):
+    for m in (jax, shardc):
+        sm, _ = _api(m)
+
+        def f(x, w):
+            return sm(lambda a, b: a @ b, in_specs=(P(None, "Y"), P("Y", None)),
+                      out_specs=out_specs)(m.reshard(x, P(None, "Y")), m.reshard(w, P("Y", None)))
+        with m.set_mesh(_mesh(m)):
+            with pytest.raises(ValueError, match="reduced present on the out_aval"):
+                m.jit(f)(A, B)
+
+
+def test_out_specs_reduced_from_in_specs_as_jax():
+    def f(m, n, x, w):
+        sm, _ = _api(m)
+        return sm(lambda a: a + a, in_specs=P(reduced={"Y"}), out_specs=P(reduced={"Y"}))(
+            m.reshard(x, P(reduced={"Y"})))
+    want = _run(jax, jnp, f)
+    got = _run(shardc, snp, f)
+    assert got[:2] == want[:2]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)

@@ -366,6 +366,13 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     out_sh = []
     for i, (v, spec) in enumerate(zip(region.outputs, flat_out)):
         sh = _spec_sharding(spec, v.aval, mshape, manual, f"shard_map out_specs for output {i}")
+        red = ctx.reduced.get(id(v), frozenset())
+        if set(sh.reduced) - red:
+            raise ArgumentError(
+                f"shard_map out_specs[{i}] is {spec}, but output {i} is reduced over mesh "
+                f"axes {sorted(red)} only: out_specs name the reduced axes present on the "
+                "output (as jax: 'should be equal to the reduced present on the out_aval'), "
+                "those of in_specs with reduced= it is computed from", loc)
         if check_vma:
             # (an unreduced axis may vary: each device's value is a summand, as jax's)
             claimed = set(manual) - {a for d in sh.dims for a in d} - set(sh.unreduced)

@@ -35,6 +35,9 @@ class ManualCtx:
         self.check_vma = check_vma
         # id(Value) -> frozenset of manual axes it varies over
         self.vma: dict = outer.vma if outer is not None else {}
+        # id(Value) -> mesh axes it is reduced over (in_specs=P(..., reduced=...)), kept
+        # through every op: out_specs may name only those (as jax's out_aval check)
+        self.reduced: dict = outer.reduced if outer is not None else {}
 
     def vma_of(self, v) -> frozenset:
         if isinstance(v, Lit):
@@ -53,6 +56,12 @@ class ManualCtx:
             out = ins
         for v in outs:
             self.vma[id(v)] = out
+        red = self.reduced
+        if red:
+            r = frozenset().union(*(red.get(id(v), ()) for v in in_vals if not isinstance(v, Lit)))
+            if r:
+                for v in outs:
+                    red[id(v)] = r
 
     def check_axes(self, name, axes):
         for a in axes:
@@ -121,6 +130,10 @@ def block_input(body, x, sh: Sharding, what="shard_map"):
     # (partial sums, in_specs=P(..., unreduced=...): each device holds a summand)
     ctx.vma[id(t.value)] = before | frozenset(ax for d in sh.dims for ax in d) | \
         frozenset(sh.unreduced)
+    red = frozenset(sh.reduced) | (ctx.reduced.get(id(x.value), frozenset())
+                                   if ctx.outer and core.is_tracer(x) else frozenset())
+    if red:
+        ctx.reduced[id(t.value)] = red
     if core.is_tracer(x) and x.value in x.builder.host:     # in pinned host memory
         body.host.add(t.value)
     return t
