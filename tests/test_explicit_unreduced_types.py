@@ -122,3 +122,18 @@ def test_what_jax_refuses_is_a_type_error(name):
         with pytest.raises(ShardingTypeError, match="test_explicit_unreduced_types.py:") as e:
             shardc.jit(lambda x, w: BAD[name](shardc, snp, x, w))(A, B)
     assert "unreduced" in str(e.value) or "reduced over" in str(e.value)
+
+
+FORWARD = {   # (shardc re-traced the dot typed: 'ambiguous how the output should be sharded')
+    "jvp": lambda m, n, x, w: m.jvp(
+        lambda x: m.reshard(_u(m, n, x, w), P()), (x,), (x,))[1],
+    "hessian-vector product": lambda m, n, x, w: m.jvp(m.grad(
+        lambda x: (m.reshard(_u(m, n, x, w), P()) ** 2).sum()), (x,), (x,))[1],
+}
+
+
+@pytest.mark.parametrize("name", list(FORWARD))
+def test_forward_mode_through_a_dot_left_as_partial_sums(name):
+    want_v = _run(jax, jnp, FORWARD[name])[2]
+    got_v = _run(shardc, snp, FORWARD[name])[2]
+    np.testing.assert_allclose(got_v, want_v, rtol=1e-5)

@@ -9,12 +9,14 @@ part (jax's partial_eval_jaxpr_nounits with a policy).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from ..errors import Loc, at_loc
 from ..ir import dtypes
 from ..ir.primitive import PropKind
 from ..ir.program import Lit
 from ..ops.region import lookup  # noqa: F401  (re-exported)
-from ..trace import core
+from ..trace import core, types
 from ..trace.core import Tracer
 
 
@@ -39,6 +41,14 @@ def _line(loc):
     return loc if loc is None or loc.scope is None else Loc(loc.file, loc.line, loc.lib)
 
 
+def _untyped(op) -> bool:
+    """Whether explicit mode traced `op` untyped (an op whose out_sharding= typed its
+    result next, a dot's with unreduced=): re-traced so too, or its type is ambiguous."""
+    ranked = [v for v in op.outputs if v.aval.shape]
+    return bool(ranked) and all(v.aval.ts is None for v in ranked) and any(
+        not isinstance(v, Lit) and v.aval.ts is not None for v in op.inputs)
+
+
 def eval_list(ops, env):
     """Re-trace `ops` in the current builder, reading operands from `env` ({id(value):
     tracer}), which it extends with their results. Each keeps its source line (a
@@ -46,7 +56,7 @@ def eval_list(ops, env):
     from .ad import rebind_op
     for op in ops:
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
-        with at_loc(_line(op.loc)):
+        with at_loc(_line(op.loc)), types.lenient() if _untyped(op) else nullcontext():
             if op.regions:
                 outs = rebind_op(op, ins)
             else:
