@@ -120,3 +120,46 @@ def test_out_specs_reduced_from_in_specs_as_jax():
     got = _run(shardc, snp, f)
     assert got[:2] == want[:2]
     np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+
+
+REDUCED_THROUGH_REGIONS = {
+    "checkpoint": lambda m, lax, a: m.checkpoint(lambda b: b + b)(a),
+    "scan": lambda m, lax, a: lax.scan(lambda c, _: (c + c, None), a, None, length=2)[0],
+    "fori_loop": lambda m, lax, a: lax.fori_loop(0, 2, lambda i, c: c + c, a),
+    "while_loop": lambda m, lax, a: lax.while_loop(
+        lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] + c[1]), (0, a))[1],
+    "cond": lambda m, lax, a: lax.cond(True, lambda b: b + b, lambda b: b, a),
+    "remat of a scan of a cond": lambda m, lax, a: m.checkpoint(lambda b: lax.scan(
+        lambda c, _: (lax.cond(True, lambda d: d + d, lambda d: d, c), None), b, None,
+        length=2)[0])(a),
+}
+
+
+@pytest.mark.parametrize("name", REDUCED_THROUGH_REGIONS)
+def test_out_specs_reduced_through_region_ops_as_jax(name):
+    """A value reduced over Y stays so through a cond, scan, loop or checkpoint (ops
+    added whole, with regions): out_specs naming Y are jax's (shardc refused them)."""
+    def f(m, n, x, w):
+        sm, lax = _api(m)
+        return sm(lambda a: REDUCED_THROUGH_REGIONS[name](m, lax, a), in_specs=P(reduced={"Y"}),
+                  out_specs=P(reduced={"Y"}))(m.reshard(x, P(reduced={"Y"})))
+    want = _run(jax, jnp, f)
+    got = _run(shardc, snp, f)
+    assert got[:2] == want[:2]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduced_in", [False, True])
+def test_out_specs_reduced_unchecked_without_check_vma_as_jax(reduced_in):
+    """check_vma=False: jax does not check out_specs' reduced axes against the output's
+    (nor track them), so P(reduced={'Y'}) of any replicated value is accepted."""
+    spec = P(reduced={"Y"}) if reduced_in else P()
+
+    def f(m, n, x, w):
+        sm, lax = _api(m)
+        return sm(lambda a: lax.cond(True, lambda b: b + b, lambda b: b, a), in_specs=spec,
+                  out_specs=P(reduced={"Y"}), check_vma=False)(m.reshard(x, spec))
+    want = _run(jax, jnp, f)
+    got = _run(shardc, snp, f)
+    assert got[:2] == want[:2]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)

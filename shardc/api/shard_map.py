@@ -18,6 +18,7 @@ from ..runtime.meshes import current_mesh, get_abstract_mesh
 from . import explicit as _explicit
 from ..ops.manual_region import (add_shard_map, block_input, body_value as _body_value,
                                  manual_ctx, open_body)
+from ..ir.program import Lit
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -78,6 +79,25 @@ def _first_partial_sums(region, manual):
                     "unreduced axes beside manual ones. Make the shard_map manual over all "
                     "mesh axes (axis_names), or reduce them where they are made (no "
                     "unreduced= in out_sharding)", op.loc)
+
+
+def _reduced_values(body, ctx) -> dict:
+    """id(value) -> the mesh axes each value of shard_map body `body` is reduced over:
+    its block arguments' from in_specs with reduced= (and values it closes over, as
+    they are in an enclosing body), kept through every op of the body -- region ops
+    (cond, scan, loops, checkpoint) too, which are added whole."""
+    red = dict(ctx.reduced)
+    for t, v in body.captured.values():
+        r = ctx.reduced.get(id(t.value))
+        if r:
+            red[id(v)] = r
+    for op in body.program.ops:
+        r = frozenset().union(*(red.get(id(v), ()) for v in op.inputs
+                                if not isinstance(v, Lit)))
+        if r:
+            for v in op.outputs:
+                red[id(v)] = r
+    return red
 
 
 class _InferFromArgs:
@@ -363,11 +383,12 @@ def _trace_shard_map(f, mesh, in_specs, out_specs, manual, check_vma, args):
     region = body.program
     region.outputs = [_body_value(body, x) for x in out_leaves]
     flat_out = _specs_for(out_specs, out, "shard_map out_specs")
+    reduced = _reduced_values(body, ctx)
     out_sh = []
     for i, (v, spec) in enumerate(zip(region.outputs, flat_out)):
         sh = _spec_sharding(spec, v.aval, mshape, manual, f"shard_map out_specs for output {i}")
-        red = ctx.reduced.get(id(v), frozenset())
-        if set(sh.reduced) - red:
+        red = reduced.get(id(v), frozenset())
+        if check_vma and set(sh.reduced) - red:     # (jax checks them with check_vma only)
             raise ArgumentError(
                 f"shard_map out_specs[{i}] is {spec}, but output {i} is reduced over mesh "
                 f"axes {sorted(red)} only: out_specs name the reduced axes present on the "
