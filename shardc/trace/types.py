@@ -310,6 +310,11 @@ def check_partial_sums(b, v, axes, what, loc=None):
             "Shard the contraction on those axes, or name the axes it is sharded on", loc)
 
 
+def whole_value(b, v, axes):
+    """Whether `v` is known to be a whole value, not partial sums over mesh `axes`."""
+    return _partial_over(b, v, frozenset(axes), 12) is False
+
+
 def mark_partial(b, v, axes, partial, depth=12):
     """Value `v`, partial sums over `axes` (_partial_over), and the values it is made of
     that are too (a dot's result before its transpose): their shardings say so, as jax

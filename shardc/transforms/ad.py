@@ -115,13 +115,15 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
     carries = _carries_ct(ints)
     partial, reduced = {}, set()    # explicit mode: the rules' partial sums (ur_rules)
 
-    def add(v, c):
+    def add(v, c, op=None):
         if c is None or isinstance(v, Lit) or not carries(v.aval):
             return
         c = _fit(c, v.aval)
         if explicit and v.aval.ts is not None and type(c) is Tracer and \
                 c.value.aval.ts != v.aval.ts:
-            c = _retype(c, v.aval.ts, builder, partial, reduced)
+            # (jax's dot transpose is given the partial-sums type as its out_sharding)
+            dot = op is not None and bool(op.prim.traits & Trait.CONTRACTION)
+            c = _retype(c, v.aval.ts, builder, partial, reduced, dot)
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))
@@ -161,7 +163,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
         if emitted is not None:
             emitted.append((op, first, len(builder.program.ops)))
         for v, c in zip(op.inputs, in_cts):
-            add(v, c)
+            add(v, c, op)
     return [ct.get(id(w)) for w in wrt_vals]
 
 
@@ -179,20 +181,25 @@ def _transposed(loc):
     return f"transpose({scope})"
 
 
-def _retype(c, ts, builder, partial=None, reduced=()):
+def _retype(c, ts, builder, partial=None, reduced=(), dot=False):
     """Explicit mode: cotangent `c` resharded to its primal's type `ts` (open dims on a
     mesh with Auto axes, which the compiler still chooses); `partial`, `reduced`: what
-    the backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops)."""
+    the backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops);
+    `dot`: `c` is a contraction's cotangent of an operand."""
     partial = {} if partial is None else partial
     from ..ops.special import sharding_constraint_p
     mesh = builder.meshes.info.shape
     opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
-    # the cotangent of a value reduced over axes is a partial sum over them (jax's): one
-    # a rule reduced (a nonlinear op on partial sums) is resharded to partial sums whole,
-    # as jax's reshard of a seed (an op typed partial on it counts it once per device)
+    # the cotangent of a value reduced over axes is a partial sum over them (jax's). A
+    # whole one (a rule's reduction of partial sums, grad's seed, an op's that keeps
+    # no reduced axes) is resharded to partial sums whole, as jax's reshard of its
+    # seed (an op typed partial on it counts it once per device); but a contraction
+    # must make them itself (jax: "out_sharding's unreduced axes should be equal to
+    # the contracting specs")
     axes = frozenset(ts.reduced)
     if axes and partial.get(id(c.value)) != axes:
-        if id(c.value) in reduced:
+        if id(c.value) in reduced or \
+                not dot and types.whole_value(builder, c.value, axes):
             sh = Sharding(ts.dims, opens)
             c = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
             c.value.sharding = sh

@@ -1,0 +1,77 @@
+"""Explicit mode, against jax: the cotangent of a value reduced over mesh axes is partial
+sums over them. A whole cotangent (grad's seed, that of an op that keeps no reduced
+axes: take, sort) is resharded to partial sums, as jax reshards its seed; only a
+contraction that must make them itself and cannot is an error, as in jax
+(tests/test_explicit_partial_sums.py). shardc raised ShardingTypeError for
+grad(lambda w: reshard(w, P(reduced={'Y'})).sum())."""
+import jax
+import jax.nn as jnn
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import shardc
+import shardc.nn as snn
+import shardc.numpy as snp
+
+from test_explicit_unreduced_types import B, _mesh  # (its inputs and mesh)
+
+W = B - 3
+
+
+def _r(m, w):
+    return m.reshard(w, P(None, None, reduced={"Y"}))
+
+
+def _norm(spec, rank=2):
+    parts = [() if p is None else (p,) if isinstance(p, str) else tuple(p)
+             for p in spec.partitions]
+    return parts + [()] * (rank - len(parts)), spec.unreduced, spec.reduced
+
+
+# f(m, n, w) -> a scalar, differentiated at w
+JIT = {
+    "sum": lambda m, n, w: _r(m, w).sum(),
+    "sin": lambda m, n, w: n.sin(_r(m, w)).sum(),
+    "silu": lambda m, n, w: (jnn if m is jax else snn).silu(_r(m, w)).sum(),
+}
+# jax.jit raises here (an op with no reduced rule, or a jax bug on reduced specs:
+# "Using *pspec is dangerous", a 4x sigmoid gradient); the reference is NumPy
+NUMPY = {
+    "take": (lambda m, n, w: n.take(_r(m, w), np.array([1, 3, 3]), axis=0).sum(),
+             lambda w: np.bincount([1, 3, 3], minlength=16)[:, None] * np.ones_like(w)),
+    "sort": (lambda m, n, w: (n.sort(_r(m, w)[::-1], axis=0)[:2]).sum(),
+             lambda w: np.where(w <= np.sort(w, axis=0)[1], 1., 0.)),
+    "sigmoid": (lambda m, n, w: snn.sigmoid(_r(m, w)).sum(),
+                lambda w: np.exp(-w) / (1 + np.exp(-w)) ** 2),
+}
+
+
+def _grad(m, n, f):
+    seen = []
+
+    def g(w):
+        out = m.grad(lambda w: f(m, n, w))(w)
+        seen.append(str(m.typeof(out)))
+        return out
+    with m.set_mesh(_mesh(m)):
+        out = m.jit(g)(W)
+    return seen[0], out.sharding.spec, np.asarray(out)
+
+
+@pytest.mark.parametrize("name", list(JIT))
+def test_gradient_through_a_reduced_value_as_jax(name):
+    want_t, want_spec, want = _grad(jax, jnp, JIT[name])
+    got_t, got_spec, got = _grad(shardc, snp, JIT[name])
+    assert got_t == want_t
+    assert _norm(got_spec) == _norm(want_spec)     # (jax: P(); shardc: P(None, None))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_gradient_through_ops_jax_jit_refuses_matches_numpy(name):
+    f, want = NUMPY[name]
+    got_t, got_spec, got = _grad(shardc, snp, f)
+    assert got_t == "float32[16,4]"
+    np.testing.assert_allclose(got, want(W.astype(np.float64)), rtol=1e-5, atol=1e-6)
