@@ -1,9 +1,9 @@
 """Explicit mode, against jax: the cotangent of a value reduced over mesh axes is partial
-sums over them. A whole cotangent (grad's seed, that of an op that keeps no reduced
-axes: take, sort) is resharded to partial sums, as jax reshards its seed; only a
-contraction that must make them itself and cannot is an error, as in jax
-(tests/test_explicit_partial_sums.py). shardc raised ShardingTypeError for
-grad(lambda w: reshard(w, P(reduced={'Y'})).sum())."""
+sums over them, and that of partial sums is reduced (jax's to_ct_aval). A whole
+cotangent (grad's seed, that of an op that keeps no reduced axes: take, sort) is
+resharded to partial sums, as jax reshards its seed; only a contraction that must make
+them itself and cannot is an error, as in jax (tests/test_explicit_partial_sums.py).
+shardc raised ShardingTypeError for grad(lambda w: reshard(w, P(reduced={'Y'})).sum())."""
 import jax
 import jax.nn as jnn
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ import shardc
 import shardc.nn as snn
 import shardc.numpy as snp
 
-from test_explicit_unreduced_types import B, _mesh  # (its inputs and mesh)
+from test_explicit_unreduced_types import A, B, _mesh, _u  # (its inputs and mesh)
 
 W = B - 3
 
@@ -75,3 +75,40 @@ def test_gradient_through_ops_jax_jit_refuses_matches_numpy(name):
     got_t, got_spec, got = _grad(shardc, snp, f)
     assert got_t == "float32[16,4]"
     np.testing.assert_allclose(got, want(W.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+def test_the_gradient_at_partial_sums_is_reduced_as_jax():
+    # (jax's to_ct_aval swaps unreduced and reduced: shardc typed it {U:Y})
+    C = np.arange(32, dtype=np.float32).reshape(8, 4) / 7
+
+    def run(m, n):
+        seen = []
+
+        def g(x, w, c):
+            out = m.grad(lambda a: (a * _r(m, c)).sum())(_u(m, n, x, w))
+            seen.append(str(m.typeof(out)))
+            return out
+        with m.set_mesh(_mesh(m)):
+            out = m.jit(g)(A, B, C)
+        return seen[0], out.sharding.spec, np.asarray(out)
+    want_t, want_spec, want = run(jax, jnp)
+    got_t, got_spec, got = run(shardc, snp)
+    assert (got_t, got_spec) == (want_t, want_spec) == ("float32[8,4]{R:Y}",
+                                                        P(None, None, reduced={"Y"}))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got, C, rtol=1e-6)
+
+
+def test_a_max_pool_of_a_reduced_value_stays_reduced():
+    # (its untyped fold was retyped as a cotangent is: {U:Y}, partial sums)
+    seen = []
+
+    def f(w):
+        out = shardc.lax.reduce_window(_r(shardc, w), -np.inf, shardc.lax.max, (2, 1),
+                                       (2, 1), "VALID")
+        seen.append(str(shardc.typeof(out)))
+        return shardc.reshard(out, P())
+    with shardc.set_mesh(_mesh(shardc)):
+        got = shardc.jit(f)(W)
+    assert seen == ["float32[8,4]{R:Y}"]
+    np.testing.assert_allclose(np.asarray(got), W.reshape(8, 2, 4).max(1))

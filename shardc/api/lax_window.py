@@ -92,7 +92,7 @@ def _typed(fold, xs, inits, combine, wd, st, pads, bd, wdl):
     _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
     with types.lenient():
         outs = fold(xs, inits, combine, wd, st, pads, bd, wdl)
-    return [_retype(o, ts, b) for o in outs]
+    return [_retype(o, ts, b, primal=True) for o in outs]
 
 
 def _check_divides(shape, ts, wd, st, pads, bd, wdl, b):

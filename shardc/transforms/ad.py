@@ -181,11 +181,13 @@ def _transposed(loc):
     return f"transpose({scope})"
 
 
-def _retype(c, ts, builder, partial=None, reduced=(), dot=False):
-    """Explicit mode: cotangent `c` resharded to its primal's type `ts` (open dims on a
-    mesh with Auto axes, which the compiler still chooses); `partial`, `reduced`: what
-    the backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops);
-    `dot`: `c` is a contraction's cotangent of an operand."""
+def _retype(c, ts, builder, partial=None, reduced=(), dot=False, primal=False):
+    """Explicit mode: cotangent `c` resharded to the cotangent type of a primal typed
+    `ts` (jax's to_ct_aval: its unreduced and reduced axes swapped; open dims on a mesh
+    with Auto axes, which the compiler still chooses); `partial`, `reduced`: what the
+    backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops);
+    `dot`: `c` is a contraction's cotangent of an operand. `primal`: `c` is a value
+    of type `ts` (an op's result traced untyped), not a cotangent."""
     partial = {} if partial is None else partial
     from ..ops.special import sharding_constraint_p
     mesh = builder.meshes.info.shape
@@ -196,7 +198,7 @@ def _retype(c, ts, builder, partial=None, reduced=(), dot=False):
     # seed (an op typed partial on it counts it once per device); but a contraction
     # must make them itself (jax: "out_sharding's unreduced axes should be equal to
     # the contracting specs")
-    axes = frozenset(ts.reduced)
+    axes = frozenset(ts.reduced) if not primal else ()
     if axes and partial.get(id(c.value)) != axes:
         if id(c.value) in reduced or \
                 not dot and types.whole_value(builder, c.value, axes):
@@ -207,7 +209,8 @@ def _retype(c, ts, builder, partial=None, reduced=(), dot=False):
             types.check_partial_sums(builder, c.value, axes,
                                      "the gradient of a value reduced over mesh axes")
             types.mark_partial(builder, c.value, axes, partial)
-    sh = Sharding(ts.dims, opens, ts.unreduced + ts.reduced)
+    sh = Sharding(ts.dims, opens, *((ts.unreduced, ts.reduced) if primal else
+                                    (ts.reduced, ts.unreduced)))
     out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
     out.value.sharding = sh
     return out
