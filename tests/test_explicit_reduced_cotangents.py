@@ -18,6 +18,7 @@ import shardc.numpy as snp
 from test_explicit_unreduced_types import A, B, _mesh, _u  # (its inputs and mesh)
 
 W = B - 3
+K = np.arange(64.).reshape(16, 4) / 64
 
 
 def _r(m, w):
@@ -34,6 +35,7 @@ def _norm(spec, rank=2):
 JIT = {
     "sum": lambda m, n, w: _r(m, w).sum(),
     "sin": lambda m, n, w: n.sin(_r(m, w)).sum(),
+    "softplus": lambda m, n, w: (jnn if m is jax else snn).softplus(_r(m, w)).sum(),
     "silu": lambda m, n, w: (jnn if m is jax else snn).silu(_r(m, w)).sum(),
 }
 # jax.jit raises here (an op with no reduced rule, or a jax bug on reduced specs:
@@ -45,6 +47,11 @@ NUMPY = {
              lambda w: np.where(w <= np.sort(w, axis=0)[1], 1., 0.)),
     "sigmoid": (lambda m, n, w: snn.sigmoid(_r(m, w)).sum(),
                 lambda w: np.exp(-w) / (1 + np.exp(-w)) ** 2),
+    "elu": (lambda m, n, w: snn.elu(_r(m, w)).sum(),
+            lambda w: np.where(w > 0, 1., np.exp(w))),
+    "log_softmax": (lambda m, n, w: (snn.log_softmax(_r(m, w), axis=1) * _r(m, K)).sum(),
+                    lambda w: K - K.sum(1, keepdims=True) * np.exp(w) /
+                    np.exp(w).sum(1, keepdims=True)),
 }
 
 
@@ -112,3 +119,26 @@ def test_a_max_pool_of_a_reduced_value_stays_reduced():
         got = shardc.jit(f)(W)
     assert seen == ["float32[8,4]{R:Y}"]
     np.testing.assert_allclose(np.asarray(got), W.reshape(8, 2, 4).max(1))
+
+
+def test_softplus_elu_and_log_softmax_keep_the_reduced_type():
+    # (jnp.where(c, 0, x)'s broadcast 0 made the result a plain value, and a max
+    # dropped the type: x - max(x) was a type error)
+    seen = []
+    with shardc.set_mesh(_mesh(shardc)):
+        shardc.jit(lambda w: seen.extend(str(shardc.typeof(o)) for o in (
+            snn.softplus(_r(shardc, w)), snn.elu(_r(shardc, w)),
+            snn.log_softmax(_r(shardc, w), axis=1))))(W)
+    assert seen == ["float32[16,4]{R:Y}"] * 3
+    with jax.set_mesh(_mesh(jax)):      # (jax's elu and log_softmax raise here)
+        jax.jit(lambda w: seen.append(str(jax.typeof(jnn.softplus(_r(jax, w))))))(W)
+    assert seen[-1] == "float32[16,4]{R:Y}"
+
+
+def test_reshard_of_a_numpy_array_in_jit_types_it_as_jax():
+    # (it was put on the devices with the sharding, its reduced axes lost in the trace)
+    seen = []
+    for m in (jax, shardc):
+        with m.set_mesh(_mesh(m)):
+            m.jit(lambda w: seen.append(str(m.typeof(_r(m, K)))))(W)
+    assert seen == ["float32[16,4]{R:Y}"] * 2

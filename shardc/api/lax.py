@@ -29,6 +29,11 @@ from ..ir.program import Lit
 
 def _constraint_leaf(x, s, reshard=False):
     from ..runtime.meshes import as_jax_sharding
+    b = core.current_builder()
+    if b is not None and not core.is_tracer(x):
+        # a NumPy array in a trace: a constant of it, constrained (and typed) there
+        v = b.to_value(x)
+        x = x if type(v) is Lit else core.Tracer(b, v)
     if not core.is_tracer(x):
         if isinstance(s, PartitionSpec):
             from ..runtime.meshes import named_in_context

@@ -17,9 +17,9 @@ how it treats partial sums with `prim.type_partial`:
 - "each" (optimization_barrier): each result keeps its own operand's axes.
 
 Reduced axes (P(reduced={'Y'})): a replicated value whose cotangent is a partial sum.
-Elementwise ops and the ops above keep them, where every operand is reduced over them
-(jax's default_nary_reduced_rule; a scalar may be replicated); other ops' results are
-plain replicated values.
+Elementwise ops, reductions and the ops above keep them, where every operand is reduced
+over them (jax's default_nary_reduced_rule; a scalar, or a broadcast of one, may be
+replicated); other ops' results are plain replicated values.
 
 A gradient rule's ops are traced untyped (its cotangents take their primals' types
 after it); mark_cotangent_ops types their partial sums after the fact, by the same
@@ -37,6 +37,31 @@ from ..ir.sharding import Sharding, axis_name
 EMPTY = frozenset()
 
 
+def _producer(v):
+    from .core import current_builder
+    from .types import producer
+    b = current_builder()
+    return producer(b, v) if b is not None else None
+
+
+def _splat(v, depth=4):
+    """Whether `v` is a scalar, a broadcast, cast or reshape of one (jnp.where's of a
+    Python scalar), or picks among such (select): a scalar beside a reduced operand is
+    as jax's, which it reshards to the reduced type (the rules below let it be)."""
+    if type(v) is Lit or not getattr(v.aval, "ndim", 0):
+        return True
+    op = _producer(v) if depth else None
+    if op is None or op.regions:
+        return False
+    kind = getattr(op.prim, "type_partial", None)
+    if op.prim.traits & Trait.FUSED and op.inputs:
+        return _splat(op.inputs[0], depth - 1)
+    if type(kind) is tuple and kind[1] is not None and op.prim.prop_kind == \
+            PropKind.ELEMENTWISE:
+        return all(_splat(op.inputs[i], depth - 1) for i in kind[1] if i < len(op.inputs))
+    return False
+
+
 def _zero(v, depth=4):
     """Whether `v` is a zero constant: a literal, or a constant op's zeros (jnp.pad's
     padding value, a cast or broadcast of one) traced by the current builder."""
@@ -45,12 +70,7 @@ def _zero(v, depth=4):
             return not bool(v.value)
         except (TypeError, ValueError):
             return False
-    if not depth:
-        return False
-    from .core import current_builder
-    from .types import producer
-    b = current_builder()
-    op = producer(b, v) if b is not None else None
+    op = _producer(v) if depth else None
     if op is None:
         return False
     if op.prim.traits & Trait.CONSTANT:
@@ -92,8 +112,10 @@ def partial_axes(prim, in_vals, in_ts):
                 "slices and layout changes of partial sums, and their products with values "
                 "reduced over the same axes, stay partial sums). Reduce it first with "
                 "shardc.reshard(x, P(...))")
-        if prim.prop_kind != PropKind.ELEMENTWISE:
+        if prim.prop_kind != PropKind.ELEMENTWISE and not prim.traits & Trait.REDUCE:
             return EMPTY, EMPTY     # a replicated value (dot: as jax's)
+        # (a max or product of a reduced value is too, as jax's reduce_sum: its rule is
+        # linear in the cotangent; jax has no rule for them yet)
         return EMPTY, _nary_reduced(name, in_vals, in_ts, rs)
     if kind == "sum":
         return _same(name, in_vals, us, "unreduced"), _nary_reduced(name, in_vals, in_ts, rs)
@@ -110,7 +132,8 @@ def partial_axes(prim, in_vals, in_ts):
     idx = range(len(in_vals)) if which is None else [i for i in which if i < len(in_vals)]
     vals = [in_vals[i] for i in idx]
     u = _same(name, vals, [us[i] for i in idx], "unreduced")
-    r = [rs[i] for i in idx]
+    # (a scalar broadcast takes any reduced axes, as jax's scalars: jnp.where(c, 0, x))
+    r = [rs[i] for i in idx if rs[i] or not _splat(in_vals[i])]
     if len({x for x in r if x}) > 1:
         raise ShardingTypeError(f"{name}: its operands are reduced over different mesh axes "
                                 f"{', '.join(_axes(x) for x in r if x)}; reshard them alike")
@@ -189,9 +212,9 @@ def _nary_reduced(name, in_vals, in_ts, rs):
                                 f"axes; got {', '.join(_axes(r) for r in seen)}")
     (red,) = seen
     for i, (v, t, r) in enumerate(zip(in_vals, in_ts, rs)):
-        if r or not getattr(v.aval, "ndim", 0):
-            continue
         sharded = {a for d in t.dims for a in d} & red if t is not None else EMPTY
+        if r or _splat(v) and not sharded:
+            continue
         how = f"sharded on {_axes(sharded)}" if sharded else "replicated on them"
         u = frozenset(t.unreduced) if t is not None else EMPTY
         if not sharded and u & red:
