@@ -3,7 +3,8 @@ sums over them, and that of partial sums is reduced (jax's to_ct_aval). A whole
 cotangent (grad's seed, that of an op that keeps no reduced axes: take, sort) is
 resharded to partial sums, as jax reshards its seed; only a contraction that must make
 them itself and cannot is an error, as in jax (tests/test_explicit_partial_sums.py).
-shardc raised ShardingTypeError for grad(lambda w: reshard(w, P(reduced={'Y'})).sum())."""
+shardc raised ShardingTypeError for grad(lambda w: reshard(w, P(reduced={'Y'})).sum()).
+vjp checks its cotangent's type, as jax's."""
 import jax
 import jax.nn as jnn
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 import shardc
 import shardc.nn as snn
 import shardc.numpy as snp
+from shardc.errors import ArgumentError
 
 from test_explicit_unreduced_types import A, B, _mesh, _u  # (its inputs and mesh)
 
@@ -142,3 +144,37 @@ def test_reshard_of_a_numpy_array_in_jit_types_it_as_jax():
         with m.set_mesh(_mesh(m)):
             m.jit(lambda w: seen.append(str(m.typeof(_r(m, K)))))(W)
     assert seen == ["float32[16,4]{R:Y}"] * 2
+
+
+def _vjp(m, n, spec, ct_spec):
+    def h(w, c):
+        _, fn = m.vjp(lambda w: n.sin(m.reshard(w, spec)), w)
+        return fn(m.reshard(c, ct_spec))[0]
+    with m.set_mesh(_mesh(m)):
+        return np.asarray(m.jit(h)(B, np.ones((16, 4), np.float32)))
+
+
+VJP_BAD = {     # (output type, cotangent type)
+    "reduced for reduced": (P(None, reduced={"Y"}), P(None, reduced={"Y"})),
+    "whole for reduced": (P(None, reduced={"Y"}), P()),
+    "sharded for whole": (P(), P("X")),
+    "other dim": (P(None, "Y"), P("Y")),
+}
+
+
+@pytest.mark.parametrize("name", list(VJP_BAD))
+def test_vjp_refuses_a_cotangent_of_another_type_as_jax(name):
+    spec, ct_spec = VJP_BAD[name]
+    with pytest.raises(ValueError, match="unexpected JAX type"):
+        _vjp(jax, jnp, spec, ct_spec)
+    with pytest.raises(ArgumentError, match="unexpected type for argument to VJP") as e:
+        _vjp(shardc, snp, spec, ct_spec)
+    assert "test_explicit_reduced_cotangents.py:" in str(e.value)
+
+
+def test_vjp_takes_its_cotangent_type():
+    # (jax.jit: "device_indices_map doesn't work with unreduced"; the value is cos(w))
+    got = _vjp(shardc, snp, P(None, reduced={"Y"}), P(None, unreduced={"Y"}))
+    np.testing.assert_allclose(got, np.cos(B), rtol=1e-6)
+    np.testing.assert_allclose(_vjp(shardc, snp, P(None, "Y"), P(None, "Y")),
+                               _vjp(jax, jnp, P(None, "Y"), P(None, "Y")), rtol=1e-6)

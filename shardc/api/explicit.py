@@ -143,6 +143,35 @@ def typeof(x):
                                 sharding=sharding, **extra)
 
 
+def cotangent_type_mismatch(ct, aval):
+    """Explicit mode: (got, want) type strings where cotangent `ct` has a sharding type
+    other than that of the cotangent of an output of type `aval` (its unreduced and
+    reduced axes swapped: jax's to_ct_aval), as jax's vjp refuses it; None when it fits
+    or has no mesh to compare (a NumPy array), as jax's check passes those."""
+    got = typeof(ct)
+    mesh = got.sharding.mesh
+    if aval.ts is None or mesh.empty or AxisType.Explicit not in mesh.axis_types:
+        return None
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    ts = types.restrict(aval.ts, explicit, aval.ndim)
+    ct_ts = type(ts)(ts.dims, None, ts.reduced, ts.unreduced) if ts is not None else None
+    want = _spec(ct_ts, aval.ndim)
+    if _norm(got.sharding.spec, aval.ndim) == _norm(want, aval.ndim):
+        return None
+    out = jax.core.ShapedArray(aval.shape, aval.dtype,
+                               sharding=NamedSharding(mesh, _spec(ts, aval.ndim)))
+    return (got.str_short(), jax.core.ShapedArray(
+        aval.shape, aval.dtype, sharding=NamedSharding(mesh, want)).str_short(),
+        out.str_short())
+
+
+def _norm(spec, rank):
+    parts = [() if p is None else (p,) if isinstance(p, str) else tuple(p)
+             for p in spec.partitions]
+    return (parts + [()] * (rank - len(parts)), frozenset(spec.unreduced),
+            frozenset(spec.reduced))
+
+
 def _mesh_axes(axes, what):
     b = core.current_builder()
     mesh = b.meshes.info.mesh if b is not None and b.meshes is not None else None

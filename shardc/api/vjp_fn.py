@@ -82,6 +82,7 @@ class VJP:
                               f"output's {out_tree}")
         for c, a in zip(leaves, avals):
             _check_cotangent(c, a)
+            _check_cotangent_type(c, a)
         if bw is None:                      # in the trace that made it
             if core.current_builder() is None:
                 raise ShardcError("a vjp function made inside a trace is called after that "
@@ -166,6 +167,20 @@ def _check_cotangent(c, aval):
             f"unexpected type for argument to VJP function: got {np.dtype(dt).name}"
             f"{list(shape)}, but expected {np.dtype(aval.dtype).name}{list(aval.shape)} "
             "because the corresponding output of the differentiated function has that type")
+
+
+def _check_cotangent_type(c, aval):
+    """Explicit mode: a cotangent whose sharding type is not the output's cotangent
+    type is refused, as jax's vjp does (a partial-sums cotangent for a reduced output)."""
+    from .explicit import cotangent_type_mismatch
+    bad = cotangent_type_mismatch(c, aval)
+    if bad is not None:
+        got, want, out = bad
+        raise ArgumentError(
+            f"unexpected type for argument to VJP function: got {got}, but expected {want} "
+            f"because the corresponding output of the differentiated function had type "
+            f"{out} (a cotangent's unreduced axes are its output's reduced ones, and the "
+            "other way around); reshard the cotangent to that type")
 
 
 def _fit(cts, avals):
