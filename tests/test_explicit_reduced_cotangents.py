@@ -178,3 +178,19 @@ def test_vjp_takes_its_cotangent_type():
     np.testing.assert_allclose(got, np.cos(B), rtol=1e-6)
     np.testing.assert_allclose(_vjp(shardc, snp, P(None, "Y"), P(None, "Y")),
                                _vjp(jax, jnp, P(None, "Y"), P(None, "Y")), rtol=1e-6)
+
+
+def test_an_update_of_a_reduced_value_stays_reduced():
+    # (x.at[i].set(v) of one raised "the gradient of a value reduced over mesh axes"
+    # in the forward pass; jax.jit: "Using *pspec is dangerous")
+    seen = []
+
+    def loss(w):
+        out = _r(shardc, w).at[1].set(2.)
+        seen.append(str(shardc.typeof(out)))
+        return snp.sin(out).sum()
+    with shardc.set_mesh(_mesh(shardc)):
+        got = shardc.jit(shardc.grad(loss))(W)
+    assert seen == ["float32[16,4]{R:Y}"]
+    np.testing.assert_allclose(np.asarray(got), np.cos(W) * (np.arange(16) != 1)[:, None],
+                               rtol=1e-6)

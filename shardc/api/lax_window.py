@@ -20,7 +20,8 @@ from ..errors import ShardcError, ShardingTypeError
 from ..ir import dtypes
 from ..ops import lax as L
 from ..trace import core, types
-from ..transforms.ad import _retype, custom_vjp
+from ..transforms.ad import custom_vjp
+from ..transforms.ct_type import retype
 from ..transforms.custom_jvp import custom_jvp
 from .numpy._util import aval, convert
 from ..trace import pytree as _tree
@@ -92,7 +93,7 @@ def _typed(fold, xs, inits, combine, wd, st, pads, bd, wdl):
     _check_divides(aval(xs[0]).shape, ts, wd, st, pads, bd, wdl, b)
     with types.lenient():
         outs = fold(xs, inits, combine, wd, st, pads, bd, wdl)
-    return [_retype(o, ts, b, primal=True) for o in outs]
+    return [retype(o, ts, b, primal=True) for o in outs]
 
 
 def _check_divides(shape, ts, wd, st, pads, bd, wdl, b):

@@ -14,12 +14,12 @@ import numpy as np
 
 from ..trace import core, types
 from ..trace.ur_rules import mark_cotangent_ops
+from .ct_type import retype
 from ..ir import dtypes
 from ..ir.primitive import Trait, nondiff  # noqa: F401  (nondiff re-exported)
 from ..trace.core import Primitive, Tracer
 from ..errors import ShardcError, ShardcTypeError, current_scope, in_scope
 from ..ir.program import Lit
-from ..ir.sharding import Sharding
 from ..ops import lax as L
 from .custom_jvp import forward_attr, nondiff_nums, resolve_kwargs
 from ..trace import pytree as _tree
@@ -123,7 +123,7 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
                 c.value.aval.ts != v.aval.ts:
             # (jax's dot transpose is given the partial-sums type as its out_sharding)
             dot = op is not None and bool(op.prim.traits & Trait.CONTRACTION)
-            c = _retype(c, v.aval.ts, builder, partial, reduced, dot)
+            c = retype(c, v.aval.ts, builder, partial, reduced, dot)
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))
@@ -179,41 +179,6 @@ def _transposed(loc):
     elif scope == here:
         return None
     return f"transpose({scope})"
-
-
-def _retype(c, ts, builder, partial=None, reduced=(), dot=False, primal=False):
-    """Explicit mode: cotangent `c` resharded to the cotangent type of a primal typed
-    `ts` (jax's to_ct_aval: its unreduced and reduced axes swapped; open dims on a mesh
-    with Auto axes, which the compiler still chooses); `partial`, `reduced`: what the
-    backward pass knows of its rules' partial sums (ur_rules.mark_cotangent_ops);
-    `dot`: `c` is a contraction's cotangent of an operand. `primal`: `c` is a value
-    of type `ts` (an op's result traced untyped), not a cotangent."""
-    partial = {} if partial is None else partial
-    from ..ops.special import sharding_constraint_p
-    mesh = builder.meshes.info.shape
-    opens = None if len(mesh.explicit) == len(mesh.names) else [True] * len(ts.dims)
-    # the cotangent of a value reduced over axes is a partial sum over them (jax's). A
-    # whole one (a rule's reduction of partial sums, grad's seed, an op's that keeps
-    # no reduced axes) is resharded to partial sums whole, as jax's reshard of its
-    # seed (an op typed partial on it counts it once per device); but a contraction
-    # must make them itself (jax: "out_sharding's unreduced axes should be equal to
-    # the contracting specs")
-    axes = frozenset(ts.reduced) if not primal else ()
-    if axes and partial.get(id(c.value)) != axes:
-        if id(c.value) in reduced or \
-                not dot and types.whole_value(builder, c.value, axes):
-            sh = Sharding(ts.dims, opens)
-            c = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
-            c.value.sharding = sh
-        else:
-            types.check_partial_sums(builder, c.value, axes,
-                                     "the gradient of a value reduced over mesh axes")
-            types.mark_partial(builder, c.value, axes, partial)
-    sh = Sharding(ts.dims, opens, *((ts.unreduced, ts.reduced) if primal else
-                                    (ts.reduced, ts.unreduced)))
-    out = sharding_constraint_p.bind(c, sharding=sh, reshard=True)
-    out.value.sharding = sh
-    return out
 
 
 def _unvary(mc, v, c):

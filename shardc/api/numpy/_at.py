@@ -35,7 +35,7 @@ from ._ufuncs import (add, divide, greater, power, subtract, where)
 from ._util import aval, default_fill, convert, result_type
 from ._methods import _has_foreign
 from ..explicit import apply_out_sharding
-from ...transforms.ad import _retype
+from ...transforms.ct_type import retype
 from ._at_window import structured
 from ._at_scatter import (_boxed, _scatter_into, _clamp, _oob, _oob_mask, _unique, _placed,
     _replaced)
@@ -68,7 +68,7 @@ def _typed_update(method):
             out = method(self, *args, **kwargs)
         if out_sharding is not None:
             return apply_out_sharding(out, out_sharding)
-        return out if ts is None else _retype(out, ts, b)
+        return out if ts is None else retype(out, ts, b, primal=True)
     return run
 
 

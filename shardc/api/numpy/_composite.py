@@ -10,7 +10,7 @@ from ...ir import dtypes
 from ...errors import ArgumentError, ShardcError, ShardingTypeError
 from ...ir.sharding import Sharding
 from ...trace import types
-from ...transforms.ad import _retype
+from ...transforms.ct_type import retype
 from ...ops.common import check_axis
 from ..explicit import takes_out_sharding
 from ._creation import iota, zeros
@@ -215,7 +215,7 @@ def _untyped_as(b, ts, fn):
     given the type ts (as jax's tile and repeat type theirs)."""
     with types.lenient():
         out = fn()
-    return _retype(out, Sharding(ts.dims), b)
+    return retype(out, Sharding(ts.dims), b, primal=True)
 
 
 @takes_out_sharding
