@@ -194,3 +194,29 @@ def test_an_update_of_a_reduced_value_stays_reduced():
     assert seen == ["float32[16,4]{R:Y}"]
     np.testing.assert_allclose(np.asarray(got), np.cos(W) * (np.arange(16) != 1)[:, None],
                                rtol=1e-6)
+
+
+def test_a_plain_scalar_beside_a_reduced_one_gets_a_whole_cotangent():
+    # a + b, a plain (untyped) scalar and b reduced, is reduced: grad's seed is partial
+    # sums, and a's cotangent was left so (no retyping for rank-0 values), so XLA failed
+    # to compile ("duplicate axis ref") a broadcast typed sharded and unreduced on Y
+    X = np.sin(np.arange(8 * 16, dtype=np.float32)).reshape(8, 16)
+
+    def run(m, n):
+        def f(w, x):
+            return n.sin(m.reshard(x, P("Y", None)) @ _r(m, w)).sum() + _r(m, w).sum()
+        with m.set_mesh(_mesh(m)):
+            return np.asarray(m.jit(m.grad(f))(W, X))
+    want = run(jax, jnp)
+    np.testing.assert_allclose(run(shardc, snp), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(want, (np.cos(X @ W).T @ X).T + 1, rtol=1e-4)
+
+
+def test_vmap_of_a_gradient_through_a_reduced_value_counts_it_once():
+    # vmap re-traced the backward pass's untyped ops without their partial-sums
+    # shardings (a broadcast of the unbatched seed, a product), so XLA reduced the seed
+    # there and the retyping counted it once per device: 4x cos (jax.jit refuses it)
+    f = lambda w: snp.sin(_r(shardc, w)).sum()
+    with shardc.set_mesh(_mesh(shardc)):
+        got = shardc.jit(shardc.vmap(shardc.grad(f)))(np.stack([W, W / 2]))
+    np.testing.assert_allclose(np.asarray(got), np.cos(np.stack([W, W / 2])), rtol=1e-5)

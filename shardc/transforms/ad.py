@@ -20,6 +20,7 @@ from ..ir.primitive import Trait, nondiff  # noqa: F401  (nondiff re-exported)
 from ..trace.core import Primitive, Tracer
 from ..errors import ShardcError, ShardcTypeError, current_scope, in_scope
 from ..ir.program import Lit
+from ..ir.sharding import Sharding
 from ..ops import lax as L
 from .custom_jvp import forward_attr, nondiff_nums, resolve_kwargs
 from ..trace import pytree as _tree
@@ -119,11 +120,15 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
         if c is None or isinstance(v, Lit) or not carries(v.aval):
             return
         c = _fit(c, v.aval)
-        if explicit and v.aval.ts is not None and type(c) is Tracer and \
-                c.value.aval.ts != v.aval.ts:
+        ts = v.aval.ts
+        if ts is None and not v.aval.shape:
+            # a plain scalar (untyped: rank-0 values carry no type sharding): one added
+            # to a reduced scalar gets the partial-sums cotangent, summed here (as jax's)
+            ts = Sharding(())
+        if explicit and ts is not None and type(c) is Tracer and c.value.aval.ts != v.aval.ts:
             # (jax's dot transpose is given the partial-sums type as its out_sharding)
             dot = op is not None and bool(op.prim.traits & Trait.CONTRACTION)
-            c = retype(c, v.aval.ts, builder, partial, reduced, dot)
+            c = retype(c, ts, builder, partial, reduced, dot)
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))

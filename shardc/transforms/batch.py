@@ -20,8 +20,9 @@ def batch_program(program, args, batched, ctx: BatchCtx):
     """Re-trace `program` in the current builder on `args` (batched ones with the
     mapped dim first); returns (outputs, which outputs are batched)."""
     env = {id(v): (a, b) for v, a, b in zip(program.inputs, args, batched)}
-    b = core.current_builder()
-    explicit = b is not None and bool(types.explicit_axes_of(b))
+    bld = core.current_builder()
+    explicit = bld is not None and bool(types.explicit_axes_of(bld))
+    partial = {}    # explicit mode: re-traced values that are a gradient's partial sums
     for op in program.ops:
         ins, bs = [], []
         for v in op.inputs:
@@ -36,11 +37,14 @@ def batch_program(program, args, batched, ctx: BatchCtx):
         # result the update then types) is re-traced untyped
         ranked = [v for v in op.outputs if v.aval.shape]     # (rank 0 carries no type)
         untyped = explicit and ranked and all(v.aval.ts is None for v in ranked)
+        first = len(bld.program.ops) if bld is not None else 0
         with types.lenient() if untyped else contextlib.nullcontext():
             if any(bs) or _names_axis(op, ctx):
                 outs, obs = _apply_rule(op, ins, bs, ctx)
             else:
                 outs, obs = _unbatched(op, ins), [False] * len(op.outputs)
+        if explicit and untyped:
+            _mark_partial(op, ins, bld.program.ops[first:], partial)
         for v, o, b in zip(op.outputs, outs, obs):
             if v.sharding is not None and op.prim.source_of is not None and not b:
                 o.value.sharding = v.sharding
@@ -49,6 +53,26 @@ def batch_program(program, args, batched, ctx: BatchCtx):
     for v in program.outputs:
         outs.append((v, False) if type(v) is Lit else env[id(v)])
     return [o for o, _ in outs], [b for _, b in outs]
+
+
+def _mark_partial(op, ins, new_ops, partial):
+    """Explicit mode: an untyped op of a gradient rule whose operands were partial sums
+    (ur_rules.mark_cotangent_ops gave them unreduced shardings), re-traced: its new ops
+    are typed so again (a broadcast of an unbatched cotangent too), or XLA would reduce
+    the partial sums, which the gradient's retyping then counts once per device."""
+    from ..trace.ur_rules import mark_cotangent_ops
+    found = False
+    for v, a in zip(op.inputs, ins):
+        if type(v) is Lit or type(a) is Lit:
+            continue
+        u = v.sharding.unreduced if v.sharding is not None and v.aval.ts is None else ()
+        if u and core.is_tracer(a):
+            partial.setdefault(id(a.value), frozenset(u))
+        t = a.value.aval.ts if core.is_tracer(a) else None
+        found = found or id(getattr(a, "value", None)) in partial or \
+            bool(t is not None and t.unreduced)
+    if found:
+        mark_cotangent_ops(new_ops, partial, set())
 
 
 def _names_axis(op, ctx):
