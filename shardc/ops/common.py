@@ -69,9 +69,13 @@ def broadcast_to(ctx, x, in_aval: Aval, out_aval: Aval, dims=None, sharding=None
 def expand_scalars(ctx, xs, out_shape, sharding=None):
     """Broadcast rank-0 operands of an elementwise op to the result shape."""
     out = []
+    sh = sharding if sharding is not None else ctx.out_shardings[0]
     for x, a in zip(xs, ctx.in_avals):
         if a.ndim == 0 and out_shape:
-            out.append(broadcast_to(ctx, x, a, a.update(shape=out_shape), (), sharding))
+            b = a.update(shape=out_shape)
+            # partial sums behind a constraint: Shardy takes a scalar's broadcast for one
+            # it may re-create per use and drops its sharding, so XLA would reduce them
+            out.append(ctx.held(broadcast_to(ctx, x, a, b, (), sh), b, sh))
         else:
             out.append(x)
     return out
