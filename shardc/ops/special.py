@@ -101,6 +101,7 @@ _ = np
 
 def _vjps():
     from ..ir.primitive import nondiff
+    from ..ir.sharding import Sharding
     constant_p.vjp = nondiff
 
     def constraint_vjp(ctx, cts, x, *, sharding, **kw):
@@ -110,6 +111,10 @@ def _vjps():
         straight to the operand's sharding."""
         if kw.get("reshard") and ctx.op.inputs[0].aval.ts is not None:
             return [cts[0]]
+        # (explicit mode: the cotangent of partial sums is whole and vice versa, as
+        # to_ct_aval: a reshard to P(unreduced=...) in a gradient, differentiated again)
+        sharding = Sharding(sharding.dims, sharding.open, sharding.reduced,
+                            sharding.unreduced)
         out = sharding_constraint_p.bind(cts[0], sharding=sharding, **kw)
         out.value.sharding = sharding
         return [out]

@@ -234,7 +234,9 @@ def _partial_of(v, partial):
         return EMPTY
     u = partial.get(id(v))
     if u is None:
-        ts = v.aval.ts
+        # (untyped: the partial sums an earlier backward pass marked it, which a
+        # gradient of that pass, or a transform re-tracing it, reads)
+        ts = v.aval.ts if v.aval.ts is not None else v.sharding
         u = frozenset(ts.unreduced) if ts is not None else EMPTY
     return u
 

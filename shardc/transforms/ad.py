@@ -132,7 +132,12 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
         if mc is not None and mc.check_vma and type(c) is Tracer:
             c = _unvary(mc, v, c)
         prev = ct.get(id(v))
-        ct[id(v)] = c if prev is None else L.add(prev, c)
+        if prev is not None:
+            first, untyped = len(builder.program.ops), _untyped(prev) and _untyped(c)
+            c = L.add(prev, c)
+            if explicit and untyped:    # (untyped partial sums: a grad of grad's)
+                mark_cotangent_ops(builder.program.ops[first:], partial, reduced)
+        ct[id(v)] = c
 
     for v, c in zip(out_vals, out_cts):
         add(v, c)
@@ -170,6 +175,10 @@ def backward(ops, builder, out_vals, out_cts, wrt_vals, level=None, active=None,
         for v, c in zip(op.inputs, in_cts):
             add(v, c, op)
     return [ct.get(id(w)) for w in wrt_vals]
+
+
+def _untyped(c):
+    return type(c) is Tracer and c.value.aval.ts is None
 
 
 def _transposed(loc):
