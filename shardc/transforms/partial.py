@@ -18,6 +18,7 @@ from ..ir.program import Lit
 from ..ops.region import lookup  # noqa: F401  (re-exported)
 from ..trace import core, types
 from ..trace.core import Tracer
+from ..trace.ur_rules import mark_cotangent_ops
 
 
 class Split:
@@ -56,6 +57,8 @@ def eval_list(ops, env):
     from .ad import rebind_op
     for op in ops:
         ins = [v if isinstance(v, Lit) else env[id(v)] for v in op.inputs]
+        b = core.current_builder()
+        first = len(b.program.ops)
         with at_loc(_line(op.loc)), types.lenient() if _untyped(op) else nullcontext():
             if op.regions:
                 outs = rebind_op(op, ins)
@@ -66,7 +69,17 @@ def eval_list(ops, env):
             if v.sharding is not None and op.prim.source_of is not None:
                 o.value.sharding = v.sharding
             env[id(v)] = o
+        if not op.regions and _marked(op) and all(
+                type(o) is Tracer and o.value.aval.ts is None for o in outs):
+            # a gradient's partial sums (ad.py): typed so again where its operands still are
+            mark_cotangent_ops(b.program.ops[first:], {}, set())
     return env
+
+
+def _marked(op):
+    """Whether the untyped results of `op` were typed partial sums (ur_rules)."""
+    return any(v.aval.ts is None and v.sharding is not None and v.sharding.unreduced
+               for v in op.outputs)
 
 
 def split_region(region, ct_mask, policy=None, active=None, level=None):
