@@ -19,7 +19,7 @@ from ...ops.indexing import gather_p
 from ...ops.take import clamp_index, gather_along_p, scatter_add_along_p
 from ...trace import core
 from ._reductions import _cumulative, cumsum, sum as _sum
-from ._shapes import broadcast_to, concatenate, expand_dims, ravel, reshape
+from ._shapes import broadcast_to, concatenate, ravel, reshape
 from ._ufuncs import add, bitwise_and, bitwise_or, equal, isnan, less, logical_not, where
 from ._util import (aval, default_fill, canonical_dtype, check_arraylike, convert,
     index_for_dim, promote_dtypes)
@@ -288,10 +288,14 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         return L.full(va.shape, 0, dt)
     go_left = sort_le if side == "left" else sort_lt
     if method == "compare_all":
-        full = (*va.shape, n)
-        c = go_left(broadcast_to(expand_dims(v, -1), full), broadcast_to(a, full))
-        # count of a's entries the query goes after
-        return convert(_sum(logical_not(c), axis=-1), dt)
+        # as jax's: a's entries the query goes after, a's dim leading (so that a's
+        # sharding meets the queries' as jax's does)
+        full = (n, *va.shape)
+        c = (sort_lt if side == "left" else sort_le)(
+            broadcast_to(reshape(a, (n,) + (1,) * va.ndim), full), broadcast_to(v, full))
+        return _sum(c, axis=0, dtype=dt)
+    if method == "sort":
+        return _searchsorted_sort(a, v, side, dt)
     udt = dtypes.uint32
     low = L.full(va.shape, 0, udt)
     high = L.full(va.shape, n, udt)
@@ -300,6 +304,29 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         left = go_left(v, _gather1d(a, L.min(mid, n - 1)))
         low, high = L.select(left, low, mid), L.select(left, mid, high)
     return convert(high, dt)
+
+
+def _searchsorted_sort(a, v, side, dt):
+    """jax's method="sort": a query's rank among a and the queries co-sorted (stably,
+    queries first for side="left"), less its rank among the queries (flat, as jax's, so
+    the result is laid out as jax's)."""
+    from ..lax_gather import ScatterDimensionNumbers, scatter
+    n, q = aval(a).shape[0], aval(v).size
+    wdt = dtypes.int32 if n + q <= np.iinfo(np.int32).max else dtypes.int64
+
+    def rank(x):
+        m = aval(x).shape[0]
+        idx = L.iota(wdt, (m,), 0)
+        perm = srt.sort_p.bind(x, idx, dimension=0, is_stable=True, num_keys=1)[1]
+        dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0,))
+        return scatter(L.full((m,), 0, wdt), L.reshape(perm, (m, 1)), idx, dn)
+    flat = ravel(v)
+    if side == "left":
+        index = L.slice(rank(concatenate([flat, a], 0)), (0,), (q,))
+    else:
+        index = L.slice(rank(concatenate([a, flat], 0)), (n,), (n + q,))
+    return convert(reshape(L.sub(index, rank(flat)), aval(v).shape), dt)
 
 
 def digitize(x, bins, right=False, *, method=None):
