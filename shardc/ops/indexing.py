@@ -213,10 +213,34 @@ def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims
     idx, upd = _even(ctx, idx, 1, ib), _even(ctx, upd, 2, ub)
     idx, it = _wide_index(ctx, idx, ctx.in_avals[1])
     types = [tensor_type(ctx.in_avals[0]), it, tensor_type(ctx.in_avals[2])]
-    return ctx.op("stablehlo.scatter", [x, idx, upd], types,
-                  [tensor_type(ctx.out_avals[0])],
-                  {"indices_are_sorted": "false", "scatter_dimension_numbers": dn,
-                   "unique_indices": "false"}, regions=[region])
+    # an operand dim the indices address, split unevenly: XLA's partitioner writes the
+    # wrong rows there (jax.jit's too), so it is scattered whole and split after
+    whole = _uneven_whole(ctx, scatter_dims_to_operand_dims)
+    if whole is not None:
+        x = ctx.held(x, ctx.in_avals[0], whole, always=True)
+    out = ctx.op("stablehlo.scatter", [x, idx, upd], types,
+                 [tensor_type(ctx.out_avals[0])],
+                 {"indices_are_sorted": "false", "scatter_dimension_numbers": dn,
+                  "unique_indices": "false"}, regions=[region],
+                 sharding=None if whole is None else [whole])
+    if whole is None:
+        return out
+    return [ctx.held(out[0], ctx.out_avals[0], ctx.out_shardings[0], always=True)]
+
+
+def _uneven_whole(ctx, dims):
+    """The operand's and result's sharding with each of `dims` that either splits
+    unevenly made whole, or None if none does (or shardings are XLA's to choose)."""
+    if ctx.lowering.sources_only or ctx.lowering.oracle:
+        return None
+    shs = [ctx.in_shardings[0], ctx.out_shardings[0]]
+    shape = ctx.in_avals[0].shape
+    if any(s is None for s in shs) or not any(
+            shape[d] % s.shards(ctx.mesh, d) for s in shs for d in dims):
+        return None
+    out = shs[1]
+    return Sharding([() if d in dims else axes for d, axes in enumerate(out.dims)], None,
+                    out.unreduced, out.reduced)
 
 
 def _wide_index(ctx, idx, a):
