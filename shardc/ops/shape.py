@@ -13,6 +13,7 @@ from ..ir.sharding import Sharding
 from ..lower.emit import tensor_type
 from ..ir.rules import NEED_REPLICATION, PERMUTATION, RuleBuilder, no_rule
 from .common import i64_array
+from .partitioner_holds import padded_whole, slice_source
 
 
 # ---------------------------------------------------------------- broadcast_in_dim
@@ -247,29 +248,6 @@ def _pad_rule(ins, outs, *, padding_config):
     return _mismatch_rule(ins, outs, ins[0].shape, outs[0].shape, PERMUTATION)
 
 
-def _padded_whole(ctx, interior):
-    """The sharding a pad with interior padding is computed in, or None for its own.
-
-    XLA's partitioner gives wrong values or mis-sized buffers, jax.jit too, for a pad
-    with interior padding whose result is split along that dim when the operand is not
-    split the same way: a replicated (4, 8, 4) operand padded by (0, 1, 1) into
-    P(None, 'y'), or into P(None, ('x', 'y')), is off by up to the largest element. Such
-    dims are padded whole and split after. In a cond branch, whose ops carry no
-    shardings, XLA picks them: they are held whole there, the other dims left open."""
-    if not any(interior) or ctx.lowering.oracle:
-        return None
-    operand = ctx.in_shardings[0]
-    res = None if ctx.lowering.sources_only else ctx.out_shardings[0]
-    if res is None:
-        return Sharding(((),) * len(interior), [i == 0 for i in interior])
-    bad = [i > 0 and res.dims[d] and (operand is None or operand.dims[d] != res.dims[d])
-           for d, i in enumerate(interior)]
-    if not any(bad):
-        return None
-    return Sharding([() if b else a for a, b in zip(res.dims, bad)], None, res.unreduced,
-                    res.reduced)
-
-
 def _lower_pad(ctx, x, pv, *, padding_config):
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
     types = [tensor_type(a) for a in ctx.in_avals]
@@ -279,7 +257,7 @@ def _lower_pad(ctx, x, pv, *, padding_config):
     # then slice it off
     crop = [-a if a < 0 and i > 0 else 0 for a, i in zip(lo, interior)]
     mid = out.update(shape=tuple(n + c for n, c in zip(out.shape, crop)))
-    whole = _padded_whole(ctx, interior)
+    whole = padded_whole(ctx, interior)
     (r,) = ctx.op("stablehlo.pad", [x, pv], types, [tensor_type(mid)],
                   {"edge_padding_low": i64_array([a + c for a, c in zip(lo, crop)]),
                    "edge_padding_high": i64_array(hi),
@@ -322,6 +300,7 @@ def _slice_rule(ins, outs, **_):
 
 
 def _lower_slice(ctx, x, *, start_indices, limit_indices, strides=None):
+    x = ctx.held(x, ctx.in_avals[0], slice_source(ctx), always=True)
     # A stride on a dim the slice leaves at one element or none means nothing, and XLA's
     # partitioner mis-sizes such a strided slice of a split dim (an hlo-verifier error,
     # or a wrong value): jax.jit's lax.slice(x, (5,), (6,), (3,)) over 4 devices too.
