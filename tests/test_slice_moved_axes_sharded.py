@@ -27,33 +27,38 @@ FNS = {
     "set_scaled": lambda L, v, i: v.at[i].set(v[:5] * 3),
 }
 
-# (function, operand spec, result spec, in a scan body)
+# (function, operand spec, result spec, in a region: None, "scan" (body) or "cond" (branch))
 CASES = [
-    ("wrap", P(None, ("x", "y")), P("x"), False),
-    ("wrap_scaled", P(None, ("x", "y")), P("x"), False),
-    ("both_ends", P(None, ("y", "x")), P("y"), False),
-    ("pad_and_slice", P(None, ("x", "y")), P("x"), False),
-    ("set_rows", P(("x", "y")), P(None, "x"), False),
-    ("set_scaled", P(("y", "x")), P(None, "y"), False),
-    ("wrap", P(None, ("x", "y")), P("x"), True),
-    ("set_rows", P(("x", "y")), P(None, "x"), True),
+    ("wrap", P(None, ("x", "y")), P("x"), None),
+    ("wrap_scaled", P(None, ("x", "y")), P("x"), None),
+    ("both_ends", P(None, ("y", "x")), P("y"), None),
+    ("pad_and_slice", P(None, ("x", "y")), P("x"), None),
+    ("set_rows", P(("x", "y")), P(None, "x"), None),
+    ("set_scaled", P(("y", "x")), P(None, "y"), None),
+    ("wrap", P(None, ("x", "y")), P("x"), "scan"),
+    ("set_rows", P(("x", "y")), P(None, "x"), "scan"),
+    ("wrap", P(None, ("x", "y")), P("x"), "cond"),
+    ("pad_and_slice", P(None, ("x", "y")), P("x"), "cond"),
     # controls: XLA gets these right
-    ("wrap", P(None, "x"), P("x"), False),
-    ("wrap", P(None, ("x", "y")), P(("x", "y")), False),
+    ("wrap", P(None, "x"), P("x"), None),
+    ("wrap", P(None, ("x", "y")), P(("x", "y")), None),
 ]
 
 
-@pytest.mark.parametrize("name, ispec, ospec, in_scan", CASES)
-def test_a_slice_that_moves_the_split_axes_matches_numpy(name, ispec, ospec, in_scan):
+@pytest.mark.parametrize("name, ispec, ospec, region", CASES)
+def test_a_slice_that_moves_the_split_axes_matches_numpy(name, ispec, ospec, region):
     mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     f = FNS[name]
     ref = np.asarray(f(np, X.copy(), I)) if not name.startswith("set") else \
         np.asarray(f(jax.numpy, jax.numpy.asarray(X), I))
 
     def g(v, i):
-        if not in_scan:
-            return f(snp, v, i)
-        return shardc.lax.scan(lambda c, _: (c, f(snp, c, i)), v, None, length=2)[1][1]
+        if region == "scan":
+            return shardc.lax.scan(lambda c, _: (c, f(snp, c, i)), v, None, length=2)[1][1]
+        if region == "cond":
+            return shardc.lax.cond(i[0] > 0, lambda v: f(snp, v, i),
+                                   lambda v: -f(snp, v, i), v)
+        return f(snp, v, i)
     x = jax.device_put(X, NamedSharding(mesh, ispec))
     out = shardc.jit(g, out_shardings=NamedSharding(mesh, ospec))(x, I)
     np.testing.assert_array_equal(np.asarray(out), ref)

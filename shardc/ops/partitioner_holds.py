@@ -36,8 +36,9 @@ def slice_source(ctx):
     axes the result splits another dim by ([{}, {x, y}] -> [{x}, {}]) when the operand
     has another user resharded the same way: concatenate([v, v[:, :3] * 2], 1) or
     v.at[i].set(v[:5]) (jax.jit's concatenate too) were XLA verifier errors. Such an
-    operand is resharded whole first, and the slice is made at the result's sharding."""
-    if ctx.lowering.sources_only:
+    operand is resharded whole first, and the slice is made at the result's sharding
+    (in a cond branch too, whose ops are lowered without their shardings)."""
+    if ctx.lowering.oracle:
         return None
     operand, res = ctx.in_shardings[0], ctx.out_shardings[0]
     if operand is None or res is None:
