@@ -134,14 +134,17 @@ def test_conv_grad_matches_jax(mesh2x4, name):
     x, k = R(*lsh), R(*rsh, seed=1)
     out = jax.eval_shape(lambda a, b: jax.lax.conv_general_dilated(a, b, **params), x, k)
     w = R(*out.shape, seed=2)
-    x = jax.device_put(x, NamedSharding(mesh2x4, P("x")))
 
     def loss(lax, a, b):
         return (lax.conv_general_dilated(a, b, **params) ** 2 * w).sum()
+    # values vs one device: jax.jit's kernel gradients of the grouped ones are 4x (its
+    # partitioner sums them over the replicated 'y' axis too)
+    ref = jax.jit(jax.grad(lambda a, b: loss(jax.lax, a, b), argnums=(0, 1)))(x, k)
+    x = jax.device_put(x, NamedSharding(mesh2x4, P("x")))
     got = shardc.jit(shardc.grad(lambda a, b: loss(shardc.lax, a, b), argnums=(0, 1)))(x, k)
     want = jax.jit(jax.grad(lambda a, b: loss(jax.lax, a, b), argnums=(0, 1)))(x, k)
-    for g, r in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+    for g, r, o in zip(got, want, ref):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(o), rtol=1e-4, atol=1e-3)
         if name != "batch_groups":   # (shardc ties a gradient to its primal's sharding, the
             #                          replicated kernel; jax shards this one's out-features)
             assert g.sharding.is_equivalent_to(r.sharding, g.ndim), (g.sharding, r.sharding)
