@@ -225,13 +225,15 @@ def _lower_scatter(ctx, x, idx, upd, *, update_window_dims, inserted_window_dims
                  sharding=None if whole is None else [whole])
     if whole is None:
         return out
+    if ctx.lowering.sources_only:   # a cond branch's scatter has no sharding: hold it
+        out = [ctx.held(out[0], ctx.out_avals[0], whole, always=True)]
     return [ctx.held(out[0], ctx.out_avals[0], ctx.out_shardings[0], always=True)]
 
 
 def _uneven_whole(ctx, dims):
     """The operand's and result's sharding with each of `dims` that either splits
     unevenly made whole, or None if none does (or shardings are XLA's to choose)."""
-    if ctx.lowering.sources_only or ctx.lowering.oracle:
+    if ctx.lowering.oracle:
         return None
     shs = [ctx.in_shardings[0], ctx.out_shardings[0]]
     shape = ctx.in_avals[0].shape
