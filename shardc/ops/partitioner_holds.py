@@ -113,10 +113,12 @@ def conv_plan(ctx, dimension_numbers, feature_groups, batch_groups):
     held_r = Sharding(want_r, None, rhs.unreduced, rhs.reduced)
     axes = set(batch) | set(feats) | set(inner)
     k = prod(mesh.axis_size(a) for a in feats)
-    manual = tuple(a for a in mesh.names if a in axes)
+    # (batch groups computed whole, still per device: XLA splits a replicated one whose
+    # result is resharded after, and gets that wrong too)
+    manual = tuple(a for a in mesh.names if a in axes or batch_groups > 1)
     partial = out.unreduced or out.reduced or lhs.unreduced or lhs.reduced or \
         rhs.unreduced or rhs.reduced
-    if windowed or not axes or partial or any(a not in mesh.names for a in axes) or not all(
+    if windowed or not manual or partial or any(a not in mesh.names for a in axes) or not all(
                 n % held.shards(mesh, d) == 0 for held, aval in
                 ((held_l, ctx.in_avals[0]), (held_r, ctx.in_avals[1]))
                 for d, n in enumerate(aval.shape)):
