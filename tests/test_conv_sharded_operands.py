@@ -1,6 +1,6 @@
 """Convolutions whose operands and result are split in ways XLA's partitioner gets wrong
 (jax.jit gives the same wrong values): shardc computes them per device in a manual
-computation (ops/partitioner_holds.conv_plan). Every value is checked against one
+computation (ops/conv_plan.conv_plan). Every value is checked against one
 device: jax.jit on these shardings is not a reference."""
 import jax
 import numpy as np

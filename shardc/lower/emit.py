@@ -290,6 +290,7 @@ class Lowering:
         # the whole program is, where a lowering may not add constraints of its own either
         self.oracle = sources_only
         self.channels = 0
+        self.manual: tuple = ()      # the mesh axes manual where ops are being lowered
         self.templates: dict = {}    # see body()
         self.host_calls: list = []   # see host_call()
 
@@ -321,7 +322,7 @@ class Lowering:
         templates = self.templates
         types = self.types
         for op in p.ops:
-            key = template_key(op, indent)
+            key = template_key(op, (indent, self.manual) if self.manual else indent)
             if key is not None:
                 tpl = templates.get(key)
                 if tpl is not None:

@@ -21,26 +21,8 @@ from ..lower.emit import sharding_per_value, tensor_type
 from ..ir.rules import NEED_REPLICATION, RuleBuilder, pointwise
 from ..ir.sharding import Sharding
 from .common import check_dtype
+from .device_groups import channel, device_groups, groups_attr, pairs_attr
 
-
-# ---------------------------------------------------------------- device groups
-
-def device_groups(mesh, axes):
-    """Groups of device ids that differ only along `axes` (in the order of `axes`)."""
-    names = list(mesh.names)
-    ids = np.arange(mesh.size).reshape([s for _, s in mesh.axes])
-    rest = [names.index(a) for a in names if a not in axes]
-    moved = np.transpose(ids, rest + [names.index(a) for a in axes])
-    return moved.reshape(-1, prod(mesh.sizes[a] for a in axes))
-
-
-def _groups_attr(groups) -> str:
-    rows = ", ".join("[" + ", ".join(str(int(d)) for d in g) + "]" for g in groups)
-    return f"dense<[{rows}]> : tensor<{groups.shape[0]}x{groups.shape[1]}xi64>"
-
-
-def _channel(ctx):
-    return f"#stablehlo.channel_handle<handle = {ctx.lowering.next_channel()}, type = 1>"
 
 # ---------------------------------------------------------------- collectives
 
@@ -59,14 +41,14 @@ def _all_reduce_lower(kind, ctx, x, *, axes, sizes):
                       sharding=sh)
         (x,) = ctx.op("stablehlo.all_gather", [x], [tensor_type(stacked)],
                       [tensor_type(whole)],
-                      {"all_gather_dim": "0 : i64", "channel_handle": _channel(ctx),
-                       "replica_groups": _groups_attr(groups),
+                      {"all_gather_dim": "0 : i64", "channel_handle": channel(ctx),
+                       "replica_groups": groups_attr(groups),
                        "use_global_device_ids": "unit"}, sharding=sh)
         return [lower_reduce(ctx, kind, x, [0], whole, ctx.out_avals[0])]
     region = monoid_region(ctx, kind, ctx.in_avals[0])
     t = tensor_type(ctx.out_avals[0])
     return ctx.op("stablehlo.all_reduce", [x], [t], [t],
-                  {"channel_handle": _channel(ctx), "replica_groups": _groups_attr(groups),
+                  {"channel_handle": channel(ctx), "replica_groups": groups_attr(groups),
                    "use_global_device_ids": "unit"}, regions=[region])
 
 
@@ -134,8 +116,8 @@ def _ag_lower(ctx, x, *, axes, sizes, axis, tiled):
     groups = device_groups(ctx.mesh, axes)
     _ = i64_array
     return ctx.op("stablehlo.all_gather", [x], [tensor_type(xa)], [tensor_type(out)],
-                  {"all_gather_dim": f"{axis} : i64", "channel_handle": _channel(ctx),
-                   "replica_groups": _groups_attr(groups), "use_global_device_ids": "unit"})
+                  {"all_gather_dim": f"{axis} : i64", "channel_handle": channel(ctx),
+                   "replica_groups": groups_attr(groups), "use_global_device_ids": "unit"})
 
 
 all_gather_p = _collective("all_gather", _ag_shape, _ag_lower, _ag_rule, Vma.AXES)
@@ -185,7 +167,7 @@ def _ps_lower(ctx, x, *, axes, sizes, scatter_dimension, tiled):
     if not tiled:
         sh = Sharding(sh.dims[:d] + ((),) + sh.dims[d:])
     (r,) = ctx.op("stablehlo.reduce_scatter", [x], [tensor_type(xa)], [tensor_type(tiled_out)],
-                  {"channel_handle": _channel(ctx), "replica_groups": _groups_attr(groups),
+                  {"channel_handle": channel(ctx), "replica_groups": groups_attr(groups),
                    "scatter_dimension": f"{d} : i64", "use_global_device_ids": "unit"},
                   [sh], regions=[region])
     if not tiled:
@@ -227,8 +209,8 @@ def _a2a_lower(ctx, x, *, axes, sizes, split_axis, concat_axis):
     groups = device_groups(ctx.mesh, axes)
     return ctx.op("stablehlo.all_to_all", [x], [tensor_type(ctx.in_avals[0])],
                   [tensor_type(ctx.out_avals[0])],
-                  {"channel_handle": _channel(ctx), "concat_dimension": f"{concat_axis} : i64",
-                   "replica_groups": _groups_attr(groups),
+                  {"channel_handle": channel(ctx), "concat_dimension": f"{concat_axis} : i64",
+                   "replica_groups": groups_attr(groups),
                    "split_count": f"{prod(sizes)} : i64",
                    "split_dimension": f"{split_axis} : i64"})
 
@@ -260,11 +242,9 @@ def _pp_lower(ctx, x, *, axes, sizes, perm):
     # as JAX: permutation indices count devices of a group in device-id order
     groups = np.sort(device_groups(ctx.mesh, axes), axis=1)
     pairs = [(int(g[s]), int(g[d])) for g in groups for s, d in perm]
-    attr = "dense<[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + \
-        f"]> : tensor<{len(pairs)}x2xi64>" if pairs else "dense<> : tensor<0x2xi64>"
     t = tensor_type(ctx.in_avals[0])
     return ctx.op("stablehlo.collective_permute", [x], [t], [t],
-                  {"channel_handle": _channel(ctx), "source_target_pairs": attr})
+                  {"channel_handle": channel(ctx), "source_target_pairs": pairs_attr(pairs)})
 
 
 ppermute_p = _collective("ppermute", _pp_shape, _pp_lower, pointwise, Vma.AXES)

@@ -13,11 +13,12 @@ from ..errors import ShardcError
 from ..ir.primitive import PropKind, Trait
 from ..ir.program import Aval
 from ..ir.rules import PERMUTATION, REDUCTION, RuleBuilder
-from ..lower.emit import sharding_per_value, tensor_type
+from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from . import lax as L
 from .common import i64_array
-from .partitioner_holds import conv_plan
+from .conv_per_device import per_device
+from .conv_plan import conv_plan
 
 
 def dilate_dim(d, r):
@@ -161,63 +162,24 @@ def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     props = _props(*conv, feature_group_count, batch_group_count, precision)
     types = [tensor_type(a) for a in ctx.in_avals]
     out_t = tensor_type(ctx.out_avals[0])
-    plan = conv_plan(ctx, dimension_numbers, feature_group_count, batch_group_count)
+    plan = conv_plan(ctx, dimension_numbers, (window_strides, padding, lhs_dilation,
+                                              rhs_dilation),
+                     feature_group_count, batch_group_count)
     if plan is None:
         return ctx.op("stablehlo.convolution", [lhs, rhs], types, [out_t], props)
     lhs = ctx.held(lhs, ctx.in_avals[0], plan.lhs, always=plan.lhs != ctx.in_shardings[0])
     rhs = ctx.held(rhs, ctx.in_avals[1], plan.rhs, always=plan.rhs != ctx.in_shardings[1])
     if plan.manual:
-        r = _per_device(ctx, lhs, rhs, plan, _props(*conv, *plan.groups, precision))
+        pads = list(padding)
+        for h in plan.halos:        # each device's lhs block carries its own padding
+            pads[h.spatial] = h.pad
+        r = per_device(ctx, lhs, rhs, plan, _props(window_strides, pads, *conv[2:],
+                                                    *plan.groups, precision),
+                       dimension_numbers[0][2:])
     else:
         (r,) = ctx.op("stablehlo.convolution", [lhs, rhs], types, [out_t], props,
                       sharding=[plan.out])
     return [ctx.held(r, ctx.out_avals[0], ctx.out_shardings[0], always=True)]
-
-
-def _per_device(ctx, lhs, rhs, plan, props):
-    """The convolution as a manual computation over plan.manual: each device convolves
-    its blocks (plan.groups groups), then the sums over plan.summed are added up."""
-    from .blocks import local_shape
-    sizes = {a: ctx.mesh.axis_size(a) for a in ctx.mesh.names}
-    avals = [a.update(shape=local_shape(a.shape, s, sizes))
-             for a, s in zip((*ctx.in_avals, ctx.out_avals[0]), (plan.lhs, plan.rhs, plan.out))]
-    low = ctx.lowering
-    args = [low.fresh() for _ in range(2)]
-    for n, a in zip(args, avals):
-        low.types[n] = tensor_type(a)
-    saved, indent = ctx.lines, ctx.indent
-    ctx.lines, ctx.indent = [], indent + "    "
-    try:
-        (r,) = ctx.op("stablehlo.convolution", args, [tensor_type(a) for a in avals[:2]],
-                      [tensor_type(avals[2])], props, sharding=False)
-        if plan.summed:
-            r = _summed(ctx, r, avals[2], plan.summed)
-        inner = ctx.lines
-    finally:
-        ctx.lines, ctx.indent = saved, indent
-    t = tensor_type(avals[2])
-    head = ", ".join(f"{n}: {tensor_type(a)}" for n, a in zip(args, avals))
-    body = (f"{{\n{indent}  ^bb0({head}):\n" + "\n".join(inner) +
-            f'\n{indent}    "sdy.return"({r}) : ({t}) -> ()\n{indent}}}')
-    props = {"in_shardings": sharding_per_value([plan.lhs, plan.rhs]),
-             "manual_axes": "#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in plan.manual) +
-             "}>", "out_shardings": sharding_per_value([plan.out])}
-    (r,) = ctx.op("sdy.manual_computation", [lhs, rhs], [tensor_type(a) for a in ctx.in_avals],
-                  [tensor_type(ctx.out_avals[0])], props, sharding=False, regions=[body])
-    return r
-
-
-def _summed(ctx, x, aval, axes):
-    """`x` (of `aval`, in a manual computation over `axes`) summed over `axes`."""
-    from .collectives import _channel, _groups_attr, device_groups
-    from .reduce import monoid_region
-    t = tensor_type(aval)
-    (r,) = ctx.op("stablehlo.all_reduce", [x], [t], [t],
-                  {"channel_handle": _channel(ctx),
-                   "replica_groups": _groups_attr(device_groups(ctx.mesh, axes)),
-                   "use_global_device_ids": "unit"},
-                  regions=[monoid_region(ctx, "add", aval)], sharding=False)
-    return r
 
 
 conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_shape,

@@ -66,7 +66,12 @@ def _shard_map_lower(ctx, *operands, in_specs, out_specs, manual_axes, mesh, che
         names[id(v)] = n
         low.types[n] = tensor_type(v.aval)
         args.append(f"{n}: {tensor_type(v.aval)}")
-    inner = low.body(region, names, ctx.indent + "    ")
+    saved, low.manual = low.manual, all_manual(dict(manual_axes=manual_axes,
+                                                     outer_manual_axes=outer_manual_axes))
+    try:
+        inner = low.body(region, names, ctx.indent + "    ")
+    finally:
+        low.manual = saved
     rets = [names[id(v)] if not hasattr(v, "value") else None for v in region.outputs]
     ret_types = [tensor_type(v.aval) for v in region.outputs]
     in_sh = [_with_manual(spec, v.sharding) for spec, v in zip(in_specs, region.inputs)]

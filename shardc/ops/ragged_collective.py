@@ -11,7 +11,8 @@ from ..ir import dtypes
 from ..ir.primitive import NO_FACTOR_RULE, PropKind, Vma
 from ..lower.emit import tensor_type
 from ..trace.core import Primitive
-from .collectives import _channel, _groups_attr, all_to_all_p, device_groups
+from .collectives import all_to_all_p
+from .device_groups import channel, device_groups, groups_attr
 from .elementwise import and_p
 from .reduce import reduce_or_p
 
@@ -24,8 +25,8 @@ def _lower(ctx, *ins, axes, sizes):
     """jax's lowering: XLA's `ragged_all_to_all` custom call, its replica groups and
     channel in the backend config (api_version 4: a dictionary)."""
     groups = device_groups(ctx.mesh, axes)
-    channel = _channel(ctx).split("handle = ")[1].split(",")[0]
-    config = f"{{channel_id = {channel} : i64, replica_groups = {_groups_attr(groups)}}}"
+    handle = channel(ctx).split("handle = ")[1].split(",")[0]
+    config = f"{{channel_id = {handle} : i64, replica_groups = {groups_attr(groups)}}}"
     return ctx.op("stablehlo.custom_call", list(ins), [tensor_type(a) for a in ctx.in_avals],
                   [tensor_type(ctx.out_avals[0])],
                   {"api_version": "4 : i32", "backend_config": config,
