@@ -279,3 +279,34 @@ def test_conv_general_dilated_local(mesh2x4, dn):
         x, k, (1, 1), "SAME", fs, dimension_numbers=dn), [x, R(*kshape, seed=1)], [P("x"), P()],
         numpy_ref=False)
     compare_cases([case], mesh2x4)
+
+
+@pytest.mark.parametrize("spec", [P(), P("x"), P(None, "x"), P("x", None, "y")],
+                         ids=["replicated", "batch", "features", "batch_H"])
+def test_out_sharding_in_explicit_mode(spec):
+    """out_sharding= sets the result's type, as jax's: the way out of an ambiguous
+    convolution (lhs and kernel split along the contracted features), which explicit
+    mode's error suggests. It was accepted and ignored."""
+    a = np.random.RandomState(0).randint(-3, 4, (4, 4, 8, 8)).astype(np.float32)
+    k = np.random.RandomState(1).randint(-2, 3, (4, 4, 3, 3)).astype(np.float32)
+    kw = dict(window_strides=(1, 1), padding="SAME")
+    ref = jax.lax.conv_general_dilated(a, k, **kw)
+    types = []
+    for m, lax in ((shardc, shardc.lax), (jax, jax.lax)):
+        mesh = m.make_mesh((4, 2), ("x", "y"), axis_types=(m.sharding.AxisType.Explicit,) * 2)
+        args = [jax.device_put(v, NamedSharding(mesh, P(None, "y"))) for v in (a, k)]
+        with m.set_mesh(mesh):
+            out = m.jit(lambda v, w: lax.conv_general_dilated(v, w, **kw, out_sharding=spec))(
+                *args)
+        types.append(str(jax.typeof(out)))
+        np.testing.assert_array_equal(np.asarray(out), ref)
+    assert types[0] == types[1]
+    with shardc.set_mesh(mesh):      # (jax's mesh: the last one made) by position too
+        out = shardc.jit(lambda v, w: shardc.lax.conv_general_dilated(
+            v, w, (1, 1), "SAME", None, None, None, 1, 1, None, None, spec))(*args)
+    assert str(jax.typeof(out)) == types[1]
+    with pytest.raises(shardc.ShardcError, match="ambiguous"):
+        with shardc.set_mesh(shardc.make_mesh((4, 2), ("x", "y"), axis_types=(
+                shardc.AxisType.Explicit,) * 2)) as mesh:
+            v = jax.device_put(a, NamedSharding(mesh, P(None, "y")))
+            shardc.jit(lambda v: shardc.lax.conv_general_dilated(v, v[:, :, :3, :3], **kw))(v)

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ShardcError, wrap_public
 from ..ops import lax as L
 from ..ops.conv import conv_general_dilated_p, dilate_dim
+from .explicit import takes_out_sharding
 from .precision import canonical_precision
 from .numpy._util import (aval, canonical_dtype, check_arraylike, promote_dtypes,
                           promote_dtypes_inexact)
@@ -102,11 +103,18 @@ def _ints(name, what, v, n):
     return t
 
 
+@takes_out_sharding
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                          rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
                          batch_group_count=1, precision=None, preferred_element_type=None,
                          out_sharding=None):
-    """General N-d convolution, as jax.lax.conv_general_dilated."""
+    """General N-d convolution, as jax.lax.conv_general_dilated (out_sharding=: the
+    result's sharding, and in explicit mode its type)."""
+    if out_sharding is not None:    # passed by position (takes_out_sharding takes the keyword)
+        return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation,
+                                    rhs_dilation, dimension_numbers, feature_group_count,
+                                    batch_group_count, precision, preferred_element_type,
+                                    out_sharding=out_sharding)
     name = "conv_general_dilated"
     check_arraylike(name, lhs, rhs)
     lhs, rhs = promote_dtypes(lhs, rhs)
