@@ -139,6 +139,25 @@ def test_an_argument_on_another_device_is_an_error_only_if_read(mesh8):
             f(on3, xs)
 
 
+def test_arguments_committed_to_two_devices_are_an_error_if_read():
+    """As jax.jit: two read arguments committed to different single devices are refused
+    (shardc ran on the last one's device); unread, or uncommitted, they are not."""
+    put = lambda i: jax.device_put(A, jax.devices()[i])     # noqa: E731
+    for m in (jax, shardc):
+        add, first = m.jit(lambda x, y: x + y), m.jit(lambda x, y: x * 2)
+        assert add(put(1), put(1)).devices() == {jax.devices()[1]}
+        with pytest.raises((ValueError, shardc.errors.ShardcError),
+                           match="incompatible devices"):
+            add(put(1), put(2))     # after a call on one device: not from a cache
+        assert first(put(1), put(2)).devices() == {jax.devices()[1]}
+        assert add(put(1), A).devices() == {jax.devices()[1]}
+    for n in (jnp, snp):      # an eager op too
+        assert n.add(put(1), put(1)).devices() == {jax.devices()[1]}
+        with pytest.raises((ValueError, shardc.errors.ShardcError),
+                           match="incompatible devices"):
+            n.add(put(1), put(2))
+
+
 def test_eager_transforms_of_calls_with_more_dropped_arguments():
     # an eager transform's program is shared by traces of equal text: one that drops
     # more arguments has the same text, and takes as many leaves as its call has

@@ -27,7 +27,7 @@ from .stages import Compiled, Propagated  # noqa: F401  (shardc.api.jit.Compiled
 from ..errors import ShardcError, ShardcTypeError, api_boundary, cleaned
 from ..runtime.autospec import is_auto
 from ..runtime.meshes import (MeshInfo, MeshSlot, boundary_kind, current_mesh, equivalent,
-                              mesh_of_args, target_platform)
+                              mesh_of_args, one_device, target_platform)
 from ..ir.sharding import Sharding, from_spec
 from ..trace import pytree as _tree
 
@@ -407,6 +407,8 @@ class Jitted:
             mesh = keep_used(program, leaves, given, mesh, not (
                 slot.named or ctx["auto"] or ctx["mesh_search"] or self.out_shardings))
         kept = program.meta.get("kept", range(len(leaves)))
+        if mesh.mesh is None:
+            one_device(leaves, kept)
         for i in kept:    # (unless keep_used moved the program to its device)
             if specs[i].error and set(leaves[i].devices()) != set(mesh.devices):
                 raise ShardcError(specs[i].error)

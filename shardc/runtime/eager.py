@@ -22,7 +22,7 @@ from . import special
 from ..errors import UNKNOWN, user_loc
 from ..ir.program import Lit, Op, Program, Value, fmt_param
 from ..lower.emit import lower
-from .meshes import MeshInfo, memory_of, mesh_of_args, with_memory
+from .meshes import MeshInfo, memory_of, mesh_of_args, one_device, with_memory
 from ..ir import dtypes
 from ..ir.sharding import Sharding
 
@@ -163,6 +163,8 @@ def _arguments(args):
         if isinstance(a, jax.core.Tracer):
             raise core.foreign_tracer_error(a)
     mesh = mesh_of_args([a for a in args if isinstance(a, jax.Array)], [], None)
+    if mesh.mesh is None:
+        one_device(args, range(len(args)))
     specs, arrays, committed = [], [], mesh.mesh is not None
     for a in args:
         aval = core.aval_of(a)

@@ -179,6 +179,25 @@ def mesh_of_args(leaves, given, out_shardings) -> MeshInfo:
     return MeshInfo(None, device)
 
 
+def one_device(leaves, kept):
+    """A program on one device reads no arrays committed to different devices: jax
+    refuses them ("incompatible devices") rather than move one."""
+    seen = {}
+    for i in kept:
+        x = leaves[i]
+        if isinstance(x, jax.Array) and x.committed and len(x.devices()) == 1:
+            d = next(iter(x.devices()))
+            for j, e in seen.items():
+                if e != d:
+                    raise ShardcError(
+                        f"Received incompatible devices for jitted computation: argument "
+                        f"{j} ({leaves[j].dtype}{list(leaves[j].shape)}) is committed to "
+                        f"device {e.id} and argument {i} ({x.dtype}{list(x.shape)}) to device "
+                        f"{d.id}; jax.device_put them onto one device, or shard them over "
+                        "one mesh")
+            seen[i] = d
+
+
 @api_boundary
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     """A jax Mesh of `axis_shapes` devices named `axis_names`, as jax.make_mesh: its
