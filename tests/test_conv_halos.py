@@ -89,6 +89,8 @@ def test_halo_geometry_against_numpy():
     assert halo(16, 16, 3, 4, 1, 1, 1, 1, True) == (1, 1, (0, 0))
     assert halo(16, 8, 3, 4, 1, 1, 1, 2, True) is not None       # stride 2 kernel gradient
     assert halo(8, 3, 16, 4, 1, 1, 2, 1, False) is not None      # stride 2 input gradient
+    # a transposed convolution (stride 2) whose last read is a hole: no neighbour's row
+    assert halo(16, 2, 32, 4, 1, 1, 2, 1, False) == (0, 0, (1, 1))
 
 
 A = (np.arange(2 * 4 * 16 * 8, dtype=np.float32).reshape(2, 4, 16, 8) % 7) - 3

@@ -17,7 +17,7 @@ from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from . import lax as L
 from .common import i64_array
-from .conv_per_device import per_device
+from .conv_per_device import for_xla, per_device
 from .conv_plan import conv_plan
 
 
@@ -158,27 +158,34 @@ def _props(window_strides, padding, lhs_dilation, rhs_dilation, dimension_number
 def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
            dimension_numbers, feature_group_count=1, batch_group_count=1, precision=None,
            preferred_element_type=None):
-    conv = (window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers)
-    props = _props(*conv, feature_group_count, batch_group_count, precision)
     types = [tensor_type(a) for a in ctx.in_avals]
     out_t = tensor_type(ctx.out_avals[0])
     plan = conv_plan(ctx, dimension_numbers, (window_strides, padding, lhs_dilation,
                                               rhs_dilation),
                      feature_group_count, batch_group_count)
+    spatial = dimension_numbers[0][2:]
+
+    def emit(lhs, rhs, groups, sharding, out_sharding=None):
+        lhs, la, pads, dil = for_xla(ctx, lhs, ctx.in_avals[0], ctx.in_avals[1], padding,
+                                     sharding)
+        return ctx.op("stablehlo.convolution", [lhs, rhs], [tensor_type(la), types[1]],
+                      [out_t], _props(window_strides, pads, dil, rhs_dilation,
+                                      dimension_numbers, *groups, precision),
+                      sharding=out_sharding)
+    groups = (feature_group_count, batch_group_count)
     if plan is None:
-        return ctx.op("stablehlo.convolution", [lhs, rhs], types, [out_t], props)
+        return emit(lhs, rhs, groups, False)
     lhs = ctx.held(lhs, ctx.in_avals[0], plan.lhs, always=plan.lhs != ctx.in_shardings[0])
     rhs = ctx.held(rhs, ctx.in_avals[1], plan.rhs, always=plan.rhs != ctx.in_shardings[1])
     if plan.manual:
         pads = list(padding)
         for h in plan.halos:        # each device's lhs block carries its own padding
             pads[h.spatial] = h.pad
-        r = per_device(ctx, lhs, rhs, plan, _props(window_strides, pads, *conv[2:],
-                                                    *plan.groups, precision),
-                       dimension_numbers[0][2:])
-    else:
-        (r,) = ctx.op("stablehlo.convolution", [lhs, rhs], types, [out_t], props,
-                      sharding=[plan.out])
+        r = per_device(ctx, lhs, rhs, plan, pads, spatial, lambda pads, dil: _props(
+            window_strides, pads, dil, rhs_dilation, dimension_numbers, *plan.groups,
+            precision))
+    else:       # (spatial dims split only where no padding is negative: see conv_plan)
+        (r,) = emit(lhs, rhs, groups, [plan.lhs], [plan.out])
     return [ctx.held(r, ctx.out_avals[0], ctx.out_shardings[0], always=True)]
 
 

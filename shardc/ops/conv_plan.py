@@ -46,8 +46,8 @@ def halo(size, taps, windows, n, stride, pad_lo, lhs_dil, rhs_dil, summed):
     In lhs-dilated coordinates (an lhs row every `lhs_dil`), device k reads from
     k * block * lhs_dil - pad_lo on: from the start of its block less `lo` = pad_lo //
     lhs_dil rows, after pad_lo % lhs_dil zeros (holes of the dilation, or the padding
-    on device 0); its last read fixes `hi`, and the high padding (at most zero) trims
-    the last hole."""
+    on device 0); its last read fixes `hi`, past the last row it needs as zeros (the
+    high padding, less than a dilation: holes)."""
     if size % n or (taps if summed else windows) % n or pad_lo < 0:
         return None
     block = size // n
@@ -56,7 +56,7 @@ def halo(size, taps, windows, n, stride, pad_lo, lhs_dil, rhs_dil, summed):
         return None
     lo, skip = divmod(pad_lo, lhs_dil)
     last = (windows - 1) * stride + (taps - 1) * rhs_dil - skip
-    hi = -(-last // lhs_dil) - lo - block + 1
+    hi = last // lhs_dil - lo - block + 1
     if lo > block or not -block < hi <= block:
         return None
     return lo, hi, (skip, last - (lo + block + hi - 1) * lhs_dil)
@@ -102,8 +102,9 @@ def conv_plan(ctx, dimension_numbers, window, feature_groups, batch_groups):
     by whole groups; batch groups' lhs batch likewise), input features by a split the
     lhs and kernel share (then summed), spatial dims by exchanging halos (_halos); a
     split that does not divide evenly is dropped. A result split along a spatial dim
-    whose blocks do not line up (and not along its features) is left to XLA's halo
-    exchange, the kernel whole; partial sums (explicit mode) to XLA at the same forms."""
+    whose blocks do not line up (and not along its features, no padding negative) is
+    left to XLA's halo exchange, the kernel whole; partial sums (explicit mode) to XLA
+    at the same forms."""
     if ctx.lowering.oracle:
         return None
     lhs, rhs, out = ctx.in_shardings[0], ctx.in_shardings[1], ctx.out_shardings[0]
@@ -134,7 +135,8 @@ def conv_plan(ctx, dimension_numbers, window, feature_groups, batch_groups):
                 not out.unreduced and any(spatial) and
                 any(s and i not in {h.spatial for h in halos} for i, s in enumerate(spatial))
                 and all(not out.dims[d] or even(out.dims[d], (oa, d), (la, ld)) and
-                        window[2][i] == 1 for i, (ld, d) in enumerate(zip(ls, os_))))
+                        window[2][i] == 1 for i, (ld, d) in enumerate(zip(ls, os_)))
+                and min(min(p) for p in window[1]) >= 0)
     if windowed:        # left to XLA, all spatial dims
         feats, halos = (), []
         used = set(batch) | {a for s in spatial for a in s}
