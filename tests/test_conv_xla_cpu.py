@@ -105,3 +105,47 @@ def test_lhs_dilation_xla_takes_for_a_group_dim():
     f = shardc.jit(shardc.grad(lambda v, k: (w(shardc.lax.conv_general_dilated(w(v), k, **kw))
                                              ** 2).sum(), argnums=(0, 1)))
     _check(f(x, k), _grads(_reference, x, k, **kw))
+
+
+NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+@pytest.mark.parametrize("xs,ks,kw", [
+    ((2, 12, 4, 4), (2, 3, 4, 4), dict(window_strides=(2, 1), padding=((1, 1), (0, 0)))),
+    ((2, 7, 2, 4), (2, 3, 4, 4), dict(window_strides=(1, 1), padding=((0, 0), (2, 2)),
+                                      lhs_dilation=(2, 1))),
+    # a negative padding sliced off leaves the form
+    ((2, 7, 2, 4), (2, 3, 4, 4), dict(window_strides=(1, 1), padding=((-2, 0), (2, 2)),
+                                      lhs_dilation=(2, 1))),
+], ids=["grad", "dilated", "cropped"])
+def test_lhs_dilation_xla_takes_for_a_group_dim_channels_last(xs, ks, kw):
+    """In NHWC an interior pad for the dilation is folded back into the convolution by
+    XLA: such a dim gets a window more instead (sliced off), also after a negative
+    padding's rows are sliced off (the process aborted, jax's too)."""
+    x, k = R.randint(-3, 4, xs).astype(np.float32), R.randint(-2, 3, ks).astype(np.float32)
+    kw = dict(kw, dimension_numbers=NHWC)
+    _check([shardc.jit(lambda v, w: shardc.lax.conv_general_dilated(v, w, **kw))(x, k)],
+           [_reference(x, k, **kw)])
+    f = shardc.jit(shardc.grad(lambda v, w: (shardc.lax.conv_general_dilated(v, w, **kw)
+                                             ** 2).sum(), argnums=(0, 1)))
+    _check(f(x, k), _grads(_reference, x, k, **kw))
+
+
+@pytest.mark.parametrize("xs,ks,kw", [
+    ((1, 1, 2), (1, 1, 1), dict(window_strides=(1,), padding=((-1, -1),), lhs_dilation=(4,))),
+    ((1, 1, 2), (1, 1, 1), dict(window_strides=(1,), padding=((2, -3),))),
+    ((2, 4, 4), (2, 4, 8), dict(window_strides=(3,), padding=((2, -4),),
+                                dimension_numbers=("NHC", "HIO", "NHC"))),
+    ((2, 12, 4, 4), (3, 2, 4, 4), dict(window_strides=(2, 3), padding=((-4, -4), (3, -3)),
+                                       dimension_numbers=NHWC)),
+], ids=["holes", "overdrop", "grad_1d", "grad_2d"])
+def test_negative_padding_that_leaves_no_row(xs, ks, kw):
+    """A negative padding that keeps only dilation holes, or crops past the lhs into the
+    other side's padding: the result reads padding only (zeros). The rows sliced off
+    left an lhs of no rows or a negative size (a compile error)."""
+    x, k = R.randint(-3, 4, xs).astype(np.float32), R.randint(-2, 3, ks).astype(np.float32)
+    _check([shardc.jit(lambda v, w: shardc.lax.conv_general_dilated(v, w, **kw))(x, k)],
+           [_reference(x, k, **kw)])
+    f = shardc.jit(shardc.grad(lambda v, w: (shardc.lax.conv_general_dilated(v, w, **kw)
+                                             ** 2).sum(), argnums=(0, 1)))
+    _check(f(x, k), _grads(_reference, x, k, **kw))

@@ -17,7 +17,7 @@ from ..lower.emit import tensor_type
 from ..trace.core import Primitive
 from . import lax as L
 from .common import i64_array
-from .conv_per_device import for_xla, per_device
+from .conv_per_device import for_xla, grown_aval, per_device, trimmed
 from .conv_plan import conv_plan
 
 
@@ -159,19 +159,26 @@ def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
            dimension_numbers, feature_group_count=1, batch_group_count=1, precision=None,
            preferred_element_type=None):
     types = [tensor_type(a) for a in ctx.in_avals]
-    out_t = tensor_type(ctx.out_avals[0])
     plan = conv_plan(ctx, dimension_numbers, (window_strides, padding, lhs_dilation,
                                               rhs_dilation),
                      feature_group_count, batch_group_count)
     spatial = dimension_numbers[0][2:]
 
     def emit(lhs, rhs, groups, sharding, out_sharding=None):
-        lhs, la, pads, dil = for_xla(ctx, lhs, ctx.in_avals[0], ctx.in_avals[1], padding,
-                                     sharding)
-        return ctx.op("stablehlo.convolution", [lhs, rhs], [tensor_type(la), types[1]],
-                      [out_t], _props(window_strides, pads, dil, rhs_dilation,
-                                      dimension_numbers, *groups, precision),
-                      sharding=out_sharding)
+        lhs, la, pads, dil, grown = for_xla(ctx, lhs, ctx.in_avals[0], ctx.in_avals[1],
+                                            padding, sharding)
+        oa = grown_aval(ctx.out_avals[0], grown)
+        (r,) = ctx.op("stablehlo.convolution", [lhs, rhs], [tensor_type(la), types[1]],
+                      [tensor_type(oa)], _props(window_strides, pads, dil, rhs_dilation,
+                                                dimension_numbers, *groups, precision),
+                      sharding=out_sharding if out_sharding is not None or not grown else
+                      False)
+        return [trimmed(ctx, r, ctx.out_avals[0], grown, out_sharding)]
+    if _nothing_read(ctx.in_avals[0].shape, dimension_numbers[0][2:], padding, lhs_dilation) \
+            or 0 in ctx.out_avals[0].shape:
+        sh = ctx.out_shardings[0]
+        return [ctx.constant(0, ctx.out_avals[0], sh if sh is not None and not sh.unreduced
+                             else None)]
     groups = (feature_group_count, batch_group_count)
     if plan is None:
         return emit(lhs, rhs, groups, False)
@@ -187,6 +194,17 @@ def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
     else:       # (spatial dims split only where no padding is negative: see conv_plan)
         (r,) = emit(lhs, rhs, groups, [plan.lhs], [plan.out])
     return [ctx.held(r, ctx.out_avals[0], ctx.out_shardings[0], always=True)]
+
+
+def _nothing_read(shape, spatial, padding, lhs_dilation):
+    """Whether a negative padding crops every lhs row off a spatial dim (the result is
+    zeros: XLA would be handed an lhs of no rows)."""
+    for d, (lo, hi), dil in zip(spatial, padding, lhs_dilation):
+        extent = (shape[d] - 1) * dil + 1 if shape[d] else 0
+        first, stop = max(0, -lo), extent - max(0, -hi)
+        if -(-first // dil) * dil >= stop:
+            return True
+    return False
 
 
 conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_shape,

@@ -28,10 +28,11 @@ def per_device(ctx, lhs, rhs, plan, pads, lhs_spatial, props):
         x, xa = args[0], avals[0]
         for h in plan.halos:
             x, xa = _extended(ctx, x, xa, lhs_spatial[h.spatial], h)
-        x, xa, pads, dilation = for_xla(ctx, x, xa, avals[1], pads, False)
+        x, xa, pads, dilation, grown = for_xla(ctx, x, xa, avals[1], pads, False)
         (r,) = ctx.op("stablehlo.convolution", [x, args[1]], [tensor_type(xa),
-                      tensor_type(avals[1])], [tensor_type(avals[2])], props(pads, dilation),
-                      sharding=False)
+                      tensor_type(avals[1])], [tensor_type(grown_aval(avals[2], grown))],
+                      props(pads, dilation), sharding=False)
+        r = trimmed(ctx, r, avals[2], grown, False)
         if plan.summed:
             r = summed(ctx, r, avals[2], plan.summed)
         inner = ctx.lines
@@ -50,47 +51,48 @@ def per_device(ctx, lhs, rhs, plan, pads, lhs_spatial, props):
 
 
 def for_xla(ctx, x, aval, rhs_aval, pads, sharding):
-    """(x, its aval, padding, lhs dilation) of a convolution's lhs as XLA:CPU computes it
-    right (its other attributes the IR op's; `rhs_aval` its kernel's, `sharding` the
-    slice's and pad's: a spatial dim is whole here):
+    """(x, its aval, padding, lhs dilation, grown) of a convolution's lhs as XLA:CPU
+    computes it right (its other attributes the IR op's; `rhs_aval` its kernel's,
+    `sharding` the slice's: a spatial dim is whole here; `grown`: (result dim, windows)
+    the result has more, to be sliced off by `trimmed`):
     - rows a negative padding drops are sliced off first, the rest of it (less than a
       dilation) becomes zeros: XLA convolves garbage or wrong values for some
       convolutions with a negative padding (jax on one device too: (-1, 1) on a dim);
-    - an lhs dilation equal to the kernel's size, with the stride one less and no
-      padding, is made by a pad: XLA's ConvOperandSwapper takes such a dim for a
-      "group" dim, keeps its window as the kernel's size though the operand it
-      becomes the kernel of has another, and aborts the process (jax too)."""
+    - a dim with an lhs dilation equal to the kernel's size, the stride one less and no
+      padding gets a window more (high padding): XLA's ConvOperandSwapper takes such a
+      dim for a "group" dim, keeps its window as the kernel's size though the operand
+      it becomes the kernel of has another, and aborts the process (jax too); an
+      interior pad instead XLA folds back into the convolution."""
     p = ctx.ir_op.params
-    (_, _, *spatial), (_, _, *taps) = p["dimension_numbers"][:2]
-    pads, dilation = [tuple(q) for q in pads], list(p["lhs_dilation"])
+    (_, _, *spatial), (_, _, *taps), (_, _, *outs) = p["dimension_numbers"]
+    pads, dilation, grown = [tuple(q) for q in pads], p["lhs_dilation"], []
     for i, (d, (lo, hi)) in enumerate(zip(spatial, pads)):
         drop_lo = -(lo // dilation[i]) if lo < 0 else 0
         drop_hi = -(hi // dilation[i]) if hi < 0 else 0
         if drop_lo or drop_hi:
             x, aval = _slice(ctx, x, aval, d, drop_lo, aval.shape[d] - drop_hi, sharding)
             pads[i] = lo, hi = (lo + drop_lo * dilation[i], hi + drop_hi * dilation[i])
-        k = rhs_aval.shape[taps[i]]
-        if dilation[i] == k > 1 and p["window_strides"][i] == k - 1 and (lo, hi) == (0, 0) \
-                and p["rhs_dilation"][i] == 1 and aval.shape[d] != k:
-            x, aval = _dilated(ctx, x, aval, d, k, sharding)
-            dilation[i] = 1
-    return x, aval, pads, tuple(dilation)
+        k, stride = rhs_aval.shape[taps[i]], p["window_strides"][i]
+        if dilation[i] == k > 1 and stride == k - 1 and (lo, hi) == (0, 0) and \
+                p["rhs_dilation"][i] == 1:
+            pads[i] = (0, stride)
+            grown.append((outs[i], 1))
+    return x, aval, pads, dilation, grown
 
 
-def _dilated(ctx, x, aval, d, k, sharding):
-    """`x` with k - 1 zeros between its rows along dim `d` (interior padding)."""
-    arr = i64_array
+def grown_aval(aval, grown):
     shape = list(aval.shape)
-    shape[d] = (shape[d] - 1) * k + 1
-    out = aval.update(shape=tuple(shape))
-    interior = [0] * len(shape)
-    interior[d] = k - 1
-    zero = ctx.constant(0, aval.update(shape=()))
-    (r,) = ctx.op("stablehlo.pad", [x, zero], [tensor_type(aval), tensor_type(
-        aval.update(shape=()))], [tensor_type(out)], {
-        "edge_padding_high": arr([0] * len(shape)), "edge_padding_low": arr([0] * len(shape)),
-        "interior_padding": arr(interior)}, sharding=sharding)
-    return r, out
+    for d, n in grown:
+        shape[d] += n
+    return aval.update(shape=tuple(shape))
+
+
+def trimmed(ctx, r, aval, grown, sharding):
+    """A convolution's result `r` (of `aval` grown by `grown`) less its added windows."""
+    big = grown_aval(aval, grown)
+    for d, n in grown:
+        r, big = _slice(ctx, r, big, d, 0, big.shape[d] - n, sharding)
+    return r
 
 
 def _slice(ctx, x, aval, d, start, stop, sharding=False):

@@ -102,9 +102,9 @@ def conv_plan(ctx, dimension_numbers, window, feature_groups, batch_groups):
     by whole groups; batch groups' lhs batch likewise), input features by a split the
     lhs and kernel share (then summed), spatial dims by exchanging halos (_halos); a
     split that does not divide evenly is dropped. A result split along a spatial dim
-    whose blocks do not line up (and not along its features, no padding negative) is
-    left to XLA's halo exchange, the kernel whole; partial sums (explicit mode) to XLA
-    at the same forms."""
+    whose blocks do not line up (and not along its features, no padding negative, no
+    lhs dilation: see conv_per_device.for_xla) is left to XLA's halo exchange, the
+    kernel whole; partial sums (explicit mode) to XLA at the same forms."""
     if ctx.lowering.oracle:
         return None
     lhs, rhs, out = ctx.in_shardings[0], ctx.in_shardings[1], ctx.out_shardings[0]
@@ -134,9 +134,9 @@ def conv_plan(ctx, dimension_numbers, window, feature_groups, batch_groups):
     windowed = (feature_groups == batch_groups == 1 and not out.dims[of] and
                 not out.unreduced and any(spatial) and
                 any(s and i not in {h.spatial for h in halos} for i, s in enumerate(spatial))
-                and all(not out.dims[d] or even(out.dims[d], (oa, d), (la, ld)) and
-                        window[2][i] == 1 for i, (ld, d) in enumerate(zip(ls, os_)))
-                and min(min(p) for p in window[1]) >= 0)
+                and all(not out.dims[d] or even(out.dims[d], (oa, d), (la, ld))
+                        for ld, d in zip(ls, os_))
+                and min(min(p) for p in window[1]) >= 0 and set(window[2]) == {1})
     if windowed:        # left to XLA, all spatial dims
         feats, halos = (), []
         used = set(batch) | {a for s in spatial for a in s}
