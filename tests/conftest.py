@@ -31,5 +31,10 @@ def mesh2x4():
 
 
 @pytest.fixture(scope="session")
+def mesh4x2():
+    return shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
+
+
+@pytest.fixture(scope="session")
 def mesh8():
     return shardc.make_mesh((8,), ("x",), axis_types=(shardc.AxisType.Auto,))

@@ -366,3 +366,11 @@ def compare_cases(cases, mesh=None, eager=False):
                 raise AssertionError(f"[{c.label}] {e}") from None
         results.append(ours_l)
     return results
+
+
+def close_by_shard(got, ref, rtol=1e-5, atol=1e-3):
+    """`got` equals `ref` as a whole and on every device's block (not only gathered)."""
+    ref = np.asarray(ref)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=rtol, atol=atol)
+    for s in got.addressable_shards:
+        np.testing.assert_allclose(np.asarray(s.data), ref[s.index], rtol=rtol, atol=atol)

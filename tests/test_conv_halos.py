@@ -10,6 +10,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
+from helpers import close_by_shard
 from shardc.ops.conv_plan import halo
 from shardc.tools.hlo_collectives import collectives
 
@@ -97,18 +98,6 @@ A = (np.arange(2 * 4 * 16 * 8, dtype=np.float32).reshape(2, 4, 16, 8) % 7) - 3
 K = np.random.RandomState(0).randint(-2, 3, (4, 4, 3, 3)).astype(np.float32)
 
 
-@pytest.fixture(scope="module")
-def mesh4x2():
-    return shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
-
-
-def _close(got, ref):
-    ref = np.asarray(ref)
-    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-3)
-    for s in got.addressable_shards:
-        np.testing.assert_allclose(np.asarray(s.data), ref[s.index], rtol=1e-5, atol=1e-3)
-
-
 def _loss(mesh, kw, ls, rs=None, os_=None):
     def w(v, s):
         return v if s is None else shardc.lax.with_sharding_constraint(v, NamedSharding(mesh, s))
@@ -139,7 +128,7 @@ def test_spatial_gradients_exchange_halos(mesh4x2, kw, ls, rs):
     collective bytes against 95,240 for the first layout)."""
     f = shardc.jit(shardc.grad(_loss(mesh4x2, kw, ls, rs), argnums=(0, 1)))
     for g, r in zip(f(A, K), _ref_grads(kw)):
-        _close(g, r)
+        close_by_shard(g, r)
     text = f.lower(A, K).compile().as_text()
     gathered = [c.bytes for c in collectives(text) if c.kind == "all-gather"]
     assert sum(gathered) <= A.nbytes // 2, gathered
@@ -162,10 +151,10 @@ def test_halo_geometries_against_one_device(mesh4x2, case):
     fwd = shardc.jit(lambda v, k: shardc.lax.with_sharding_constraint(
         shardc.lax.conv_general_dilated(shardc.lax.with_sharding_constraint(
             v, NamedSharding(mesh4x2, ls)), k, **kw), NamedSharding(mesh4x2, os_ or P())))
-    _close(fwd(A, k), ref)
+    close_by_shard(fwd(A, k), ref)
     grads = shardc.jit(shardc.grad(_loss(mesh4x2, kw, ls, None, os_), argnums=(0, 1)))(A, k)
     for g, r in zip(grads, _ref_grads(kw, A, k)):
-        _close(g, r)
+        close_by_shard(g, r)
 
 
 def test_replicated_convolution_split_after(mesh4x2):
@@ -177,7 +166,7 @@ def test_replicated_convolution_split_after(mesh4x2):
     k = np.random.RandomState(34).randint(-2, 3, (4, 4, 5, 3)).astype(np.float32)
     f = shardc.jit(shardc.grad(_loss(mesh4x2, kw, P(None, None, ("y", "x"))), argnums=(0, 1)))
     for g, r in zip(f(a, k), _ref_grads(kw, a, k)):
-        _close(g, r)
+        close_by_shard(g, r)
 
 
 def test_uneven_spatial_split_does_not_abort(mesh4x2):
@@ -189,7 +178,7 @@ def test_uneven_spatial_split_does_not_abort(mesh4x2):
     f = shardc.jit(shardc.grad(_loss(mesh4x2, kw, P(None, None, "y", "x"),
                                      P(None, None, "y")), argnums=(0, 1)))
     for g, r in zip(f(a, k), _ref_grads(kw, a, k)):
-        _close(g, r)
+        close_by_shard(g, r)
 
 
 def test_grouped_gradient_inside_partial_shard_map(mesh4x2):
@@ -206,4 +195,4 @@ def test_grouped_gradient_inside_partial_shard_map(mesh4x2):
         return (g(v, k) ** 2).sum()
     got = shardc.jit(shardc.grad(loss, argnums=(0, 1)))(a, k)
     for g, r in zip(got, _ref_grads(kw, a, k)):
-        _close(g, r)
+        close_by_shard(g, r)

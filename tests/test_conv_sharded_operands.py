@@ -8,24 +8,13 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import shardc
+from helpers import close_by_shard
 
 A = (np.arange(2 * 4 * 8 * 8, dtype=np.float32).reshape(2, 4, 8, 8) % 7) - 3
 K = np.random.RandomState(0).randint(-2, 3, (4, 4, 3, 3)).astype(np.float32)
 SAME = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)))
 STRIDED = dict(window_strides=(2, 2), padding=((1, 1), (1, 1)))
 DILATED = dict(window_strides=(2, 1), padding=((0, 0), (0, 0)), rhs_dilation=(2, 1))
-
-
-@pytest.fixture(scope="module")
-def mesh4x2():
-    return shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.AxisType.Auto,) * 2)
-
-
-def _close(got, ref):
-    ref = np.asarray(ref)
-    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-3)
-    for s in got.addressable_shards:    # each device's block, not only the gathered value
-        np.testing.assert_allclose(np.asarray(s.data), ref[s.index], rtol=1e-5, atol=1e-3)
 
 
 def _pinned(mesh, kw, ls, rs, os_):
@@ -44,7 +33,7 @@ def _pinned(mesh, kw, ls, rs, os_):
 ], ids=["features", "halo_kernel", "dilated", "kernel_spatial"])
 def test_forward_pinned(mesh4x2, kw, ls, rs, os_):
     ref = jax.lax.conv_general_dilated(A, K, **kw)
-    _close(_pinned(mesh4x2, kw, ls, rs, os_)(A, K), ref)
+    close_by_shard(_pinned(mesh4x2, kw, ls, rs, os_)(A, K), ref)
 
 
 @pytest.mark.parametrize("kw", [SAME, DILATED], ids=["same", "dilated"])
@@ -59,7 +48,7 @@ def test_kernel_grad_of_spatially_split_lhs(mesh4x2, kw, ls):
     wsc = lambda v, s: shardc.lax.with_sharding_constraint(v, NamedSharding(mesh4x2, s))  # noqa: E731
     got = shardc.jit(shardc.grad(loss(shardc.lax, wsc), argnums=(0, 1)))(A, K)
     for g, r in zip(got, ref):
-        _close(g, r)
+        close_by_shard(g, r)
 
 
 @pytest.mark.parametrize("groups", [8, 2], ids=["depthwise", "groups2"])
@@ -78,7 +67,7 @@ def test_grouped_grads_data_parallel(mesh4x2, groups, spec):
     xs = jax.device_put(x, NamedSharding(mesh4x2, spec))
     f = shardc.jit(shardc.grad(loss(shardc.lax), argnums=(0, 1)))
     for g, r in zip(f(xs, k), ref):
-        _close(g, r)
+        close_by_shard(g, r)
     if spec == P("x"):    # one all-reduce of the kernel gradient, as jax.jit (which is wrong)
         hlo = f.lower(xs, k).compile().as_text()
         assert hlo.count(" all-reduce(") == 1 and " all-gather(" not in hlo
@@ -98,7 +87,7 @@ def test_grouped_pinned(mesh4x2, ls, rs, os_, fgc, bgc):
     if bgc > 1:
         ls, os_ = P(None, *ls[1:]), P(None, *os_[1:])
     ref = jax.lax.conv_general_dilated(x, k, **kw)
-    _close(_pinned(mesh4x2, kw, ls, rs, os_)(x, k), ref)
+    close_by_shard(_pinned(mesh4x2, kw, ls, rs, os_)(x, k), ref)
 
 
 def test_in_scan_body(mesh4x2):
@@ -112,7 +101,7 @@ def test_in_scan_body(mesh4x2):
             return c, shardc.lax.conv_general_dilated(c[0], c[1], **SAME)
         return shardc.lax.scan(step, (v, k), None, length=2)[1][1]
     out = shardc.jit(f, out_shardings=NamedSharding(mesh4x2, P(None, "y")))(a, K)
-    _close(out, ref)
+    close_by_shard(out, ref)
 
 
 def test_in_cond_branch(mesh4x2):
@@ -126,15 +115,15 @@ def test_in_cond_branch(mesh4x2):
             return w(shardc.lax.conv_general_dilated(w(v, P(None, "y")), w(k, P("y")), **SAME),
                      P(None, "y", "x"))
         return shardc.lax.cond(v.sum() > -1e9, branch, lambda v, k: branch(v, k) * 2, v, k)
-    _close(shardc.jit(f)(A, K), ref)
+    close_by_shard(shardc.jit(f)(A, K), ref)
 
 
 def test_uneven_falls_back(mesh4x2):
     """Splits that don't divide (6 batch rows over 4): held at XLA's good forms."""
     x = np.random.RandomState(3).randint(-3, 4, (6, 4, 8, 8)).astype(np.float32)
     ref = jax.lax.conv_general_dilated(x, K, **SAME)
-    _close(_pinned(mesh4x2, SAME, P("x"), P("y"), P("x", "y"))(x, K), ref)
-    _close(_pinned(mesh4x2, SAME, P(None, "y"), P("y"), P("x", "y"))(x, K), ref)
+    close_by_shard(_pinned(mesh4x2, SAME, P("x"), P("y"), P("x", "y"))(x, K), ref)
+    close_by_shard(_pinned(mesh4x2, SAME, P(None, "y"), P("y"), P("x", "y"))(x, K), ref)
 
 
 def test_plan_is_a_manual_computation(mesh4x2):
@@ -143,7 +132,7 @@ def test_plan_is_a_manual_computation(mesh4x2):
     f = _pinned(mesh4x2, SAME, P(None, "y"), P(None, "y"), P())
     text = f.lower(A, K).as_text()
     assert "sdy.manual_computation" in text and "stablehlo.all_reduce" in text
-    _close(f(A, K), jax.lax.conv_general_dilated(A, K, **SAME))
+    close_by_shard(f(A, K), jax.lax.conv_general_dilated(A, K, **SAME))
 
 
 @pytest.mark.parametrize("groups", [2, 4, 8])
@@ -165,7 +154,7 @@ def test_grouped_grads_of_feature_split_operands(mesh4x2, groups):
     ref = jax.grad(lambda v, k: (jax.lax.conv_general_dilated(v, k, **kw) ** 2).sum(),
                    argnums=(0, 1))(x, k)
     for g, r in zip(shardc.jit(shardc.grad(loss, argnums=(0, 1)))(x, k), ref):
-        _close(g, r)
+        close_by_shard(g, r)
 
 
 @pytest.mark.parametrize("bgc", [2, 4, 8])
@@ -176,4 +165,4 @@ def test_batch_groups_split_along_batch(mesh4x2, bgc):
     k = np.random.RandomState(2).randint(-2, 3, (8, 4, 3, 3)).astype(np.float32)
     kw = dict(SAME, batch_group_count=bgc)
     ref = jax.lax.conv_general_dilated(x, k, **kw)
-    _close(_pinned(mesh4x2, kw, P("x"), P(), P("x"))(x, k), ref)
+    close_by_shard(_pinned(mesh4x2, kw, P("x"), P(), P("x"))(x, k), ref)
