@@ -158,11 +158,16 @@ def _props(window_strides, padding, lhs_dilation, rhs_dilation, dimension_number
 def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
            dimension_numbers, feature_group_count=1, batch_group_count=1, precision=None,
            preferred_element_type=None):
+    spatial = dimension_numbers[0][2:]
+    if _nothing_read(ctx.in_avals[0].shape, spatial, padding, lhs_dilation) or \
+            0 in ctx.out_avals[0].shape:
+        sh = ctx.out_shardings[0]
+        return [ctx.constant(0, ctx.out_avals[0], sh if sh is not None and not sh.unreduced
+                             else None)]
     types = [tensor_type(a) for a in ctx.in_avals]
     plan = conv_plan(ctx, dimension_numbers, (window_strides, padding, lhs_dilation,
                                               rhs_dilation),
                      feature_group_count, batch_group_count)
-    spatial = dimension_numbers[0][2:]
 
     def emit(lhs, rhs, groups, sharding, out_sharding=None):
         lhs, la, pads, dil, grown = for_xla(ctx, lhs, ctx.in_avals[0], ctx.in_avals[1],
@@ -174,11 +179,6 @@ def _lower(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
                       sharding=out_sharding if out_sharding is not None or not grown else
                       False)
         return [trimmed(ctx, r, ctx.out_avals[0], grown, out_sharding)]
-    if _nothing_read(ctx.in_avals[0].shape, dimension_numbers[0][2:], padding, lhs_dilation) \
-            or 0 in ctx.out_avals[0].shape:
-        sh = ctx.out_shardings[0]
-        return [ctx.constant(0, ctx.out_avals[0], sh if sh is not None and not sh.unreduced
-                             else None)]
     groups = (feature_group_count, batch_group_count)
     if plan is None:
         return emit(lhs, rhs, groups, False)
